@@ -1,0 +1,1 @@
+//! Benchmarks of the `mrc` engine live in `benches/benches/`; this library is empty.

@@ -1,0 +1,1 @@
+//! Packet headers: views and owned representations. (being written)
