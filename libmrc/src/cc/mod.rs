@@ -145,6 +145,9 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 #[cfg(test)]
+mod fluid;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
