@@ -420,6 +420,13 @@ mod tests {
                 ("ramp", ramp(scenario(G800))),
                 ("last hop", last_hop(scenario(G800))),
             ] {
+                // Every flow has joined 3 ms before measuring starts.
+                let joined = Duration::from_micros(100 * n as u64);
+                let sc = Scenario {
+                    measure_from: joined + Duration::from_millis(3),
+                    duration: joined + Duration::from_millis(6),
+                    ..sc
+                };
                 let r = run(&sc, nsccs(n), &staggered(n, 100));
                 show(&format!("{n} flows, {mode}"), &r);
             }
