@@ -19,7 +19,7 @@ pub enum Body<'a> {
     Probe(Probe),
     /// ACK: AETH.
     Ack(Ack),
-    /// EP_REQUEST: ERTH [TSETH].
+    /// EP_REQUEST: ERTH, then TSETH when BTH.TS is set.
     EpRequest(EpRequest),
     /// EP_RESPONSE: EETH.
     EpResponse(EpResponse),
