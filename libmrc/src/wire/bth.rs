@@ -60,14 +60,33 @@ impl Bth {
     }
 
     pub(crate) fn decode(b: &[u8; BTH_LEN]) -> Result<(Self, bool)> {
+        let opcode = Self::check(b)?;
+        Ok((Self::decode_checked(opcode, b), Self::ts(b)))
+    }
+
+    /// The opcode of a BTH whose version is right; the only fallible part of decoding.
+    #[inline]
+    pub(crate) fn check(b: &[u8; BTH_LEN]) -> Result<Opcode> {
         // spec: WIRE-BTH-1
         let tver = b[1] & TVER_MASK;
         if tver != TVER {
             return Err(Error::BadVersion(tver));
         }
         // spec: WIRE-OP-1
-        let opcode = Opcode::from_u8(b[0]).ok_or(Error::UnknownOpcode(b[0]))?;
-        let bth = Self {
+        Opcode::from_u8(b[0]).ok_or(Error::UnknownOpcode(b[0]))
+    }
+
+    /// The TS flag.
+    #[inline]
+    pub(crate) fn ts(b: &[u8; BTH_LEN]) -> bool {
+        b[1] & TS != 0
+    }
+
+    /// The header, once [`check`](Self::check) gave its opcode. Kept infallible so that the caller builds the
+    /// packet in place instead of moving a `Result` through memory.
+    #[inline]
+    pub(crate) fn decode_checked(opcode: Opcode, b: &[u8; BTH_LEN]) -> Self {
+        Self {
             opcode,
             se: b[1] & SE != 0,
             rtx: b[1] & RTX != 0,
@@ -75,10 +94,10 @@ impl Bth {
             dest_qp: get_u24([b[5], b[6], b[7]]),
             ack_req: b[8] & ACK_REQ != 0,
             psn: get_u24([b[9], b[10], b[11]]),
-        };
-        Ok((bth, b[1] & TS != 0))
+        }
     }
 
+    #[inline]
     pub(crate) fn encode(&self, ts: bool, b: &mut [u8; BTH_LEN]) {
         let flags = if self.se { SE } else { 0 }
             | if self.rtx { RTX } else { 0 }

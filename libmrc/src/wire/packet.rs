@@ -19,7 +19,7 @@ pub enum Body<'a> {
     Probe(Probe),
     /// ACK: AETH.
     Ack(Ack),
-    /// EP_REQUEST: ERTH [TSETH].
+    /// EP_REQUEST: ERTH, then TSETH when BTH.TS is set.
     EpRequest(EpRequest),
     /// EP_RESPONSE: EETH.
     EpResponse(EpResponse),
@@ -71,8 +71,10 @@ impl<'a> Packet<'a> {
     /// Parses BTH, headers and payload of `buf` (the UDP payload without its ICRC).
     fn parse_headers(buf: &'a [u8], trimmed: bool) -> Result<Packet<'a>> {
         let mut r = Reader::new(buf);
-        let (bth, ts) = Bth::decode(r.take()?)?;
-        let op = bth.opcode;
+        let b = r.take()?;
+        let op = Bth::check(b)?;
+        let bth = Bth::decode_checked(op, b);
+        let ts = Bth::ts(b);
         if trimmed && !op.is_data() {
             return Err(Error::Malformed);
         }
