@@ -11,12 +11,36 @@
 //!
 //! Layout:
 //! - [`wire`]: packet headers (views and owned representations), ICRC, uSID containers, EV expansion.
+//! - [`path`]: the EVs of a QP, their health (GOOD/SKIP/ASSUMED_BAD/DENIED), per-packet choice and probes.
+//! - [`reliability`]: PSN windows, SACK bitmaps, time-based loss detection, RTT and RTO.
 //! - [`cc`]: congestion control behind a trait, with an NSCC-like window controller.
+//! - [`qp`]: queue pairs: state machine, segmentation, placement, completions.
+//! - [`endpoint`]: demultiplexing, transmit scheduling, timers, ports; the API drivers use.
+//! - [`mem`]: protection domains, registered regions, the [`Memory`] trait that moves payload.
+//! - `testing` (feature `testing`): a deterministic in-memory network of N planes with loss, reordering,
+//!   duplication, trimming, corruption and plane/path/port/node failures.
 //!
 //! Requirements of the normative spec (`spec/*.md`) are cited in the code as `spec: TAG`.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cc;
+pub mod completion;
+pub mod config;
+pub mod endpoint;
+pub mod mem;
+pub mod path;
+pub mod qp;
+pub mod reliability;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 pub mod wire;
+
+pub use completion::{Completion, CqId, WcOpcode, WcStatus};
+pub use config::{Caps, ConfigError, EndpointConfig, QpConfig};
+pub use endpoint::{Endpoint, Event, RecvMeta, Transmit, TrimMark};
+pub use mem::{Access, Memory, MrKeys, NullMemory, Pd, Sge};
+pub use path::{EvConfig, EvState};
+pub use qp::{ConnInfo, PeerId, PostError, QpInit, QpState, RecvWr, SendOp, SendWr, Transition};
+pub use time::{Duration, Instant};

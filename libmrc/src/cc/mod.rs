@@ -116,33 +116,8 @@ impl CcConfig {
     }
 }
 
-/// A configuration error that names the field and how to fix it.
 // spec: CC-CFG-1
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// Dotted path of the offending field, e.g. `qp.cc.mtu`.
-    pub field: &'static str,
-    /// What is wrong and what would be accepted.
-    pub problem: String,
-}
-
-impl ConfigError {
-    /// An error for `field`.
-    pub fn new(field: &'static str, problem: impl Into<String>) -> Self {
-        Self {
-            field,
-            problem: problem.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.problem)
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use crate::config::ConfigError;
 
 #[cfg(test)]
 mod fluid;

@@ -1,0 +1,919 @@
+//! The endpoint: one NIC (one port per plane) with its QPs, completion queues and registered memory.
+//!
+//! Sans-IO, in the style of quinn-proto: the driver feeds datagrams with [`Endpoint::handle_datagram`],
+//! drains packets with [`Endpoint::poll_transmit`], sleeps until [`Endpoint::poll_timeout`] and then calls
+//! [`Endpoint::handle_timeout`]. Any call can make the previous answers of `poll_transmit` and `poll_timeout`
+//! stale, so drivers ask again after each.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::completion::{Completion, Cq, CqId};
+use crate::config::{ConfigError, EndpointConfig};
+use crate::mem::{Access, AccessError, Memory, MrKeys, MrTable, Pd};
+use crate::path::{EvChange, EvInfo, PlaneStats};
+use crate::qp::{
+    ModifyError, PeerId, PostError, Qp, QpInit, QpState, QpStats, RecvWr, SendWr, Transition,
+};
+use crate::time::{Duration, Instant};
+use crate::wire::{
+    Body, Bth, EP_QPN, EpOp, EpRequest, EpResponse, Error as WireError, Opcode, Packet,
+    ParseOptions, TrafficClass,
+};
+
+/// A packet the driver must send: its bytes are in the buffer given to [`Endpoint::poll_transmit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination endpoint.
+    pub peer: PeerId,
+    /// Entropy value: with the peer, it names the path (expand it to the uSID destination address).
+    pub ev: u32,
+    /// Local port (plane) to send from.
+    pub plane: u8,
+    /// Traffic class (maps to a DSCP).
+    pub class: TrafficClass,
+    /// Bytes of the UDP payload written at the start of the buffer.
+    pub len: usize,
+    /// The local QP that produced it (`EP_QPN` for endpoint packets).
+    pub qpn: u32,
+}
+
+/// How a switch marked a trimmed packet (read from the DSCP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrimMark {
+    /// Trimmed inside the fabric (DSCP TRIMMED).
+    Fabric,
+    /// Trimmed at the last hop, i.e. at the receiver's own port (DSCP TRIMMED_LASTHOP).
+    LastHop,
+}
+
+/// What the driver knows about a received datagram besides its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecvMeta {
+    /// The sending endpoint, if the driver could tell from the source address.
+    pub peer: Option<PeerId>,
+    /// Local port (plane) it arrived on.
+    pub port: u8,
+    /// It arrived with ECN CE.
+    pub ecn_ce: bool,
+    /// It was trimmed.
+    pub trim: Option<TrimMark>,
+}
+
+/// Asynchronous events (verbs async events and MRC's EV-event queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A QP entered the error state.
+    QpError {
+        /// The QP.
+        qpn: u32,
+    },
+    /// An EV of a QP changed state.
+    EvChanged {
+        /// The QP.
+        qpn: u32,
+        /// The change.
+        change: EvChange,
+    },
+    /// A peer reported its port status.
+    PortStatus {
+        /// The peer.
+        peer: PeerId,
+        /// Its ports that are up.
+        mask: u32,
+    },
+    /// An EV probe was answered.
+    EvProbeReply {
+        /// The peer.
+        peer: PeerId,
+        /// The EV probed.
+        ev: u32,
+        /// Round-trip time.
+        rtt: Duration,
+        /// The peer's port it arrived on.
+        rx_port: u8,
+    },
+}
+
+/// Endpoint-wide counters (mostly drops, by reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EndpointStats {
+    /// Datagrams handed in.
+    pub rx_datagrams: u64,
+    /// Shorter than their headers.
+    pub rx_truncated: u64,
+    /// Wrong TVer.
+    pub rx_bad_version: u64,
+    /// Unknown opcode.
+    pub rx_unknown_opcode: u64,
+    /// ICRC mismatch.
+    pub rx_bad_icrc: u64,
+    /// Malformed otherwise (lengths, trimmed control packets).
+    pub rx_malformed: u64,
+    /// Addressed to no QP of this endpoint.
+    pub rx_unknown_qp: u64,
+    /// Wrong P_Key.
+    pub rx_bad_pkey: u64,
+    /// From a peer other than the QP's.
+    pub rx_wrong_peer: u64,
+    /// Endpoint requests answered.
+    pub rx_ep_requests: u64,
+    /// Endpoint responses received.
+    pub rx_ep_responses: u64,
+    /// Datagrams produced.
+    pub tx_datagrams: u64,
+    /// Events dropped because nobody drained them.
+    pub events_dropped: u64,
+}
+
+/// First QP slot number; lower QPNs are reserved (QPN 2 is the endpoint's).
+const SLOT_BASE: u32 = 0x10;
+const MAX_SLOTS: usize = (0xFFFF - SLOT_BASE) as usize;
+
+#[derive(Debug, Clone, Copy)]
+struct SlotMeta {
+    generation: u8,
+    queued: bool,
+    timer: Instant,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct EpOut {
+    peer: PeerId,
+    plane: u8,
+    ev: u32,
+    body: EpBody,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum EpBody {
+    Request(EpRequest),
+    Response(EpResponse),
+}
+
+/// One MRC endpoint.
+pub struct Endpoint {
+    cfg: EndpointConfig,
+    mrs: MrTable,
+    pds: Vec<bool>,
+    cqs: Vec<Option<Cq>>,
+    qps: Vec<Option<Qp>>,
+    slots: Vec<SlotMeta>,
+    free_slots: Vec<usize>,
+    ready: VecDeque<usize>,
+    timers: BTreeSet<(Instant, usize)>,
+    ep_out: VecDeque<EpOut>,
+    ports_up: u32,
+    port_status_deadline: Instant,
+    next_req_id: u32,
+    ev_probes: BTreeMap<u32, (PeerId, u32, Instant)>,
+    events: VecDeque<Event>,
+    stats: EndpointStats,
+}
+
+impl core::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("qps", &self.qps.iter().flatten().count())
+            .field("regions", &self.mrs.len())
+            .field("ports_up", &format_args!("{:#x}", self.ports_up))
+            .finish()
+    }
+}
+
+/// A QP, CQ or PD handle that names nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoSuchObject;
+
+impl core::fmt::Display for NoSuchObject {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("no such object")
+    }
+}
+
+impl std::error::Error for NoSuchObject {}
+
+impl Endpoint {
+    /// A new endpoint with every port up.
+    pub fn new(cfg: EndpointConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let ports_up = if cfg.ports >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << cfg.ports) - 1
+        };
+        Ok(Self {
+            cfg,
+            mrs: MrTable::default(),
+            pds: Vec::new(),
+            cqs: Vec::new(),
+            qps: Vec::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            ready: VecDeque::new(),
+            timers: BTreeSet::new(),
+            ep_out: VecDeque::new(),
+            ports_up,
+            port_status_deadline: Instant::MAX,
+            next_req_id: 1,
+            ev_probes: BTreeMap::new(),
+            events: VecDeque::new(),
+            stats: EndpointStats::default(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.cfg
+    }
+
+    // ---- resources ------------------------------------------------------------------------------------------
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&mut self) -> Pd {
+        self.pds.push(true);
+        Pd(self.pds.len() as u32 - 1)
+    }
+
+    /// Frees a protection domain.
+    pub fn dealloc_pd(&mut self, pd: Pd) -> Result<(), NoSuchObject> {
+        match self.pds.get_mut(pd.0 as usize) {
+            Some(alive @ true) => {
+                *alive = false;
+                Ok(())
+            }
+            _ => Err(NoSuchObject),
+        }
+    }
+
+    /// Registers `[addr, addr + len)` for access by QPs of `pd`.
+    pub fn reg_mr(
+        &mut self,
+        pd: Pd,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<MrKeys, AccessError> {
+        if !self.pds.get(pd.0 as usize).copied().unwrap_or(false) {
+            return Err(AccessError::WrongPd);
+        }
+        self.mrs.register(pd, addr, len, access)
+    }
+
+    /// Deregisters the region with local key `lkey`.
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<(), AccessError> {
+        self.mrs.deregister(lkey)
+    }
+
+    /// Creates a completion queue of `depth` entries.
+    pub fn create_cq(&mut self, depth: usize) -> CqId {
+        self.cqs.push(Some(Cq::new(depth.max(1))));
+        CqId(self.cqs.len() as u32 - 1)
+    }
+
+    /// Destroys a completion queue.
+    pub fn destroy_cq(&mut self, cq: CqId) -> Result<(), NoSuchObject> {
+        match self.cqs.get_mut(cq.0 as usize) {
+            Some(c @ Some(_)) => {
+                *c = None;
+                Ok(())
+            }
+            _ => Err(NoSuchObject),
+        }
+    }
+
+    /// Moves up to `out.len()` completions of `cq` into `out`; returns how many.
+    pub fn poll_cq(&mut self, cq: CqId, out: &mut [Completion]) -> usize {
+        let Some(Some(q)) = self.cqs.get_mut(cq.0 as usize) else {
+            return 0;
+        };
+        let n = out.len().min(q.entries.len());
+        for (slot, c) in out.iter_mut().zip(q.entries.drain(..n)) {
+            *slot = c;
+        }
+        n
+    }
+
+    /// Completions waiting in `cq`, and overruns so far.
+    pub fn cq_len(&self, cq: CqId) -> Option<(usize, u64)> {
+        match self.cqs.get(cq.0 as usize) {
+            Some(Some(q)) => Some((q.entries.len(), q.overruns)),
+            _ => None,
+        }
+    }
+
+    /// Creates a QP (in RESET) and returns its number.
+    pub fn create_qp(&mut self, init: QpInit) -> Result<u32, ConfigError> {
+        if !self.pds.get(init.pd.0 as usize).copied().unwrap_or(false) {
+            return Err(ConfigError::new(
+                "qp.pd",
+                "no such protection domain; allocate one with alloc_pd",
+            ));
+        }
+        for (cq, field) in [(init.send_cq, "qp.send_cq"), (init.recv_cq, "qp.recv_cq")] {
+            if !matches!(self.cqs.get(cq.0 as usize), Some(Some(_))) {
+                return Err(ConfigError::new(
+                    field,
+                    "no such completion queue; create one with create_cq",
+                ));
+            }
+        }
+        if u32::from(init.config.ev.planes) > u32::from(self.cfg.ports) {
+            return Err(ConfigError::new(
+                "qp.ev.planes",
+                format!(
+                    "{} planes but the endpoint has {} ports; use at most {}",
+                    init.config.ev.planes, self.cfg.ports, self.cfg.ports
+                ),
+            ));
+        }
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                if self.qps.len() >= MAX_SLOTS {
+                    return Err(ConfigError::new(
+                        "endpoint.qps",
+                        "too many QPs (at most 65519)",
+                    ));
+                }
+                self.qps.push(None);
+                self.slots.push(SlotMeta {
+                    generation: 0,
+                    queued: false,
+                    timer: Instant::MAX,
+                });
+                self.qps.len() - 1
+            }
+        };
+        let generation = self.slots[slot].generation;
+        let qpn = (u32::from(generation) << 16) | (slot as u32 + SLOT_BASE);
+        let mut qp = match Qp::new(qpn, init, self.cfg.caps) {
+            Ok(q) => q,
+            Err(e) => {
+                self.free_slots.push(slot);
+                return Err(e);
+            }
+        };
+        for p in 0..usize::from(self.cfg.ports) {
+            if self.ports_up >> p & 1 == 0 {
+                qp.paths.set_local_port(p, false);
+            }
+        }
+        self.qps[slot] = Some(qp);
+        Ok(qpn)
+    }
+
+    /// Destroys a QP; its outstanding work is dropped without completions, as in verbs.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<(), NoSuchObject> {
+        let slot = self.slot_of(qpn).ok_or(NoSuchObject)?;
+        self.qps[slot] = None;
+        let m = &mut self.slots[slot];
+        if m.timer != Instant::MAX {
+            self.timers.remove(&(m.timer, slot));
+        }
+        m.timer = Instant::MAX;
+        m.queued = false;
+        m.generation = m.generation.wrapping_add(1);
+        self.ready.retain(|&s| s != slot);
+        self.free_slots.push(slot);
+        Ok(())
+    }
+
+    fn slot_of(&self, qpn: u32) -> Option<usize> {
+        let s = (qpn & 0xFFFF).checked_sub(SLOT_BASE)? as usize;
+        match (self.qps.get(s), self.slots.get(s)) {
+            (Some(Some(q)), Some(_)) if q.qpn == qpn => Some(s),
+            _ => None,
+        }
+    }
+
+    fn qp(&self, qpn: u32) -> Option<&Qp> {
+        self.slot_of(qpn).and_then(|s| self.qps[s].as_ref())
+    }
+
+    /// Applies a state transition.
+    pub fn modify_qp(&mut self, qpn: u32, t: Transition, now: Instant) -> Result<(), ModifyError> {
+        let slot = self.slot_of(qpn).ok_or(ModifyError::NoSuchQp)?;
+        let ports_up = self.ports_up;
+        let nports = usize::from(self.cfg.ports);
+        let qp = self.qps[slot].as_mut().ok_or(ModifyError::NoSuchQp)?;
+        let reset = matches!(t, Transition::Reset);
+        let r = qp.modify(t, now);
+        if reset {
+            for p in 0..nports {
+                if ports_up >> p & 1 == 0 {
+                    qp.paths.set_local_port(p, false);
+                }
+            }
+        }
+        self.after_qp(slot, now);
+        r
+    }
+
+    /// Posts a send work request.
+    pub fn post_send(&mut self, qpn: u32, wr: &SendWr<'_>, now: Instant) -> Result<(), PostError> {
+        let slot = self.slot_of(qpn).ok_or(PostError::NoSuchQp)?;
+        let qp = self.qps[slot].as_mut().ok_or(PostError::NoSuchQp)?;
+        let r = qp.post_send(wr, &self.mrs);
+        if r.is_ok() {
+            qp.arm_retry(now, false);
+        }
+        self.after_qp(slot, now);
+        r
+    }
+
+    /// Posts a receive work request.
+    pub fn post_recv(&mut self, qpn: u32, wr: &RecvWr<'_>) -> Result<(), PostError> {
+        let slot = self.slot_of(qpn).ok_or(PostError::NoSuchQp)?;
+        let qp = self.qps[slot].as_mut().ok_or(PostError::NoSuchQp)?;
+        qp.post_recv(wr, &self.mrs)
+    }
+
+    // ---- I/O ------------------------------------------------------------------------------------------------
+
+    /// Feeds one received UDP payload. Malformed, spoofed or out-of-window packets are counted and dropped or
+    /// NACKed; nothing is written outside a registered region with the right key and rights.
+    // spec: QP-RX-2
+    pub fn handle_datagram<M: Memory>(
+        &mut self,
+        now: Instant,
+        meta: RecvMeta,
+        data: &[u8],
+        mem: &mut M,
+    ) {
+        self.stats.rx_datagrams += 1;
+        let Some(qpn) = crate::wire::peek_dest_qp(data) else {
+            self.stats.rx_truncated += 1;
+            return;
+        };
+        if qpn == EP_QPN {
+            self.handle_endpoint_packet(now, meta, data);
+            return;
+        }
+        let Some(slot) = self.slot_of(qpn) else {
+            self.stats.rx_unknown_qp += 1;
+            return;
+        };
+        let Some(qp) = self.qps[slot].as_mut() else {
+            return;
+        };
+        let opts = ParseOptions {
+            // spec: WIRE-ICRC-1
+            verify_icrc: qp.cfg().icrc && meta.trim.is_none(),
+            trimmed: meta.trim.is_some(),
+        };
+        let pkt = match Packet::parse(data, opts) {
+            Ok(p) => p,
+            Err(e) => {
+                count_wire_error(&mut self.stats, e);
+                return;
+            }
+        };
+        // spec: WIRE-BTH-3
+        if pkt.bth.pkey != qp.cfg().pkey {
+            self.stats.rx_bad_pkey += 1;
+            return;
+        }
+        if let (Some(from), Some(expected)) = (meta.peer, qp.peer) {
+            if from != expected {
+                self.stats.rx_wrong_peer += 1;
+                return;
+            }
+        }
+        match pkt.body {
+            Body::Data(d) => qp.on_data(now, &meta, &pkt.bth, &d, mem, &self.mrs),
+            Body::Sack(s) => qp.on_sack(now, &s),
+            Body::Nack(n) => qp.on_nack(now, &n),
+            Body::Ack(a) => qp.on_ack(now, &a),
+            Body::Probe(p) => qp.on_probe(&meta, &pkt.bth, &p),
+            Body::EpRequest(_) | Body::EpResponse(_) => self.stats.rx_malformed += 1,
+        }
+        self.after_qp(slot, now);
+    }
+
+    /// Writes the next packet to send into `buf` (which must hold the QP MTU plus 64 bytes of headers) and
+    /// says where it goes; `None` when nothing is due now.
+    #[must_use = "a returned packet must be sent"]
+    pub fn poll_transmit<M: Memory>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        mem: &mut M,
+    ) -> Option<Transmit> {
+        if let Some(t) = self.poll_endpoint_out(buf) {
+            self.stats.tx_datagrams += 1;
+            return Some(t);
+        }
+        while let Some(slot) = self.ready.pop_front() {
+            self.slots[slot].queued = false;
+            let Some(qp) = self.qps[slot].as_mut() else {
+                continue;
+            };
+            let t = qp.poll_transmit(now, buf, mem, &self.mrs);
+            if t.is_some() {
+                self.after_qp(slot, now);
+                self.stats.tx_datagrams += 1;
+                return t;
+            }
+            // Nothing after all: it is looked at again after its next event or timer.
+            self.after_qp_quiet(slot, now);
+        }
+        None
+    }
+
+    /// The next time [`handle_timeout`](Self::handle_timeout) must be called, if any.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let t = self
+            .timers
+            .first()
+            .map_or(Instant::MAX, |&(t, _)| t)
+            .min(self.port_status_deadline);
+        (t != Instant::MAX).then_some(t)
+    }
+
+    /// Runs every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.port_status_deadline <= now {
+            self.queue_port_status(now);
+        }
+        let due: Vec<usize> = self
+            .timers
+            .iter()
+            .take_while(|&&(t, _)| t <= now)
+            .map(|&(_, s)| s)
+            .collect();
+        for slot in due {
+            if let Some(qp) = self.qps[slot].as_mut() {
+                qp.on_timeout(now);
+            }
+            self.after_qp(slot, now);
+        }
+    }
+
+    /// Re-files a QP after anything touched it: completions, events, timer, ready queue.
+    fn after_qp(&mut self, slot: usize, now: Instant) {
+        self.refile(slot, now, true);
+    }
+
+    fn after_qp_quiet(&mut self, slot: usize, now: Instant) {
+        self.refile(slot, now, false);
+    }
+
+    fn refile(&mut self, slot: usize, now: Instant, may_queue: bool) {
+        let Some(qp) = self.qps[slot].as_mut() else {
+            return;
+        };
+        for (cq, c) in qp.cqes.drain(..) {
+            if let Some(Some(q)) = self.cqs.get_mut(cq.0 as usize) {
+                q.push(c);
+            }
+        }
+        let qpn = qp.qpn;
+        let mut events = Vec::new();
+        for change in qp.ev_changes.drain(..) {
+            events.push(Event::EvChanged { qpn, change });
+        }
+        if std::mem::take(&mut qp.went_to_error) {
+            events.push(Event::QpError { qpn });
+        }
+        let deadline = qp.next_deadline();
+        let wants = may_queue && qp.wants_transmit(now);
+        for e in events {
+            self.push_event(e);
+        }
+        let m = &mut self.slots[slot];
+        if deadline != m.timer {
+            if m.timer != Instant::MAX {
+                self.timers.remove(&(m.timer, slot));
+            }
+            if deadline != Instant::MAX {
+                self.timers.insert((deadline, slot));
+            }
+            m.timer = deadline;
+        }
+        if wants && !m.queued {
+            m.queued = true;
+            self.ready.push_back(slot);
+        }
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if self.events.len() >= self.cfg.max_events {
+            self.events.pop_front();
+            self.stats.events_dropped += 1;
+        }
+        self.events.push_back(e);
+    }
+
+    /// The next asynchronous event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    // ---- ports and endpoint packets ------------------------------------------------------------------------
+
+    /// A local port (plane) went down or came up (link state, or the datapath's fast failure signal). Every QP
+    /// masks that plane's EVs at once, and every peer is told with a PORT_STATUS (spec PATH-PLANE-1).
+    pub fn set_port_state(&mut self, now: Instant, port: u8, up: bool) {
+        if port >= self.cfg.ports {
+            return;
+        }
+        let bit = 1u32 << port;
+        let was = self.ports_up;
+        if up {
+            self.ports_up |= bit;
+        } else {
+            self.ports_up &= !bit;
+        }
+        if was == self.ports_up {
+            return;
+        }
+        for slot in 0..self.qps.len() {
+            if let Some(qp) = self.qps[slot].as_mut() {
+                qp.paths.set_local_port(usize::from(port), up);
+                self.after_qp(slot, now);
+            }
+        }
+        self.queue_port_status(now);
+    }
+
+    /// Ports currently up (bit p = port p).
+    pub fn ports_up(&self) -> u32 {
+        self.ports_up
+    }
+
+    fn peers(&self) -> BTreeSet<PeerId> {
+        self.qps.iter().flatten().filter_map(|q| q.peer).collect()
+    }
+
+    fn first_up_plane(&self) -> Option<u8> {
+        (0..self.cfg.ports).find(|p| self.ports_up >> p & 1 == 1)
+    }
+
+    /// Queues a PORT_STATUS to every peer, and re-arms the repeat while a port is down (spec WIRE-EP-1).
+    fn queue_port_status(&mut self, now: Instant) {
+        let all = if self.cfg.ports >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << self.cfg.ports) - 1
+        };
+        self.port_status_deadline = if self.ports_up != all {
+            now + self.cfg.port_status_interval
+        } else {
+            Instant::MAX
+        };
+        let Some(plane) = self.first_up_plane() else {
+            return;
+        };
+        for peer in self.peers() {
+            let req_id = self.next_req_id;
+            self.next_req_id = self.next_req_id.wrapping_add(1);
+            let ev = u32::from(plane);
+            self.ep_out.push_back(EpOut {
+                peer,
+                plane,
+                ev,
+                body: EpBody::Request(EpRequest {
+                    op: EpOp::PortStatus,
+                    req_id,
+                    port_mask: self.ports_up,
+                    ev,
+                    ts: Some(now.ts32()),
+                }),
+            });
+        }
+    }
+
+    /// Sends an EV probe (connectionless, to the peer's endpoint) on `ev`; the answer arrives as
+    /// [`Event::EvProbeReply`]. Returns the request id.
+    pub fn send_ev_probe(&mut self, now: Instant, peer: PeerId, ev: u32, plane: u8) -> u32 {
+        let req_id = self.next_req_id;
+        self.next_req_id = self.next_req_id.wrapping_add(1);
+        self.ev_probes.insert(req_id, (peer, ev, now));
+        if self.ev_probes.len() > 4096 {
+            self.ev_probes.pop_first();
+        }
+        self.ep_out.push_back(EpOut {
+            peer,
+            plane,
+            ev,
+            body: EpBody::Request(EpRequest {
+                op: EpOp::EvProbe,
+                req_id,
+                port_mask: self.ports_up,
+                ev,
+                ts: Some(now.ts32()),
+            }),
+        });
+        req_id
+    }
+
+    fn handle_endpoint_packet(&mut self, now: Instant, meta: RecvMeta, data: &[u8]) {
+        let opts = ParseOptions {
+            verify_icrc: true,
+            trimmed: false,
+        };
+        let pkt = match Packet::parse(data, opts) {
+            Ok(p) => p,
+            Err(e) => {
+                count_wire_error(&mut self.stats, e);
+                return;
+            }
+        };
+        let Some(peer) = meta.peer else {
+            // Endpoint packets act on the sender's QPs; an unknown sender gets nothing.
+            self.stats.rx_wrong_peer += 1;
+            return;
+        };
+        match pkt.body {
+            Body::EpRequest(r) => {
+                self.stats.rx_ep_requests += 1;
+                if r.op == EpOp::PortStatus {
+                    for slot in 0..self.qps.len() {
+                        if let Some(qp) = self.qps[slot].as_mut() {
+                            if qp.peer == Some(peer) {
+                                qp.paths.set_remote_ports(r.port_mask);
+                                self.after_qp(slot, now);
+                            }
+                        }
+                    }
+                    self.push_event(Event::PortStatus {
+                        peer,
+                        mask: r.port_mask,
+                    });
+                }
+                if matches!(r.op, EpOp::Unknown(_)) {
+                    return;
+                }
+                let mut plane = meta.port;
+                if self.ports_up >> plane & 1 == 0 {
+                    plane = self.first_up_plane().unwrap_or(plane);
+                }
+                self.ep_out.push_back(EpOut {
+                    peer,
+                    plane,
+                    ev: r.ev,
+                    body: EpBody::Response(EpResponse {
+                        op: r.op,
+                        rx_port: meta.port,
+                        req_id: r.req_id,
+                        ev: r.ev,
+                        ts_echo: r.ts.unwrap_or(0),
+                    }),
+                });
+            }
+            Body::EpResponse(r) => {
+                self.stats.rx_ep_responses += 1;
+                if r.op == EpOp::EvProbe {
+                    if let Some((p, ev, sent)) = self.ev_probes.remove(&r.req_id) {
+                        if p == peer && ev == r.ev {
+                            self.push_event(Event::EvProbeReply {
+                                peer,
+                                ev,
+                                rtt: now - sent,
+                                rx_port: r.rx_port,
+                            });
+                        }
+                    }
+                }
+            }
+            _ => self.stats.rx_malformed += 1,
+        }
+    }
+
+    fn poll_endpoint_out(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let o = self.ep_out.pop_front()?;
+        let (opcode, body) = match o.body {
+            EpBody::Request(r) => (Opcode::EpRequest, Body::EpRequest(r)),
+            EpBody::Response(r) => (Opcode::EpResponse, Body::EpResponse(r)),
+        };
+        let pkt = Packet {
+            bth: Bth {
+                opcode,
+                se: false,
+                rtx: false,
+                pkey: crate::wire::DEFAULT_PKEY,
+                dest_qp: EP_QPN,
+                ack_req: false,
+                psn: 0,
+            },
+            body,
+        };
+        let n = pkt.emit_header(buf).ok()?;
+        let len = crate::wire::seal(buf, n).ok()?;
+        Some(Transmit {
+            peer: o.peer,
+            ev: o.ev,
+            plane: o.plane,
+            class: TrafficClass::Control,
+            len,
+            qpn: EP_QPN,
+        })
+    }
+
+    /// The datapath learned (e.g. from an ICMP unreachable) that the path `ev` to `peer` is broken: retire that
+    /// EV in every QP to that peer at once.
+    pub fn report_unreachable(&mut self, now: Instant, peer: PeerId, ev: u32) {
+        for slot in 0..self.qps.len() {
+            if let Some(qp) = self.qps[slot].as_mut() {
+                if qp.peer == Some(peer) {
+                    if let Some(idx) = qp.paths.find(ev) {
+                        qp.paths.on_unreachable(idx, now);
+                        qp.collect_ev_changes();
+                        self.after_qp(slot, now);
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- control and counters -----------------------------------------------------------------------------
+
+    /// Denies (or allows again) an EV of a QP, as MRC's controller does.
+    pub fn set_ev_denied(
+        &mut self,
+        qpn: u32,
+        ev: u32,
+        denied: bool,
+        now: Instant,
+    ) -> Result<(), NoSuchObject> {
+        let slot = self.slot_of(qpn).ok_or(NoSuchObject)?;
+        let qp = self.qps[slot].as_mut().ok_or(NoSuchObject)?;
+        if !qp.paths.set_denied(ev, denied) {
+            return Err(NoSuchObject);
+        }
+        qp.collect_ev_changes();
+        self.after_qp(slot, now);
+        Ok(())
+    }
+
+    /// Sets the receive-window penalty a QP advertises (0 none … 127 one packet per RTT), for slow consumers.
+    pub fn set_receive_penalty(&mut self, qpn: u32, pen: u8) -> Result<(), NoSuchObject> {
+        let slot = self.slot_of(qpn).ok_or(NoSuchObject)?;
+        self.qps[slot]
+            .as_mut()
+            .ok_or(NoSuchObject)?
+            .set_receive_penalty(pen);
+        Ok(())
+    }
+
+    /// Endpoint counters.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// A QP's state.
+    pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
+        self.qp(qpn).map(|q| q.state)
+    }
+
+    /// A QP's counters.
+    pub fn qp_stats(&self, qpn: u32) -> Option<QpStats> {
+        self.qp(qpn).map(|q| q.stats)
+    }
+
+    /// Every EV of a QP with its state and counters.
+    pub fn ev_infos(&self, qpn: u32) -> Vec<EvInfo> {
+        self.qp(qpn)
+            .map(|q| q.paths.infos().collect())
+            .unwrap_or_default()
+    }
+
+    /// A QP's counters for one plane.
+    pub fn plane_stats(&self, qpn: u32, plane: usize) -> Option<PlaneStats> {
+        self.qp(qpn).and_then(|q| q.paths.plane_stats(plane))
+    }
+
+    /// Smoothed RTT, congestion window and bytes in flight of a QP.
+    pub fn qp_transport(&self, qpn: u32) -> Option<(Duration, u64, u64)> {
+        self.qp(qpn)
+            .map(|q| (q.rtt.srtt(), q.cc.window(), q.sent.inflight_bytes()))
+    }
+
+    /// Numbers of every QP.
+    pub fn qpns(&self) -> Vec<u32> {
+        self.qps.iter().flatten().map(|q| q.qpn).collect()
+    }
+
+    /// The largest datagram any QP of this endpoint can produce.
+    pub fn max_datagram_len(&self) -> usize {
+        let mtu = self
+            .qps
+            .iter()
+            .flatten()
+            .map(|q| q.cfg().mtu as usize)
+            .max()
+            .unwrap_or(0);
+        mtu + crate::wire::MAX_DATA_HEADER_LEN + crate::wire::ICRC_LEN
+    }
+}
+
+fn count_wire_error(stats: &mut EndpointStats, e: WireError) {
+    match e {
+        WireError::Truncated => stats.rx_truncated += 1,
+        WireError::BadVersion(_) => stats.rx_bad_version += 1,
+        WireError::UnknownOpcode(_) => stats.rx_unknown_opcode += 1,
+        WireError::BadIcrc => stats.rx_bad_icrc += 1,
+        WireError::Malformed => stats.rx_malformed += 1,
+    }
+}

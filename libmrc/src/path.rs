@@ -1,0 +1,1139 @@
+//! Paths: the entropy values (EVs) of one QP, their health, and the per-packet choice among them.
+//!
+//! Each plane has an *active* list of EVs that carry traffic and a *backup* pool. Packets go to planes in
+//! strict rotation (planes are never rebalanced, which would create false incasts), and within a plane to its
+//! active EVs in rotation. Feedback moves EVs through GOOD, SKIP, ASSUMED_BAD and DENIED; a retired EV is
+//! replaced from its own plane's backup pool and probed until it answers cleanly again.
+
+use std::collections::VecDeque;
+
+use crate::config::ConfigError;
+use crate::time::{Duration, Instant};
+use crate::wire::SackMark;
+
+/// Health of one EV (spec PATH-EV-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EvState {
+    /// Usable.
+    Good,
+    /// Usable, but passed over once at its next turn (ECN or trim feedback).
+    Skip,
+    /// Retired after loss; probed until it answers cleanly.
+    AssumedBad,
+    /// Excluded by the operator; only the controller API changes this.
+    Denied,
+}
+
+/// Where an EV sits in its plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Active,
+    Backup,
+    /// Retired or denied: in neither list.
+    Out,
+}
+
+/// How a QP's EVs are chosen and managed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvConfig {
+    /// Planes used, numbered 0..planes (one NIC port each), 1..=32.
+    pub planes: u8,
+    /// Low EV bits that hold the plane number; at least enough for `planes`.
+    pub plane_bits: u8,
+    /// Active EVs per plane.
+    pub per_plane: u16,
+    /// Reserve EVs per plane that replace retired ones.
+    pub backup_per_plane: u16,
+    /// A loss does not retire an EV when that would leave fewer active EVs in its plane (the floor).
+    pub min_active_per_plane: u16,
+    /// Generated EVs are `(first_index + i) << plane_bits | plane`; QPs may use different ranges.
+    pub first_index: u32,
+    /// Use exactly these EVs instead of generated ones (plane = low `plane_bits` bits); per plane, the first
+    /// `per_plane` are active and the rest are backups. Every plane must have the same number.
+    pub explicit: Option<Vec<u32>>,
+    /// Losses on a plane without a delivery in between after which the whole plane is retired and probed.
+    pub plane_dead_after: u32,
+    /// First probe interval of a retired EV; doubles per unanswered probe...
+    pub probe_min: Duration,
+    /// ...up to this.
+    pub probe_max: Duration,
+    /// Clean probe answers needed to restore an EV.
+    pub probe_clean: u8,
+}
+
+impl Default for EvConfig {
+    fn default() -> Self {
+        Self {
+            planes: 8,
+            plane_bits: 3,
+            per_plane: 16,
+            backup_per_plane: 32,
+            min_active_per_plane: 4,
+            first_index: 0,
+            explicit: None,
+            plane_dead_after: 8,
+            probe_min: Duration::from_micros(100),
+            probe_max: Duration::from_millis(10),
+            probe_clean: 3,
+        }
+    }
+}
+
+/// Most EVs one QP may hold.
+pub const MAX_EVS: usize = 4096;
+
+impl EvConfig {
+    /// A configuration for `planes` planes with `per_plane` active EVs each (backups 2×, floor ¼).
+    pub fn with_planes(planes: u8, per_plane: u16) -> Self {
+        let plane_bits = (u32::from(planes.max(1)) - 1)
+            .checked_ilog2()
+            .map_or(0, |b| b + 1) as u8;
+        Self {
+            planes,
+            plane_bits,
+            per_plane,
+            backup_per_plane: per_plane.saturating_mul(2),
+            min_active_per_plane: (per_plane / 4).max(1),
+            ..Self::default()
+        }
+    }
+
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=32).contains(&self.planes) {
+            return Err(ConfigError::new(
+                "qp.ev.planes",
+                format!("{} planes; use 1..=32", self.planes),
+            ));
+        }
+        if self.plane_bits > 16 || (1u32 << self.plane_bits) < u32::from(self.planes) {
+            return Err(ConfigError::new(
+                "qp.ev.plane_bits",
+                format!(
+                    "{} bits cannot number {} planes; use at least {} (at most 16)",
+                    self.plane_bits,
+                    self.planes,
+                    u32::from(self.planes).next_power_of_two().trailing_zeros()
+                ),
+            ));
+        }
+        if self.per_plane == 0 {
+            return Err(ConfigError::new(
+                "qp.ev.per_plane",
+                "must be at least 1; MRC uses 128..=256 EVs in all, e.g. 16 per plane on 8 planes",
+            ));
+        }
+        if self.min_active_per_plane > self.per_plane {
+            return Err(ConfigError::new(
+                "qp.ev.min_active_per_plane",
+                format!(
+                    "{} exceeds per_plane {}; the floor must be at most the active count",
+                    self.min_active_per_plane, self.per_plane
+                ),
+            ));
+        }
+        if self.probe_min.is_zero() || self.probe_max < self.probe_min {
+            return Err(ConfigError::new(
+                "qp.ev.probe_min",
+                "need 0 < probe_min <= probe_max (defaults 100 µs and 10 ms)",
+            ));
+        }
+        if self.probe_clean == 0 {
+            return Err(ConfigError::new(
+                "qp.ev.probe_clean",
+                "must be at least 1; 3 is the default",
+            ));
+        }
+        if self.plane_dead_after == 0 {
+            return Err(ConfigError::new(
+                "qp.ev.plane_dead_after",
+                "must be at least 1; 8 is the default",
+            ));
+        }
+        match &self.explicit {
+            None => {
+                let per = u64::from(self.per_plane) + u64::from(self.backup_per_plane);
+                if per * u64::from(self.planes) > MAX_EVS as u64 {
+                    return Err(ConfigError::new(
+                        "qp.ev.backup_per_plane",
+                        format!(
+                            "{} EVs in all; (per_plane + backup_per_plane) × planes must be at most {MAX_EVS}",
+                            per * u64::from(self.planes)
+                        ),
+                    ));
+                }
+                let top = (u64::from(self.first_index) + per) << self.plane_bits;
+                if top > 1 << 32 {
+                    return Err(ConfigError::new(
+                        "qp.ev.first_index",
+                        "generated EVs would not fit in 32 bits; lower first_index or the EV counts",
+                    ));
+                }
+            }
+            Some(list) => {
+                if list.len() > MAX_EVS {
+                    return Err(ConfigError::new(
+                        "qp.ev.explicit",
+                        format!("{} EVs; at most {MAX_EVS}", list.len()),
+                    ));
+                }
+                let mut counts = vec![0usize; usize::from(self.planes)];
+                let mut sorted = list.clone();
+                sorted.sort_unstable();
+                if sorted.windows(2).any(|w| w[0] == w[1]) {
+                    return Err(ConfigError::new(
+                        "qp.ev.explicit",
+                        "lists an EV twice; every EV must be distinct",
+                    ));
+                }
+                for &ev in list {
+                    let plane = crate::wire::plane_of(ev, self.plane_bits) as usize;
+                    match counts.get_mut(plane) {
+                        Some(c) => *c += 1,
+                        None => {
+                            return Err(ConfigError::new(
+                                "qp.ev.explicit",
+                                format!(
+                                    "EV {ev:#x} is on plane {plane}, but only {} planes are configured",
+                                    self.planes
+                                ),
+                            ));
+                        }
+                    }
+                }
+                if counts.iter().any(|&c| c != counts[0]) || counts[0] < usize::from(self.per_plane)
+                {
+                    return Err(ConfigError::new(
+                        "qp.ev.explicit",
+                        format!(
+                            "EVs per plane are {counts:?}; every plane needs the same number, at least per_plane ({})",
+                            self.per_plane
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counters of one EV.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EvStats {
+    /// Packets sent on it (data, retransmissions and probes).
+    pub sent: u64,
+    /// SACKs or NACKs that echoed it (proof the path delivers).
+    pub delivered: u64,
+    /// Trim NACKs for packets sent on it.
+    pub trims: u64,
+    /// SACKs that reported it CE-marked.
+    pub ecn: u64,
+    /// Packets on it declared lost.
+    pub losses: u64,
+    /// Times it was retired.
+    pub retired: u32,
+    /// Times probes restored it.
+    pub restored: u32,
+    /// Probes sent on it.
+    pub probes: u64,
+    /// Last RTT measured on it, in ns (0 before the first sample).
+    pub last_rtt_ns: u64,
+}
+
+/// A snapshot of one EV for counters and tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvInfo {
+    /// The EV.
+    pub ev: u32,
+    /// Its plane.
+    pub plane: u8,
+    /// Its health.
+    pub state: EvState,
+    /// Whether it is in its plane's active list (as opposed to backup or retired).
+    pub active: bool,
+    /// Its counters.
+    pub stats: EvStats,
+}
+
+/// An EV changed state; surfaced as an endpoint event (the EV-event CQ of MRC's controller API).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvChange {
+    /// The EV.
+    pub ev: u32,
+    /// Its plane.
+    pub plane: u8,
+    /// State before.
+    pub from: EvState,
+    /// State after.
+    pub to: EvState,
+}
+
+/// Counters of one plane of one QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlaneStats {
+    /// Data packets sent on the plane (first transmissions and retransmissions).
+    pub tx_packets: u64,
+    /// Payload bytes sent on the plane.
+    pub tx_bytes: u64,
+    /// Retransmissions sent on the plane.
+    pub retransmits: u64,
+    /// Trim NACKs for packets sent on the plane.
+    pub trims: u64,
+    /// Losses detected for packets sent on the plane.
+    pub losses: u64,
+    /// CE marks reported for the plane.
+    pub ecn: u64,
+    /// Times the whole plane was retired for silence.
+    pub plane_retirements: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Ev {
+    value: u32,
+    plane: u8,
+    state: EvState,
+    role: Role,
+    clean: u8,
+    /// Outstanding probe timestamp (low 32 bits of ns), if a probe is unanswered.
+    probe_ts: Option<u32>,
+    probe_interval: Duration,
+    next_probe: Instant,
+    stats: EvStats,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Plane {
+    active: Vec<u16>,
+    backup: VecDeque<u16>,
+    /// Every EV of the plane, for plane-level probing.
+    members: Vec<u16>,
+    cursor: usize,
+    local_down: bool,
+    remote_down: bool,
+    losses_since_delivery: u32,
+    /// Retired whole: one probe per interval, rotating over its EVs, until one answers.
+    dead: bool,
+    probe_at: Instant,
+    probe_interval: Duration,
+    probe_cursor: usize,
+    probe_outstanding: bool,
+    stats: PlaneStats,
+}
+
+impl Plane {
+    fn up(&self) -> bool {
+        !self.local_down && !self.remote_down
+    }
+}
+
+/// The EVs of one QP and their health.
+#[derive(Debug, Clone)]
+pub struct PathSet {
+    evs: Vec<Ev>,
+    planes: Vec<Plane>,
+    plane_cursor: usize,
+    any_cursor: usize,
+    /// (EV value, index) sorted by value, for looking up echoed EVs.
+    lookup: Vec<(u32, u16)>,
+    per_plane: usize,
+    min_active: usize,
+    plane_dead_after: u32,
+    probe_min: Duration,
+    probe_max: Duration,
+    probe_clean: u8,
+    /// Earliest `next_probe` of any probing EV (cached).
+    probe_deadline: Instant,
+    changes: Vec<EvChange>,
+    suppressed_retirements: u64,
+}
+
+impl PathSet {
+    /// Builds the EV set of a QP from a validated configuration.
+    // spec: PATH-SET-1
+    pub fn new(cfg: &EvConfig) -> Self {
+        let nplanes = usize::from(cfg.planes);
+        let mut planes = vec![Plane::default(); nplanes];
+        let mut evs = Vec::new();
+        let push = |value: u32, plane: usize, evs: &mut Vec<Ev>, planes: &mut Vec<Plane>| {
+            let idx = evs.len() as u16;
+            let p = &mut planes[plane];
+            p.members.push(idx);
+            let role = if p.active.len() < usize::from(cfg.per_plane) {
+                p.active.push(idx);
+                Role::Active
+            } else {
+                p.backup.push_back(idx);
+                Role::Backup
+            };
+            evs.push(Ev {
+                value,
+                plane: plane as u8,
+                state: EvState::Good,
+                role,
+                clean: 0,
+                probe_ts: None,
+                probe_interval: cfg.probe_min,
+                next_probe: Instant::MAX,
+                stats: EvStats::default(),
+            });
+        };
+        match &cfg.explicit {
+            Some(list) => {
+                for &v in list {
+                    let plane = crate::wire::plane_of(v, cfg.plane_bits) as usize;
+                    if plane < nplanes {
+                        push(v, plane, &mut evs, &mut planes);
+                    }
+                }
+            }
+            None => {
+                let per = u32::from(cfg.per_plane) + u32::from(cfg.backup_per_plane);
+                // Interleave planes so that EV indices rotate over planes as well.
+                for i in 0..per {
+                    for plane in 0..nplanes {
+                        let v = ((cfg.first_index + i) << cfg.plane_bits) | plane as u32;
+                        push(v, plane, &mut evs, &mut planes);
+                    }
+                }
+            }
+        }
+        let mut lookup: Vec<(u32, u16)> = evs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.value, i as u16))
+            .collect();
+        lookup.sort_unstable();
+        Self {
+            evs,
+            planes,
+            plane_cursor: 0,
+            any_cursor: 0,
+            lookup,
+            per_plane: usize::from(cfg.per_plane),
+            min_active: usize::from(cfg.min_active_per_plane),
+            plane_dead_after: cfg.plane_dead_after,
+            probe_min: cfg.probe_min,
+            probe_max: cfg.probe_max,
+            probe_clean: cfg.probe_clean,
+            probe_deadline: Instant::MAX,
+            changes: Vec::new(),
+            suppressed_retirements: 0,
+        }
+    }
+
+    /// Index of the EV with this value.
+    pub fn find(&self, ev: u32) -> Option<u16> {
+        self.lookup
+            .binary_search_by_key(&ev, |&(v, _)| v)
+            .ok()
+            .map(|i| self.lookup[i].1)
+    }
+
+    /// The EV value at `idx`.
+    pub fn value(&self, idx: u16) -> u32 {
+        self.evs[usize::from(idx)].value
+    }
+
+    /// The plane of the EV at `idx`.
+    pub fn plane(&self, idx: u16) -> u8 {
+        self.evs[usize::from(idx)].plane
+    }
+
+    /// The state of the EV at `idx`.
+    pub fn state(&self, idx: u16) -> EvState {
+        self.evs[usize::from(idx)].state
+    }
+
+    /// Number of planes.
+    pub fn planes(&self) -> usize {
+        self.planes.len()
+    }
+
+    /// Number of EVs.
+    pub fn len(&self) -> usize {
+        self.evs.len()
+    }
+
+    /// Whether the set has no EVs (never, once validated).
+    pub fn is_empty(&self) -> bool {
+        self.evs.is_empty()
+    }
+
+    /// Retirements the floor prevented.
+    pub fn suppressed_retirements(&self) -> u64 {
+        self.suppressed_retirements
+    }
+
+    /// Chooses the EV for the next packet: the next usable plane in rotation, then the next active EV of that
+    /// plane in rotation, passing over (and clearing) SKIP once. `None` when no plane is usable.
+    // spec: PATH-SEL-1
+    // spec: PATH-EV-3
+    pub fn next_ev(&mut self) -> Option<u16> {
+        let n = self.planes.len();
+        for _ in 0..n {
+            let p = self.plane_cursor;
+            self.plane_cursor = if p + 1 == n { 0 } else { p + 1 };
+            if let Some(idx) = self.pick_in_plane(p) {
+                return Some(idx);
+            }
+        }
+        None
+    }
+
+    fn pick_in_plane(&mut self, p: usize) -> Option<u16> {
+        let plane = &mut self.planes[p];
+        if !plane.up() || plane.active.is_empty() {
+            return None;
+        }
+        let len = plane.active.len();
+        // Two passes: the first may only clear SKIP marks.
+        for _ in 0..2 * len {
+            if plane.cursor >= len {
+                plane.cursor = 0;
+            }
+            let idx = plane.active[plane.cursor];
+            plane.cursor += 1;
+            let ev = &mut self.evs[usize::from(idx)];
+            match ev.state {
+                EvState::Good => return Some(idx),
+                EvState::Skip => {
+                    // spec: PATH-EV-2
+                    ev.state = EvState::Good;
+                    self.changes.push(EvChange {
+                        ev: ev.value,
+                        plane: ev.plane,
+                        from: EvState::Skip,
+                        to: EvState::Good,
+                    });
+                }
+                EvState::AssumedBad | EvState::Denied => {}
+            }
+        }
+        None
+    }
+
+    /// Chooses an EV regardless of health (QP retries when nothing is usable): every non-denied EV in turn.
+    pub fn next_any_ev(&mut self) -> Option<u16> {
+        let n = self.evs.len();
+        for _ in 0..n {
+            let i = self.any_cursor % n;
+            self.any_cursor = i + 1;
+            if self.evs[i].state != EvState::Denied {
+                return Some(i as u16);
+            }
+        }
+        None
+    }
+
+    /// Whether any plane can carry traffic now.
+    pub fn usable(&self) -> bool {
+        self.planes.iter().any(|p| {
+            p.up()
+                && p.active.iter().any(|&i| {
+                    matches!(
+                        self.evs[usize::from(i)].state,
+                        EvState::Good | EvState::Skip
+                    )
+                })
+        })
+    }
+
+    /// Counts a packet sent on `idx` (payload `bytes`; `retx` for retransmissions).
+    pub fn on_sent(&mut self, idx: u16, bytes: u64, retx: bool) {
+        let ev = &mut self.evs[usize::from(idx)];
+        ev.stats.sent += 1;
+        let ps = &mut self.planes[usize::from(ev.plane)].stats;
+        ps.tx_packets += 1;
+        ps.tx_bytes += bytes;
+        ps.retransmits += u64::from(retx);
+    }
+
+    /// A SACK or NACK echoed `idx`: the path delivers. `rtt` is the sample it carried, if any.
+    pub fn on_delivery(&mut self, idx: u16, rtt: Option<Duration>) {
+        let ev = &mut self.evs[usize::from(idx)];
+        ev.stats.delivered += 1;
+        if let Some(rtt) = rtt {
+            ev.stats.last_rtt_ns = crate::time::nanos(rtt);
+        }
+        self.planes[usize::from(ev.plane)].losses_since_delivery = 0;
+    }
+
+    /// Applies a SACK's marking advice for `idx` (spec PATH-EV-1).
+    pub fn on_mark(&mut self, idx: u16, mark: SackMark, now: Instant) {
+        match mark {
+            SackMark::None => {}
+            SackMark::SkipOnce => {
+                let ev = &mut self.evs[usize::from(idx)];
+                ev.stats.ecn += 1;
+                self.planes[usize::from(ev.plane)].stats.ecn += 1;
+                self.skip(idx);
+            }
+            SackMark::AlwaysSkip => {
+                self.evs[usize::from(idx)].stats.ecn += 1;
+                self.retire(idx, now);
+            }
+        }
+    }
+
+    /// A packet sent on `idx` was trimmed. TRIMMED moves the EV to SKIP; TRIMMED_LASTHOP says nothing about the
+    /// path (the congestion is at the receiver) and leaves it alone.
+    pub fn on_trim(&mut self, idx: u16, last_hop: bool) {
+        let ev = &mut self.evs[usize::from(idx)];
+        ev.stats.trims += 1;
+        self.planes[usize::from(ev.plane)].stats.trims += 1;
+        if !last_hop {
+            self.skip(idx);
+        }
+    }
+
+    fn skip(&mut self, idx: u16) {
+        let ev = &mut self.evs[usize::from(idx)];
+        if ev.state == EvState::Good {
+            ev.state = EvState::Skip;
+            self.changes.push(EvChange {
+                ev: ev.value,
+                plane: ev.plane,
+                from: EvState::Good,
+                to: EvState::Skip,
+            });
+        }
+    }
+
+    /// A packet sent on `idx` was lost without explanation (no SACK, no trim): retire the EV, unless the floor
+    /// forbids it; retire the whole plane when it has gone silent.
+    // spec: PATH-EV-4
+    pub fn on_loss(&mut self, idx: u16, now: Instant) {
+        let ev = &mut self.evs[usize::from(idx)];
+        ev.stats.losses += 1;
+        let p = usize::from(ev.plane);
+        let plane = &mut self.planes[p];
+        plane.stats.losses += 1;
+        plane.losses_since_delivery += 1;
+        if plane.losses_since_delivery >= self.plane_dead_after {
+            self.retire_plane(p, now);
+        } else {
+            self.retire(idx, now);
+        }
+    }
+
+    /// Retires every EV of plane `p` (it has lost `plane_dead_after` packets in a row); probes bring them back.
+    // spec: PATH-PLANE-2
+    fn retire_plane(&mut self, p: usize, now: Instant) {
+        let plane = &mut self.planes[p];
+        plane.losses_since_delivery = 0;
+        if plane.dead {
+            return;
+        }
+        plane.stats.plane_retirements += 1;
+        plane.dead = true;
+        plane.probe_at = now + self.probe_min;
+        plane.probe_interval = self.probe_min;
+        plane.probe_outstanding = false;
+        let mut victims: Vec<u16> = plane.active.drain(..).collect();
+        victims.extend(plane.backup.drain(..));
+        plane.cursor = 0;
+        for idx in victims {
+            self.evs[usize::from(idx)].role = Role::Out;
+            self.mark_bad(idx, now);
+        }
+        // The plane is probed as a whole; its EVs wait for it.
+        for &m in &self.planes[p].members {
+            self.evs[usize::from(m)].next_probe = Instant::MAX;
+        }
+        self.probe_deadline = self.probe_deadline.min(self.planes[p].probe_at);
+    }
+
+    /// The datapath says packets on `idx` cannot be delivered (e.g. ICMP unreachable): retire it now.
+    pub fn on_unreachable(&mut self, idx: u16, now: Instant) {
+        if usize::from(idx) < self.evs.len() {
+            self.retire(idx, now);
+        }
+    }
+
+    /// Whether the local port of plane `p` is up.
+    pub fn local_up(&self, p: usize) -> bool {
+        self.planes.get(p).is_some_and(|x| !x.local_down)
+    }
+
+    /// Moves `idx` to ASSUMED_BAD and replaces it from the backup pool, respecting the floor.
+    // spec: PATH-FLOOR-1
+    fn retire(&mut self, idx: u16, now: Instant) {
+        let i = usize::from(idx);
+        if matches!(self.evs[i].state, EvState::AssumedBad | EvState::Denied) {
+            return;
+        }
+        let p = usize::from(self.evs[i].plane);
+        let plane = &mut self.planes[p];
+        match self.evs[i].role {
+            Role::Active => {
+                if let Some(b) = plane.backup.pop_front() {
+                    // spec: PATH-SET-2
+                    plane.active.push(b);
+                    self.evs[usize::from(b)].role = Role::Active;
+                } else if plane.active.len() <= self.min_active {
+                    self.suppressed_retirements += 1;
+                    return;
+                }
+                let plane = &mut self.planes[p];
+                if let Some(pos) = plane.active.iter().position(|&x| x == idx) {
+                    plane.active.remove(pos);
+                    if plane.cursor > pos {
+                        plane.cursor -= 1;
+                    }
+                }
+            }
+            Role::Backup => {
+                if let Some(pos) = plane.backup.iter().position(|&x| x == idx) {
+                    plane.backup.remove(pos);
+                }
+            }
+            Role::Out => {}
+        }
+        self.evs[i].role = Role::Out;
+        self.mark_bad(idx, now);
+    }
+
+    fn mark_bad(&mut self, idx: u16, now: Instant) {
+        let ev = &mut self.evs[usize::from(idx)];
+        if matches!(ev.state, EvState::AssumedBad | EvState::Denied) {
+            return;
+        }
+        self.changes.push(EvChange {
+            ev: ev.value,
+            plane: ev.plane,
+            from: ev.state,
+            to: EvState::AssumedBad,
+        });
+        ev.state = EvState::AssumedBad;
+        ev.stats.retired += 1;
+        ev.clean = 0;
+        ev.probe_ts = None;
+        ev.probe_interval = self.probe_min;
+        // spec: PATH-PROBE-1
+        ev.next_probe = now + self.probe_min;
+        self.probe_deadline = self.probe_deadline.min(ev.next_probe);
+    }
+
+    /// When the next probe is due (`Instant::MAX` when none is).
+    pub fn probe_deadline(&self) -> Instant {
+        self.probe_deadline
+    }
+
+    /// The next EV to probe at `now`, if one is due; records the probe as outstanding with timestamp `ts`.
+    /// Probes go only to planes whose ports are up.
+    // spec: PATH-PROBE-1
+    pub fn poll_probe(&mut self, now: Instant) -> Option<u16> {
+        if now < self.probe_deadline {
+            return None;
+        }
+        let mut found = None;
+        let mut deadline = Instant::MAX;
+        // Dead planes: one probe per interval each, rotating over the plane's EVs.
+        // spec: PATH-PLANE-2
+        for plane in self.planes.iter_mut() {
+            if !plane.dead || !plane.up() {
+                continue;
+            }
+            if found.is_none() && plane.probe_at <= now {
+                if plane.probe_outstanding {
+                    plane.probe_interval = (plane.probe_interval * 2).min(self.probe_max);
+                }
+                let n = plane.members.len();
+                for _ in 0..n {
+                    let idx = plane.members[plane.probe_cursor % n];
+                    plane.probe_cursor = plane.probe_cursor.wrapping_add(1);
+                    let ev = &mut self.evs[usize::from(idx)];
+                    if ev.state == EvState::AssumedBad {
+                        ev.probe_ts = Some(now.ts32());
+                        ev.stats.probes += 1;
+                        ev.stats.sent += 1;
+                        found = Some(idx);
+                        break;
+                    }
+                }
+                plane.probe_outstanding = found.is_some();
+                plane.probe_at = now + plane.probe_interval;
+            }
+            deadline = deadline.min(plane.probe_at);
+        }
+        for (i, ev) in self.evs.iter_mut().enumerate() {
+            if ev.state != EvState::AssumedBad {
+                continue;
+            }
+            let plane = &self.planes[usize::from(ev.plane)];
+            if plane.dead || !plane.up() {
+                // Re-examined when the plane answers or its port comes back.
+                continue;
+            }
+            if found.is_none() && ev.next_probe <= now {
+                if ev.probe_ts.is_some() {
+                    // The previous probe went unanswered: back off and start counting again.
+                    ev.clean = 0;
+                    ev.probe_interval = (ev.probe_interval * 2).min(self.probe_max);
+                }
+                ev.probe_ts = Some(now.ts32());
+                ev.next_probe = now + ev.probe_interval;
+                ev.stats.probes += 1;
+                ev.stats.sent += 1;
+                found = Some(i as u16);
+            }
+            deadline = deadline.min(ev.next_probe);
+        }
+        self.probe_deadline = deadline;
+        found
+    }
+
+    /// A probe answer for `idx` arrived, echoing `ts` with marking `mark`. After `probe_clean` consecutive
+    /// clean answers the EV returns to service (GOOD, or SKIP when the last answer was CE-marked).
+    // spec: PATH-PROBE-2
+    pub fn on_probe_reply(&mut self, idx: u16, ts: u32, mark: SackMark, now: Instant) {
+        let i = usize::from(idx);
+        self.evs[i].stats.delivered += 1;
+        let p = usize::from(self.evs[i].plane);
+        self.planes[p].losses_since_delivery = 0;
+        if self.evs[i].state != EvState::AssumedBad || self.evs[i].probe_ts != Some(ts) {
+            return;
+        }
+        if self.planes[p].dead {
+            // The plane answers again: probe each of its EVs on its own from now on.
+            let plane = &mut self.planes[p];
+            plane.dead = false;
+            plane.probe_outstanding = false;
+            for &m in &plane.members {
+                let e = &mut self.evs[usize::from(m)];
+                if e.state == EvState::AssumedBad && m != idx {
+                    e.next_probe = now;
+                    e.probe_ts = None;
+                    e.clean = 0;
+                    e.probe_interval = self.probe_min;
+                }
+            }
+            self.probe_deadline = self.probe_deadline.min(now);
+        }
+        let ev = &mut self.evs[i];
+        ev.probe_ts = None;
+        if mark == SackMark::AlwaysSkip {
+            ev.clean = 0;
+            return;
+        }
+        ev.clean += 1;
+        ev.probe_interval = self.probe_min;
+        if ev.clean < self.probe_clean {
+            // Ask again right away: restoring takes a few RTTs once the path answers.
+            ev.next_probe = now;
+            self.probe_deadline = self.probe_deadline.min(now);
+            return;
+        }
+        let to = if mark == SackMark::SkipOnce {
+            EvState::Skip
+        } else {
+            EvState::Good
+        };
+        ev.state = to;
+        ev.clean = 0;
+        ev.next_probe = Instant::MAX;
+        ev.stats.restored += 1;
+        self.changes.push(EvChange {
+            ev: ev.value,
+            plane: ev.plane,
+            from: EvState::AssumedBad,
+            to,
+        });
+        self.rejoin(idx);
+    }
+
+    /// Puts a healthy EV back in its plane: active if the plane is short, else backup.
+    fn rejoin(&mut self, idx: u16) {
+        let ev = &mut self.evs[usize::from(idx)];
+        let plane = &mut self.planes[usize::from(ev.plane)];
+        if plane.active.len() < self.per_plane {
+            plane.active.push(idx);
+            ev.role = Role::Active;
+        } else {
+            plane.backup.push_back(idx);
+            ev.role = Role::Backup;
+        }
+    }
+
+    /// A local port (plane) went down or came up: its EVs are masked at once, without changing their state.
+    // spec: PATH-PLANE-1
+    pub fn set_local_port(&mut self, plane: usize, up: bool) {
+        if let Some(p) = self.planes.get_mut(plane) {
+            p.local_down = !up;
+            p.losses_since_delivery = 0;
+        }
+        self.probe_deadline = Instant::ZERO;
+    }
+
+    /// The peer reported which of its ports are up (bit p = plane p).
+    pub fn set_remote_ports(&mut self, mask: u32) {
+        for (i, p) in self.planes.iter_mut().enumerate() {
+            p.remote_down = i < 32 && mask >> i & 1 == 0;
+            p.losses_since_delivery = 0;
+        }
+        self.probe_deadline = Instant::ZERO;
+    }
+
+    /// Operator action: deny or allow an EV. Returns whether the EV exists.
+    // spec: PATH-EV-5
+    pub fn set_denied(&mut self, ev: u32, denied: bool) -> bool {
+        let Some(idx) = self.find(ev) else {
+            return false;
+        };
+        let i = usize::from(idx);
+        let from = self.evs[i].state;
+        if denied && from != EvState::Denied {
+            let p = usize::from(self.evs[i].plane);
+            let plane = &mut self.planes[p];
+            if let Some(pos) = plane.active.iter().position(|&x| x == idx) {
+                plane.active.remove(pos);
+                if plane.cursor > pos {
+                    plane.cursor -= 1;
+                }
+                if let Some(b) = plane.backup.pop_front() {
+                    plane.active.push(b);
+                    self.evs[usize::from(b)].role = Role::Active;
+                }
+            } else if let Some(pos) = plane.backup.iter().position(|&x| x == idx) {
+                plane.backup.remove(pos);
+            }
+            let e = &mut self.evs[i];
+            e.role = Role::Out;
+            e.state = EvState::Denied;
+            e.next_probe = Instant::MAX;
+            self.changes.push(EvChange {
+                ev,
+                plane: self.evs[i].plane,
+                from,
+                to: EvState::Denied,
+            });
+        } else if !denied && from == EvState::Denied {
+            self.evs[i].state = EvState::Good;
+            self.changes.push(EvChange {
+                ev,
+                plane: self.evs[i].plane,
+                from,
+                to: EvState::Good,
+            });
+            self.rejoin(idx);
+        }
+        true
+    }
+
+    /// Takes the state changes since the last call.
+    pub fn drain_changes(&mut self) -> std::vec::Drain<'_, EvChange> {
+        self.changes.drain(..)
+    }
+
+    /// Whether state changes are waiting to be drained.
+    pub fn has_changes(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    /// A snapshot of every EV.
+    pub fn infos(&self) -> impl Iterator<Item = EvInfo> + '_ {
+        self.evs.iter().map(|e| EvInfo {
+            ev: e.value,
+            plane: e.plane,
+            state: e.state,
+            active: e.role == Role::Active,
+            stats: e.stats,
+        })
+    }
+
+    /// Counters of plane `p`.
+    pub fn plane_stats(&self, p: usize) -> Option<PlaneStats> {
+        self.planes.get(p).map(|x| x.stats)
+    }
+
+    /// Number of EVs per state on plane `p`: (good, skip, assumed_bad, denied).
+    pub fn plane_state_counts(&self, p: usize) -> (usize, usize, usize, usize) {
+        let mut c = (0, 0, 0, 0);
+        for e in self.evs.iter().filter(|e| usize::from(e.plane) == p) {
+            match e.state {
+                EvState::Good => c.0 += 1,
+                EvState::Skip => c.1 += 1,
+                EvState::AssumedBad => c.2 += 1,
+                EvState::Denied => c.3 += 1,
+            }
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(planes: u8, per: u16, backup: u16, floor: u16) -> EvConfig {
+        EvConfig {
+            backup_per_plane: backup,
+            min_active_per_plane: floor,
+            ..EvConfig::with_planes(planes, per)
+        }
+    }
+
+    #[test]
+    fn rotation_is_plane_equal() {
+        let mut s = PathSet::new(&cfg(4, 4, 0, 1));
+        let mut per_plane = [0; 4];
+        for _ in 0..400 {
+            let i = s.next_ev().unwrap();
+            per_plane[usize::from(s.plane(i))] += 1;
+        }
+        assert_eq!(per_plane, [100; 4]);
+    }
+
+    #[test]
+    fn plane_stays_equal_when_some_evs_retire() {
+        let mut s = PathSet::new(&cfg(2, 8, 0, 1));
+        // Retire 6 of plane 0's 8 EVs (indices of plane 0 are the even ones).
+        let now = Instant::ZERO;
+        for i in (0..12).step_by(2) {
+            s.on_loss(i, now);
+        }
+        let (good, _, bad, _) = s.plane_state_counts(0);
+        assert_eq!((good, bad), (2, 6));
+        let mut per_plane = [0; 2];
+        for _ in 0..100 {
+            let i = s.next_ev().unwrap();
+            per_plane[usize::from(s.plane(i))] += 1;
+        }
+        assert_eq!(per_plane, [50, 50], "planes are never rebalanced");
+    }
+
+    #[test]
+    fn skip_is_passed_over_once() {
+        let mut s = PathSet::new(&cfg(1, 3, 0, 1));
+        s.on_trim(1, false);
+        assert_eq!(s.state(1), EvState::Skip);
+        let picks: Vec<u16> = (0..5).map(|_| s.next_ev().unwrap()).collect();
+        assert_eq!(picks, vec![0, 2, 0, 1, 2]);
+        assert_eq!(s.state(1), EvState::Good);
+        s.on_trim(0, true);
+        assert_eq!(
+            s.state(0),
+            EvState::Good,
+            "last-hop trims leave the path alone"
+        );
+    }
+
+    #[test]
+    fn loss_replaces_from_backup_and_respects_floor() {
+        let mut s = PathSet::new(&cfg(1, 2, 1, 1));
+        let now = Instant::ZERO;
+        s.on_loss(0, now);
+        assert_eq!(s.state(0), EvState::AssumedBad);
+        let actives: Vec<_> = s.infos().filter(|e| e.active).map(|e| e.ev).collect();
+        assert_eq!(actives, vec![1, 2], "backup 2 promoted");
+        s.on_delivery(1, None);
+        s.on_loss(1, now);
+        assert_eq!(s.state(1), EvState::AssumedBad);
+        s.on_delivery(2, None);
+        s.on_loss(2, now);
+        assert_eq!(s.state(2), EvState::Good, "floor of 1 active EV holds");
+        assert_eq!(s.suppressed_retirements(), 1);
+    }
+
+    #[test]
+    fn probes_restore_after_clean_answers() {
+        let mut s = PathSet::new(&cfg(1, 2, 0, 0));
+        let t0 = Instant::from_nanos(1_000_000);
+        s.on_loss(0, t0);
+        assert_eq!(s.probe_deadline(), t0 + Duration::from_micros(100));
+        assert_eq!(s.poll_probe(t0), None);
+        let mut t = t0 + Duration::from_micros(100);
+        for round in 0..3 {
+            let i = s.poll_probe(t).expect("probe due");
+            assert_eq!(i, 0);
+            assert_eq!(s.state(0), EvState::AssumedBad, "round {round}");
+            s.on_probe_reply(0, t.ts32(), SackMark::None, t + Duration::from_micros(5));
+            t += Duration::from_micros(5);
+        }
+        assert_eq!(s.state(0), EvState::Good);
+        assert_eq!(s.poll_probe(t + Duration::from_millis(50)), None);
+        assert_eq!(s.probe_deadline(), Instant::MAX);
+        let kinds: Vec<_> = s.drain_changes().map(|c| (c.from, c.to)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (EvState::Good, EvState::AssumedBad),
+                (EvState::AssumedBad, EvState::Good)
+            ]
+        );
+    }
+
+    #[test]
+    fn unanswered_probes_back_off() {
+        let mut s = PathSet::new(&cfg(1, 2, 0, 0));
+        s.on_loss(0, Instant::ZERO);
+        let mut t = Instant::ZERO;
+        let mut gaps = Vec::new();
+        let mut last = None;
+        for _ in 0..12 {
+            t = s.probe_deadline();
+            assert!(s.poll_probe(t).is_some());
+            if let Some(l) = last {
+                gaps.push((t - l).as_micros());
+            }
+            last = Some(t);
+        }
+        assert_eq!(gaps[..4], [100, 200, 400, 800]);
+        assert_eq!(*gaps.last().unwrap(), 10_000, "capped at probe_max");
+        let _ = t;
+    }
+
+    #[test]
+    fn silent_plane_is_retired_whole_and_ports_mask() {
+        let mut s = PathSet::new(&cfg(2, 4, 4, 2));
+        for k in 0..8 {
+            s.on_loss(2 * (k % 4), Instant::ZERO);
+        }
+        assert_eq!(s.plane_state_counts(0), (0, 0, 8, 0));
+        for _ in 0..10 {
+            let i = s.next_ev().unwrap();
+            assert_eq!(s.plane(i), 1);
+        }
+        s.set_local_port(1, false);
+        assert_eq!(s.next_ev(), None);
+        assert!(!s.usable());
+        assert!(s.next_any_ev().is_some());
+        s.set_local_port(1, true);
+        s.set_remote_ports(0b01);
+        assert_eq!(s.next_ev(), None, "peer's port 1 down, plane 0 retired");
+        s.set_remote_ports(0b11);
+        assert!(s.next_ev().is_some());
+    }
+
+    #[test]
+    fn deny_and_allow() {
+        let mut s = PathSet::new(&cfg(1, 2, 1, 1));
+        assert!(s.set_denied(0, true));
+        assert_eq!(s.state(0), EvState::Denied);
+        for _ in 0..4 {
+            assert_ne!(s.next_ev(), Some(0));
+        }
+        assert!(s.set_denied(0, false));
+        assert_eq!(s.state(0), EvState::Good);
+        assert!(!s.set_denied(12345, true));
+    }
+
+    #[test]
+    fn config_validation_names_fields() {
+        let mut c = EvConfig::with_planes(8, 16);
+        assert!(c.validate().is_ok());
+        c.plane_bits = 2;
+        assert_eq!(c.validate().unwrap_err().field, "qp.ev.plane_bits");
+        c.plane_bits = 3;
+        c.explicit = Some(vec![0, 1, 9]);
+        assert_eq!(c.validate().unwrap_err().field, "qp.ev.explicit");
+        c.explicit = None;
+        c.min_active_per_plane = 17;
+        assert_eq!(
+            c.validate().unwrap_err().field,
+            "qp.ev.min_active_per_plane"
+        );
+        assert_eq!(EvConfig::with_planes(1, 4).plane_bits, 0);
+        assert_eq!(EvConfig::with_planes(5, 4).plane_bits, 3);
+    }
+}

@@ -1,0 +1,901 @@
+//! Queue pairs: the verbs-like state machine, work requests, and the per-QP transport state.
+//!
+//! A QP is both a requester (its send queue, sprayed over its EVs, made reliable by SACKs) and a responder (the
+//! peer's stream, placed on arrival and completed in message order). [`send`] holds the requester half,
+//! [`recv`] the responder half.
+
+mod conn;
+mod recv;
+mod send;
+
+use std::collections::VecDeque;
+
+use smallvec::SmallVec;
+
+pub use conn::ConnInfo;
+
+use crate::cc::CongestionControl;
+use crate::completion::{Completion, CqId, WcOpcode, WcStatus};
+use crate::config::{Caps, ConfigError, QpConfig};
+use crate::mem::{Access, AccessError, MrTable, Pd, Sge};
+use crate::path::{EvChange, PathSet};
+use crate::reliability::{PsnTracker, RttEstimator, SentWindow};
+use crate::time::{Duration, Instant};
+
+/// Identifies a peer endpoint. The engine treats it as opaque; the driver maps it to addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeerId(pub u32);
+
+/// QP states (spec QP-STATE-1), numbered as verbs numbers them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// Just created or reset: nothing may be posted.
+    Reset,
+    /// Receives may be posted; nothing moves.
+    Init,
+    /// Ready to receive: the peer is known; incoming data is placed and acknowledged.
+    Rtr,
+    /// Ready to send.
+    Rts,
+    /// Failed: every outstanding work request has been flushed.
+    Error,
+}
+
+impl QpState {
+    /// The verbs `ibv_qp_state` value.
+    pub const fn to_verbs(self) -> u32 {
+        match self {
+            Self::Reset => 0,
+            Self::Init => 1,
+            Self::Rtr => 2,
+            Self::Rts => 3,
+            Self::Error => 6,
+        }
+    }
+}
+
+/// Everything fixed at QP creation.
+#[derive(Debug, Clone)]
+pub struct QpInit {
+    /// Protection domain: the QP touches only regions of this domain.
+    pub pd: Pd,
+    /// Where send completions go.
+    pub send_cq: CqId,
+    /// Where receive completions go.
+    pub recv_cq: CqId,
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// Most scatter/gather elements per work request.
+    pub max_sge: u32,
+    /// Every send work request is signaled.
+    pub sq_sig_all: bool,
+    /// Transport parameters.
+    pub config: QpConfig,
+}
+
+impl QpInit {
+    /// Defaults for `pd` with both completion queues `cq`.
+    pub fn new(pd: Pd, cq: CqId) -> Self {
+        Self {
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            max_send_wr: 256,
+            max_recv_wr: 256,
+            max_sge: 4,
+            sq_sig_all: false,
+            config: QpConfig::default(),
+        }
+    }
+}
+
+/// A state transition (the verbs `ibv_modify_qp` calls this engine supports).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transition {
+    /// RESET → INIT, with the remote access this QP grants.
+    Init {
+        /// `REMOTE_WRITE` and/or `REMOTE_READ`.
+        access: Access,
+    },
+    /// INIT → RTR: the peer is known.
+    Rtr {
+        /// The peer endpoint.
+        peer: PeerId,
+        /// The peer's QPN.
+        remote_qpn: u32,
+        /// First PSN expected from the peer (24 bits).
+        rq_psn: u32,
+        /// Extensions the peer offers.
+        remote_caps: Caps,
+    },
+    /// RTR → RTS.
+    Rts {
+        /// First PSN this QP sends (24 bits).
+        sq_psn: u32,
+    },
+    /// Any state → ERROR: flush everything.
+    Error,
+    /// Any state → RESET: forget everything.
+    Reset,
+}
+
+/// What a send work request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// RDMA WRITE to `remote_addr` in the peer's region `rkey`.
+    Write {
+        /// Target address.
+        remote_addr: u64,
+        /// Target region key.
+        rkey: u32,
+    },
+    /// RDMA WRITE with immediate data, which completes a receive at the peer.
+    WriteImm {
+        /// Target address.
+        remote_addr: u64,
+        /// Target region key.
+        rkey: u32,
+        /// Immediate data.
+        imm: u32,
+    },
+    /// SEND into the peer's next receive buffer (extension).
+    Send {
+        /// Immediate data, if any.
+        imm: Option<u32>,
+    },
+    /// RDMA READ from `remote_addr` into the local buffers (extension).
+    Read {
+        /// Source address at the peer.
+        remote_addr: u64,
+        /// Source region key.
+        rkey: u32,
+    },
+}
+
+/// A send work request.
+#[derive(Debug, Clone, Copy)]
+pub struct SendWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub op: SendOp,
+    /// Local buffers: the payload source, or the READ destination.
+    pub sges: &'a [Sge],
+    /// Generate a completion (always true when the QP signals all).
+    pub signaled: bool,
+    /// Ask for a solicited event at the peer (SEND, WRITE_WITH_IMM).
+    pub solicited: bool,
+}
+
+/// A receive work request.
+#[derive(Debug, Clone, Copy)]
+pub struct RecvWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where a SEND's payload goes (may be empty for WRITE_WITH_IMM-only use).
+    pub sges: &'a [Sge],
+}
+
+/// Why a work request was refused at posting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostError {
+    /// No QP has this number.
+    NoSuchQp,
+    /// The QP's state does not allow this.
+    BadState(QpState),
+    /// The queue is full (unsignaled requests free their slots only when a later signaled one completes).
+    QueueFull,
+    /// `max_wimm` WRITE_WITH_IMM are outstanding.
+    WimmCap,
+    /// The operation needs an extension the peer or this endpoint lacks.
+    Unsupported,
+    /// More scatter/gather elements than the QP allows.
+    TooManySge,
+    /// A local buffer failed its key, bounds or access check.
+    LocalAccess(AccessError),
+    /// The message is longer than 2^32 − 1 bytes.
+    TooLong,
+}
+
+impl core::fmt::Display for PostError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NoSuchQp => write!(f, "no QP has this number"),
+            Self::BadState(s) => write!(f, "the QP is in state {s:?}"),
+            Self::QueueFull => write!(f, "the work queue is full"),
+            Self::WimmCap => write!(f, "max_wimm WRITE_WITH_IMM are outstanding"),
+            Self::Unsupported => write!(f, "the operation needs an extension the peer lacks"),
+            Self::TooManySge => write!(f, "too many scatter/gather elements"),
+            Self::LocalAccess(e) => write!(f, "local buffer: {e}"),
+            Self::TooLong => write!(f, "the message is longer than 4 GiB - 1"),
+        }
+    }
+}
+
+impl std::error::Error for PostError {}
+
+/// Why a transition was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModifyError {
+    /// No QP has this number.
+    NoSuchQp,
+    /// This transition is not allowed from the current state.
+    BadTransition(QpState),
+    /// The configuration is invalid.
+    Config(ConfigError),
+}
+
+impl core::fmt::Display for ModifyError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::NoSuchQp => write!(f, "no QP has this number"),
+            Self::BadTransition(s) => write!(f, "transition not allowed from state {s:?}"),
+            Self::Config(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ModifyError {}
+
+/// Counters of one QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpStats {
+    /// Data packets sent (first transmissions and retransmissions).
+    pub tx_data_packets: u64,
+    /// Payload bytes sent.
+    pub tx_data_bytes: u64,
+    /// Retransmissions sent.
+    pub tx_retransmits: u64,
+    /// Path probes sent.
+    pub tx_probes: u64,
+    /// SACKs sent.
+    pub tx_sacks: u64,
+    /// NACKs sent.
+    pub tx_nacks: u64,
+    /// Transport ACKs sent.
+    pub tx_acks: u64,
+    /// Data packets accepted and placed.
+    pub rx_data_packets: u64,
+    /// Payload bytes placed.
+    pub rx_data_bytes: u64,
+    /// Duplicate data packets (already received).
+    pub rx_duplicates: u64,
+    /// Trimmed packets received.
+    pub rx_trimmed: u64,
+    /// Data packets beyond the receive window.
+    pub rx_out_of_window: u64,
+    /// Data packets refused for key, bounds or access.
+    pub rx_access_errors: u64,
+    /// Data packets refused for want of a receive buffer or an immediate slot.
+    pub rx_no_resource: u64,
+    /// Data packets refused as invalid (unsupported, too long, inconsistent).
+    pub rx_invalid: u64,
+    /// SACKs received.
+    pub rx_sacks: u64,
+    /// SACKs or NACKs that made no sense (acknowledging unsent PSNs).
+    pub rx_bad_acks: u64,
+    /// NACKs received, by kind: trims.
+    pub rx_trim_nacks: u64,
+    /// NACKs received asking to retry later (no resource, out of window).
+    pub rx_retry_nacks: u64,
+    /// Fatal NACKs received.
+    pub rx_fatal_nacks: u64,
+    /// NACKs with an unknown reason.
+    pub rx_unknown_nacks: u64,
+    /// Transport ACKs received.
+    pub rx_acks: u64,
+    /// Probes answered.
+    pub rx_probes: u64,
+    /// READ responses that matched no outstanding READ.
+    pub rx_unexpected_read_responses: u64,
+    /// Packets declared lost by time-based detection.
+    pub losses_rack: u64,
+    /// Packets declared lost by the per-packet RTO.
+    pub losses_rto: u64,
+    /// CE marks reported by the peer.
+    pub ecn_marks: u64,
+    /// QP-timeout retries.
+    pub retries: u64,
+    /// Successful completions generated.
+    pub completions: u64,
+    /// Error completions generated (flushes included).
+    pub error_completions: u64,
+    /// EV retirements.
+    pub ev_retirements: u64,
+    /// EV restorations.
+    pub ev_restorations: u64,
+}
+
+/// Kinds of message in a send queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WqeKind {
+    Write,
+    Send,
+    Read,
+    /// A READ this QP serves for its peer: no completion, no queue slot.
+    ReadResponse {
+        req_msn: u16,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct SendWqe {
+    pub(crate) wr_id: u64,
+    pub(crate) kind: WqeKind,
+    pub(crate) sges: SmallVec<[Sge; 2]>,
+    pub(crate) len: u32,
+    pub(crate) remote_addr: u64,
+    pub(crate) rkey: u32,
+    pub(crate) imm: Option<u32>,
+    pub(crate) signaled: bool,
+    pub(crate) solicited: bool,
+    /// Assigned when the first packet goes out.
+    pub(crate) msn: u64,
+    pub(crate) rqmsn: u64,
+    pub(crate) first_psn: u64,
+    pub(crate) npkts: u32,
+    pub(crate) started: bool,
+    /// READ: response bytes received, and whether all arrived.
+    pub(crate) read_bytes: u64,
+    pub(crate) read_done: bool,
+}
+
+impl SendWqe {
+    fn consumes_recv(&self) -> bool {
+        self.kind == WqeKind::Send || (self.kind == WqeKind::Write && self.imm.is_some())
+    }
+
+    fn opcode(&self) -> WcOpcode {
+        match self.kind {
+            WqeKind::Write | WqeKind::ReadResponse { .. } => WcOpcode::RdmaWrite,
+            WqeKind::Send => WcOpcode::Send,
+            WqeKind::Read => WcOpcode::RdmaRead,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct RecvWqe {
+    pub(crate) wr_id: u64,
+    pub(crate) sges: SmallVec<[Sge; 2]>,
+    pub(crate) len: u64,
+}
+
+/// Feedback the responder owes: echo of the triggering packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Echo {
+    pub(crate) ev: u32,
+    pub(crate) ts: Option<u32>,
+    pub(crate) ce: bool,
+    pub(crate) psn: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ctl {
+    Sack {
+        echo: Echo,
+        probe_reply: bool,
+    },
+    Nack {
+        reason: crate::wire::NackReason,
+        echo: Echo,
+    },
+}
+
+/// Control packets queued beyond this are dropped (the peer's timers recover them).
+const MAX_CTL_QUEUE: usize = 1024;
+
+/// One message of the peer's stream being received.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MsgSlot {
+    pub(crate) open: bool,
+    pub(crate) kind: u8,
+    pub(crate) total: u32,
+    pub(crate) bytes: u64,
+    pub(crate) last_seen: bool,
+    pub(crate) imm: Option<u32>,
+    pub(crate) rqmsn: u64,
+}
+
+/// Internal PSNs and MSNs start one wrap above the wire value so that "one before the first" never underflows.
+const PSN_BASE: u64 = 1 << 24;
+const MSN_BASE: u64 = 1 << 16;
+
+pub(crate) struct Qp {
+    pub(crate) qpn: u32,
+    pub(crate) state: QpState,
+    pub(crate) init: QpInit,
+    pub(crate) access: Access,
+    pub(crate) peer: Option<PeerId>,
+    pub(crate) remote_qpn: u32,
+    pub(crate) local_caps: Caps,
+    pub(crate) caps: Caps,
+    // requester
+    pub(crate) sq: VecDeque<SendWqe>,
+    pub(crate) sq_base: u64,
+    pub(crate) sq_next: u64,
+    pub(crate) seg_offset: u32,
+    pub(crate) sq_used: u32,
+    pub(crate) unsignaled_done: u32,
+    pub(crate) next_msn: u64,
+    pub(crate) next_rqmsn: u64,
+    pub(crate) sent: SentWindow,
+    pub(crate) retx: VecDeque<u64>,
+    pub(crate) delayed: VecDeque<(Instant, u64)>,
+    pub(crate) rtt: RttEstimator,
+    pub(crate) rack_xmit: Instant,
+    pub(crate) cc: Box<dyn CongestionControl>,
+    pub(crate) paths: PathSet,
+    pub(crate) peer_mpr: u8,
+    pub(crate) wimm_inflight: u32,
+    pub(crate) wimm_msns: VecDeque<u64>,
+    pub(crate) peer_cmsn: u64,
+    pub(crate) ack_probe_wanted: bool,
+    pub(crate) serving_reads: u32,
+    pub(crate) retry_deadline: Instant,
+    pub(crate) retries: u32,
+    pub(crate) force_any_ev: bool,
+    pub(crate) last_nack_rnr: bool,
+    // responder
+    pub(crate) rx: PsnTracker,
+    pub(crate) msgs: VecDeque<MsgSlot>,
+    pub(crate) msn_base: u64,
+    pub(crate) rq: VecDeque<RecvWqe>,
+    pub(crate) rq_base: u64,
+    pub(crate) pending_imm: u32,
+    pub(crate) ctl: VecDeque<Ctl>,
+    pub(crate) sack_echo: Echo,
+    pub(crate) sack_now: bool,
+    pub(crate) sack_deadline: Instant,
+    pub(crate) sack_pkts: u16,
+    pub(crate) sack_bytes: u32,
+    pub(crate) cmsn_sent: u64,
+    pub(crate) ack_pending: bool,
+    pub(crate) rcv_pen: u8,
+    /// Consecutive CE marks per EV (direct-mapped), for ALWAYS_SKIP advice.
+    pub(crate) ce_track: [(u32, u16); 16],
+    // outputs
+    pub(crate) cqes: Vec<(CqId, Completion)>,
+    pub(crate) ev_changes: Vec<EvChange>,
+    pub(crate) went_to_error: bool,
+    pub(crate) stats: QpStats,
+}
+
+impl Qp {
+    pub(crate) fn new(qpn: u32, init: QpInit, local_caps: Caps) -> Result<Self, ConfigError> {
+        init.config.validate()?;
+        if init.max_send_wr == 0 || init.max_recv_wr == 0 {
+            return Err(ConfigError::new(
+                "qp.max_send_wr",
+                "max_send_wr and max_recv_wr must be at least 1",
+            ));
+        }
+        let cfg = &init.config;
+        let cc = cfg.cc.build()?;
+        let paths = PathSet::new(&cfg.ev);
+        let window = u64::from(cfg.mpr) * 128;
+        Ok(Self {
+            qpn,
+            state: QpState::Reset,
+            access: Access::NONE,
+            peer: None,
+            remote_qpn: 0,
+            local_caps,
+            caps: Caps::MRC_1_0,
+            sq: VecDeque::new(),
+            sq_base: 0,
+            sq_next: 0,
+            seg_offset: 0,
+            sq_used: 0,
+            unsignaled_done: 0,
+            next_msn: MSN_BASE,
+            next_rqmsn: MSN_BASE,
+            sent: SentWindow::new(PSN_BASE),
+            retx: VecDeque::new(),
+            delayed: VecDeque::new(),
+            rtt: RttEstimator::new(cfg.base_rtt),
+            rack_xmit: Instant::ZERO,
+            cc,
+            paths,
+            peer_mpr: cfg.mpr,
+            wimm_inflight: 0,
+            wimm_msns: VecDeque::new(),
+            peer_cmsn: MSN_BASE - 1,
+            ack_probe_wanted: false,
+            serving_reads: 0,
+            retry_deadline: Instant::MAX,
+            retries: 0,
+            force_any_ev: false,
+            last_nack_rnr: false,
+            rx: PsnTracker::new(PSN_BASE, window),
+            msgs: VecDeque::new(),
+            msn_base: MSN_BASE,
+            rq: VecDeque::new(),
+            rq_base: MSN_BASE,
+            pending_imm: 0,
+            ctl: VecDeque::new(),
+            sack_echo: Echo::default(),
+            sack_now: false,
+            sack_deadline: Instant::MAX,
+            sack_pkts: 0,
+            sack_bytes: 0,
+            cmsn_sent: MSN_BASE - 1,
+            ack_pending: false,
+            rcv_pen: 0,
+            ce_track: [(0, 0); 16],
+            cqes: Vec::new(),
+            ev_changes: Vec::new(),
+            went_to_error: false,
+            stats: QpStats::default(),
+            init,
+        })
+    }
+
+    pub(crate) fn cfg(&self) -> &QpConfig {
+        &self.init.config
+    }
+
+    /// Applies a verbs-style transition (spec QP-STATE-1).
+    // spec: QP-STATE-1
+    pub(crate) fn modify(&mut self, t: Transition, now: Instant) -> Result<(), ModifyError> {
+        use QpState::*;
+        match (self.state, t) {
+            (Reset, Transition::Init { access }) => {
+                self.access = access;
+                self.state = Init;
+            }
+            (
+                Init,
+                Transition::Rtr {
+                    peer,
+                    remote_qpn,
+                    rq_psn,
+                    remote_caps,
+                },
+            ) => {
+                self.peer = Some(peer);
+                self.remote_qpn = remote_qpn & crate::wire::PSN_MASK;
+                // spec: WIRE-OP-2
+                self.caps = self.local_caps.intersect(remote_caps);
+                let start = PSN_BASE + u64::from(rq_psn & crate::wire::PSN_MASK);
+                self.rx = PsnTracker::new(start, u64::from(self.cfg().mpr) * 128);
+                self.state = Rtr;
+            }
+            (Rtr, Transition::Rts { sq_psn }) => {
+                self.sent = SentWindow::new(PSN_BASE + u64::from(sq_psn & crate::wire::PSN_MASK));
+                self.state = Rts;
+            }
+            (_, Transition::Error) => self.enter_error(None, now),
+            (_, Transition::Reset) => {
+                let fresh = Qp::new(self.qpn, self.init.clone(), self.local_caps)
+                    .map_err(ModifyError::Config)?;
+                *self = fresh;
+            }
+            (s, _) => return Err(ModifyError::BadTransition(s)),
+        }
+        Ok(())
+    }
+
+    /// Validates and queues a send work request (spec QP-POST-1).
+    // spec: QP-POST-1
+    pub(crate) fn post_send(&mut self, wr: &SendWr<'_>, mrs: &MrTable) -> Result<(), PostError> {
+        if self.state != QpState::Rts {
+            return Err(PostError::BadState(self.state));
+        }
+        if self.sq_used >= self.init.max_send_wr {
+            return Err(PostError::QueueFull);
+        }
+        if wr.sges.len() > self.init.max_sge as usize {
+            return Err(PostError::TooManySge);
+        }
+        let (kind, remote_addr, rkey, imm, need) = match wr.op {
+            SendOp::Write { remote_addr, rkey } => {
+                (WqeKind::Write, remote_addr, rkey, None, Access::NONE)
+            }
+            SendOp::WriteImm {
+                remote_addr,
+                rkey,
+                imm,
+            } => {
+                // spec: QP-WIMM-1
+                if self.wimm_inflight >= u32::from(self.cfg().max_wimm) {
+                    self.ack_probe_wanted = true;
+                    return Err(PostError::WimmCap);
+                }
+                (WqeKind::Write, remote_addr, rkey, Some(imm), Access::NONE)
+            }
+            SendOp::Send { imm } => {
+                if !self.caps.send {
+                    return Err(PostError::Unsupported);
+                }
+                (WqeKind::Send, 0, 0, imm, Access::NONE)
+            }
+            SendOp::Read { remote_addr, rkey } => {
+                if !self.caps.read {
+                    return Err(PostError::Unsupported);
+                }
+                (WqeKind::Read, remote_addr, rkey, None, Access::LOCAL_WRITE)
+            }
+        };
+        let mut len: u64 = 0;
+        for s in wr.sges {
+            mrs.check(s.lkey, self.init.pd, s.addr, u64::from(s.len), need)
+                .map_err(PostError::LocalAccess)?;
+            len += u64::from(s.len);
+        }
+        let len = u32::try_from(len).map_err(|_| PostError::TooLong)?;
+        if imm.is_some() && kind == WqeKind::Write {
+            self.wimm_inflight += 1;
+        }
+        self.sq.push_back(SendWqe {
+            wr_id: wr.wr_id,
+            kind,
+            sges: wr.sges.iter().copied().collect(),
+            len,
+            remote_addr,
+            rkey,
+            imm,
+            signaled: wr.signaled || self.init.sq_sig_all,
+            solicited: wr.solicited,
+            msn: 0,
+            rqmsn: 0,
+            first_psn: 0,
+            npkts: 0,
+            started: false,
+            read_bytes: 0,
+            read_done: false,
+        });
+        self.sq_used += 1;
+        Ok(())
+    }
+
+    /// Validates and queues a receive work request.
+    pub(crate) fn post_recv(&mut self, wr: &RecvWr<'_>, mrs: &MrTable) -> Result<(), PostError> {
+        if matches!(self.state, QpState::Reset | QpState::Error) {
+            return Err(PostError::BadState(self.state));
+        }
+        if self.rq.len() >= self.init.max_recv_wr as usize {
+            return Err(PostError::QueueFull);
+        }
+        if wr.sges.len() > self.init.max_sge as usize {
+            return Err(PostError::TooManySge);
+        }
+        let mut len = 0u64;
+        for s in wr.sges {
+            mrs.check(
+                s.lkey,
+                self.init.pd,
+                s.addr,
+                u64::from(s.len),
+                Access::LOCAL_WRITE,
+            )
+            .map_err(PostError::LocalAccess)?;
+            len += u64::from(s.len);
+        }
+        self.rq.push_back(RecvWqe {
+            wr_id: wr.wr_id,
+            sges: wr.sges.iter().copied().collect(),
+            len,
+        });
+        Ok(())
+    }
+
+    pub(crate) fn complete(&mut self, cq: CqId, c: Completion) {
+        if c.status == WcStatus::Success {
+            self.stats.completions += 1;
+        } else {
+            self.stats.error_completions += 1;
+        }
+        self.cqes.push((cq, c));
+    }
+
+    /// Moves to ERROR: the failing request (if any) completes with its status, everything else is flushed
+    /// (spec QP-ERR-1).
+    // spec: QP-ERR-1
+    pub(crate) fn enter_error(&mut self, failed: Option<(u64, WcStatus)>, _now: Instant) {
+        if self.state == QpState::Error {
+            return;
+        }
+        self.state = QpState::Error;
+        self.went_to_error = true;
+        let qpn = self.qpn;
+        let send_cq = self.init.send_cq;
+        let recv_cq = self.init.recv_cq;
+        let sq = std::mem::take(&mut self.sq);
+        for (i, w) in sq.into_iter().enumerate() {
+            if matches!(w.kind, WqeKind::ReadResponse { .. }) {
+                continue;
+            }
+            let seq = self.sq_base + i as u64;
+            let status = match failed {
+                Some((s, st)) if s == seq => st,
+                _ => WcStatus::WrFlushErr,
+            };
+            let opcode = w.opcode();
+            self.complete(
+                send_cq,
+                Completion {
+                    wr_id: w.wr_id,
+                    status,
+                    opcode,
+                    byte_len: 0,
+                    imm: None,
+                    qpn,
+                },
+            );
+        }
+        let rq = std::mem::take(&mut self.rq);
+        for w in rq {
+            self.complete(
+                recv_cq,
+                Completion {
+                    wr_id: w.wr_id,
+                    status: WcStatus::WrFlushErr,
+                    opcode: WcOpcode::Recv,
+                    byte_len: 0,
+                    imm: None,
+                    qpn,
+                },
+            );
+        }
+        self.sq_used = 0;
+        self.unsignaled_done = 0;
+        self.retx.clear();
+        self.delayed.clear();
+        self.ctl.clear();
+        self.sack_now = false;
+        self.sack_deadline = Instant::MAX;
+        self.ack_pending = false;
+        self.retry_deadline = Instant::MAX;
+    }
+
+    /// Whether the requester has work that is not yet acknowledged.
+    pub(crate) fn has_outstanding(&self) -> bool {
+        !self.sent.is_empty() || self.sq_next < self.sq_base + self.sq.len() as u64
+    }
+
+    /// The earliest time this QP needs [`on_timeout`](Self::on_timeout).
+    pub(crate) fn next_deadline(&mut self) -> Instant {
+        if matches!(self.state, QpState::Reset | QpState::Init | QpState::Error) {
+            return Instant::MAX;
+        }
+        let mut d = self.sack_deadline;
+        if let Some(&(t, _)) = self.delayed.front() {
+            d = d.min(t);
+        }
+        if self.state == QpState::Rts {
+            d = d.min(self.paths.probe_deadline());
+            if let Some(t) = self.sent.oldest_inflight() {
+                d = d.min(t + self.rtt.rto(self.cfg().rto_min()));
+            }
+            d = d.min(self.retry_deadline);
+        }
+        d
+    }
+
+    /// Handles every timer that has expired at `now`.
+    pub(crate) fn on_timeout(&mut self, now: Instant) {
+        if matches!(self.state, QpState::Reset | QpState::Init | QpState::Error) {
+            return;
+        }
+        if self.sack_deadline <= now {
+            self.sack_now = true;
+            self.sack_deadline = Instant::MAX;
+        }
+        while let Some(&(t, psn)) = self.delayed.front() {
+            if t > now {
+                break;
+            }
+            self.delayed.pop_front();
+            if self
+                .sent
+                .get(psn)
+                .is_some_and(|p| p.state == crate::reliability::PktState::Lost)
+            {
+                self.retx.push_back(psn);
+            }
+        }
+        if self.state != QpState::Rts {
+            return;
+        }
+        self.detect_losses_rto(now);
+        if self.retry_deadline <= now {
+            self.on_retry_timeout(now);
+        }
+        self.collect_ev_changes();
+    }
+
+    /// QP local-ACK timeout: no progress for the timeout. Retry (linear, then exponential backoff), and after
+    /// the last retry fail the oldest request with RETRY_EXC (spec REL-QPTO-1).
+    fn on_retry_timeout(&mut self, now: Instant) {
+        let Some(timeout) = self.cfg().qp_timeout() else {
+            self.retry_deadline = Instant::MAX;
+            return;
+        };
+        if !self.has_outstanding() {
+            self.retry_deadline = Instant::MAX;
+            return;
+        }
+        self.retries += 1;
+        self.stats.retries += 1;
+        let linear = u32::from(self.cfg().retry_linear);
+        let exp = u32::from(self.cfg().retry_exp);
+        let unlimited = exp >= 25;
+        if !unlimited && self.retries > linear + exp {
+            let status = if self.last_nack_rnr {
+                WcStatus::RnrRetryExcErr
+            } else {
+                WcStatus::RetryExcErr
+            };
+            let failed = self.oldest_app_wqe().map(|s| (s, status));
+            self.enter_error(failed, now);
+            return;
+        }
+        // spec: REL-QPTO-2
+        let interval = if self.retries <= linear {
+            timeout
+        } else {
+            timeout.saturating_mul(1 << (self.retries - linear).min(16))
+        };
+        self.retry_deadline = now + interval;
+        // Retransmit the oldest packet, on any EV if none is usable.
+        let una = self.sent.una();
+        if self.sent.mark_lost(una).is_some() {
+            self.retx.push_front(una);
+        }
+        self.force_any_ev = !self.paths.usable();
+    }
+
+    fn oldest_app_wqe(&self) -> Option<u64> {
+        self.sq
+            .iter()
+            .position(|w| !matches!(w.kind, WqeKind::ReadResponse { .. }))
+            .map(|i| self.sq_base + i as u64)
+    }
+
+    /// (Re)arms the QP timeout after progress or when work appears.
+    pub(crate) fn arm_retry(&mut self, now: Instant, progress: bool) {
+        let Some(timeout) = self.cfg().qp_timeout() else {
+            return;
+        };
+        if progress {
+            self.retries = 0;
+            self.last_nack_rnr = false;
+            self.retry_deadline = if self.has_outstanding() {
+                now + timeout
+            } else {
+                Instant::MAX
+            };
+        } else if self.retry_deadline == Instant::MAX && self.has_outstanding() {
+            self.retry_deadline = now + timeout;
+        }
+    }
+
+    pub(crate) fn collect_ev_changes(&mut self) {
+        if self.paths.has_changes() {
+            for c in self.paths.drain_changes() {
+                match c.to {
+                    crate::path::EvState::AssumedBad => self.stats.ev_retirements += 1,
+                    crate::path::EvState::Good | crate::path::EvState::Skip
+                        if c.from == crate::path::EvState::AssumedBad =>
+                    {
+                        self.stats.ev_restorations += 1
+                    }
+                    _ => {}
+                }
+                self.ev_changes.push(c);
+            }
+        }
+    }
+
+    /// Receive-window penalty advertised to the peer (0 none … 127 one packet per RTT).
+    pub(crate) fn set_receive_penalty(&mut self, pen: u8) {
+        self.rcv_pen = pen.min(127);
+    }
+
+    pub(crate) fn rto(&self) -> Duration {
+        self.rtt.rto(self.cfg().rto_min())
+    }
+}

@@ -1,0 +1,527 @@
+//! The responder half of a QP: checks, placement, in-order completion, and the feedback it owes the peer.
+
+use super::send::scatter;
+use super::{Ctl, Echo, MAX_CTL_QUEUE, MsgSlot, Qp, QpState, SendWqe, WqeKind};
+use crate::completion::{Completion, WcOpcode};
+use crate::endpoint::{RecvMeta, Transmit, TrimMark};
+use crate::mem::{Access, Memory, MrTable};
+use crate::reliability::{PsnCheck, unwrap_msn};
+use crate::time::Instant;
+use crate::wire::{
+    Ack, Body, Bth, Data, Nack, NackReason, OpKind, Opcode, PSN_MASK, Packet, Position, Probe,
+    Sack, SackMark, TrafficClass,
+};
+
+/// Slot kinds (`MsgSlot::kind`).
+const K_WRITE: u8 = 1;
+const K_SEND: u8 = 2;
+const K_READ_REQ: u8 = 3;
+const K_READ_RESP: u8 = 4;
+
+/// Consecutive CE marks from one EV after which the SACK says ALWAYS_SKIP.
+const ALWAYS_SKIP_AFTER: u16 = 8;
+
+impl Qp {
+    /// Handles a data, READ request or READ response packet of the peer's stream.
+    // spec: QP-RX-1
+    pub(crate) fn on_data<M: Memory>(
+        &mut self,
+        now: Instant,
+        meta: &RecvMeta,
+        bth: &Bth,
+        d: &Data<'_>,
+        mem: &mut M,
+        mrs: &MrTable,
+    ) {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
+            return;
+        }
+        let psn = self.rx.unwrap(bth.psn);
+        let echo = Echo {
+            ev: d.meth.ev,
+            ts: d.ts,
+            ce: meta.ecn_ce,
+            psn,
+        };
+        match self.rx.check(psn) {
+            PsnCheck::Duplicate => {
+                // The peer retransmitted: our acknowledgement was probably lost. Answer at once.
+                self.stats.rx_duplicates += 1;
+                self.sack_echo = echo;
+                self.sack_now = true;
+                if self.msn_base - 1 != self.cmsn_sent {
+                    self.ack_pending = true;
+                }
+                return;
+            }
+            PsnCheck::OutOfWindow => {
+                self.stats.rx_out_of_window += 1;
+                // spec: REL-RX-2
+                self.push_nack(NackReason::PsnOutOfWindow, echo);
+                return;
+            }
+            PsnCheck::New => {}
+        }
+        if let Some(mark) = meta.trim {
+            // spec: WIRE-ICRC-2
+            self.stats.rx_trimmed += 1;
+            let reason = match mark {
+                TrimMark::Fabric => NackReason::Trimmed,
+                TrimMark::LastHop => NackReason::TrimmedLastHop,
+            };
+            // spec: REL-TRIM-1
+            self.push_nack(reason, echo);
+            return;
+        }
+        let kind = bth.opcode.kind();
+        let pos = bth.opcode.position().unwrap_or(Position::Only);
+        // spec: WIRE-OP-2
+        let allowed = match kind {
+            OpKind::Send => self.local_caps.send,
+            OpKind::ReadRequest | OpKind::ReadResponse => self.local_caps.read,
+            _ => true,
+        };
+        if !allowed {
+            self.stats.rx_invalid += 1;
+            self.push_nack(NackReason::InvalidRequest, echo);
+            return;
+        }
+        let msn = unwrap_msn(d.meth.msn, self.msn_base);
+        let window = self.rx.window();
+        if msn < self.msn_base || msn - self.msn_base >= window {
+            // A new PSN cannot belong to a finished message, nor to one a window ahead.
+            self.stats.rx_invalid += 1;
+            self.push_nack(NackReason::Unexpected, echo);
+            return;
+        }
+        let slot_i = (msn - self.msn_base) as usize;
+        if self.msgs.len() <= slot_i {
+            self.msgs.resize(slot_i + 1, MsgSlot::default());
+        }
+        let rqmsn = unwrap_msn(d.meth.rqmsn, self.rq_base);
+        let slot_kind = match kind {
+            OpKind::Write => K_WRITE,
+            OpKind::Send => K_SEND,
+            OpKind::ReadRequest => K_READ_REQ,
+            _ => K_READ_RESP,
+        };
+        let len = d.payload.len() as u64;
+        // Payload bytes the message carries: a READ request names a length but carries nothing.
+        let total = if kind == OpKind::ReadRequest {
+            0
+        } else {
+            u64::from(d.reth.dma_len)
+        };
+        {
+            let slot = &self.msgs[slot_i];
+            let consistent = !slot.open
+                || (slot.kind == slot_kind
+                    && u64::from(slot.total) == total
+                    && slot.rqmsn == rqmsn);
+            if !consistent || slot.bytes + len > total {
+                self.stats.rx_invalid += 1;
+                self.push_nack(NackReason::Unexpected, echo);
+                return;
+            }
+        }
+        let is_last = matches!(pos, Position::Last | Position::Only);
+        let pd = self.init.pd;
+        match kind {
+            OpKind::Write => {
+                // spec: QP-PLACE-1
+                let ok = self.access.contains(Access::REMOTE_WRITE)
+                    && mrs
+                        .check(d.reth.rkey, pd, d.reth.va, len, Access::REMOTE_WRITE)
+                        .is_ok();
+                if !ok {
+                    self.stats.rx_access_errors += 1;
+                    self.push_nack(NackReason::RemoteAccess, echo);
+                    return;
+                }
+                if d.imm.is_some() {
+                    // spec: QP-RNR-1
+                    if !self.rq_has(rqmsn)
+                        || self.pending_imm >= u32::from(self.cfg().max_wimm_dest)
+                    {
+                        self.stats.rx_no_resource += 1;
+                        self.push_nack(NackReason::NoResource, echo);
+                        return;
+                    }
+                    self.pending_imm += 1;
+                }
+                mem.write(d.reth.va, d.payload);
+            }
+            OpKind::Send => {
+                let Some(wqe) = self.rq_get(rqmsn) else {
+                    // spec: QP-RNR-1
+                    self.stats.rx_no_resource += 1;
+                    self.push_nack(NackReason::NoResource, echo);
+                    return;
+                };
+                let offset = d.reth.va;
+                if total > wqe.len || offset.saturating_add(len) > total {
+                    self.stats.rx_invalid += 1;
+                    self.push_nack(NackReason::InvalidRequest, echo);
+                    return;
+                }
+                let sges = wqe.sges.clone();
+                if !scatter(&sges, offset, d.payload, mem, mrs, pd) {
+                    self.stats.rx_access_errors += 1;
+                    self.push_nack(NackReason::RemoteAccess, echo);
+                    return;
+                }
+            }
+            OpKind::ReadRequest => {
+                let read_len = u64::from(d.reth.dma_len);
+                let ok = self.access.contains(Access::REMOTE_READ)
+                    && mrs
+                        .check(d.reth.rkey, pd, d.reth.va, read_len, Access::REMOTE_READ)
+                        .is_ok();
+                if !ok {
+                    self.stats.rx_access_errors += 1;
+                    self.push_nack(NackReason::RemoteAccess, echo);
+                    return;
+                }
+                if self.serving_reads >= u32::from(self.cfg().max_read_dest) {
+                    self.stats.rx_no_resource += 1;
+                    self.push_nack(NackReason::NoResource, echo);
+                    return;
+                }
+                // spec: QP-READ-1
+                self.serving_reads += 1;
+                self.sq.push_back(SendWqe {
+                    wr_id: 0,
+                    kind: WqeKind::ReadResponse {
+                        req_msn: d.meth.msn,
+                    },
+                    sges: [crate::mem::Sge {
+                        addr: d.reth.va,
+                        len: d.reth.dma_len,
+                        lkey: d.reth.rkey,
+                    }]
+                    .into_iter()
+                    .collect(),
+                    len: d.reth.dma_len,
+                    remote_addr: 0,
+                    rkey: 0,
+                    imm: None,
+                    signaled: false,
+                    solicited: false,
+                    msn: 0,
+                    rqmsn: 0,
+                    first_psn: 0,
+                    npkts: 0,
+                    started: false,
+                    read_bytes: 0,
+                    read_done: false,
+                });
+            }
+            _ => {
+                // READ response: place into the outstanding READ it names (spec QP-READ-2).
+                if !self.place_read_response(d, len, total, mem, mrs) {
+                    self.stats.rx_unexpected_read_responses += 1;
+                }
+            }
+        }
+        // Accepted: record the PSN and the message's progress.
+        let had_holes = self.rx.out_of_order() > 0;
+        self.rx.insert(psn);
+        let slot = &mut self.msgs[slot_i];
+        if !slot.open {
+            slot.open = true;
+            slot.kind = slot_kind;
+            slot.total = total as u32;
+            slot.rqmsn = rqmsn;
+        }
+        slot.bytes += len;
+        if is_last {
+            slot.last_seen = true;
+            slot.imm = d.imm;
+        }
+        self.stats.rx_data_packets += 1;
+        self.stats.rx_data_bytes += len;
+        self.complete_messages();
+        // spec: REL-SACK-1
+        let gap = !had_holes && self.rx.out_of_order() > 0;
+        let immediate = gap || bth.rtx || bth.ack_req || echo.ce;
+        self.note_ce(echo.ev, echo.ce);
+        if echo.ce {
+            self.push_ctl(Ctl::Sack {
+                echo,
+                probe_reply: false,
+            });
+        } else {
+            self.schedule_sack(now, echo, immediate, len as u32);
+        }
+    }
+
+    fn rq_has(&self, rqmsn: u64) -> bool {
+        self.rq_get(rqmsn).is_some()
+    }
+
+    fn rq_get(&self, rqmsn: u64) -> Option<&super::RecvWqe> {
+        let i = usize::try_from(rqmsn.checked_sub(self.rq_base)?).ok()?;
+        self.rq.get(i)
+    }
+
+    fn place_read_response<M: Memory>(
+        &mut self,
+        d: &Data<'_>,
+        len: u64,
+        total: u64,
+        mem: &mut M,
+        mrs: &MrTable,
+    ) -> bool {
+        let req = d.reth.rkey as u16;
+        let started = (self.sq_next - self.sq_base) as usize;
+        let Some(i) = self.sq.iter().take(started + 1).position(|w| {
+            w.kind == WqeKind::Read && w.started && w.msn as u16 == req && !w.read_done
+        }) else {
+            return false;
+        };
+        let pd = self.init.pd;
+        let w = &self.sq[i];
+        if u64::from(w.len) != total || d.reth.va.saturating_add(len) > total {
+            return false;
+        }
+        let sges = w.sges.clone();
+        if !scatter(&sges, d.reth.va, d.payload, mem, mrs, pd) {
+            return false;
+        }
+        let w = &mut self.sq[i];
+        w.read_bytes += len;
+        if w.read_bytes >= u64::from(w.len) {
+            w.read_done = true;
+        }
+        true
+    }
+
+    /// Releases finished messages in MSN order; SEND and WRITE_WITH_IMM produce receive completions
+    /// (spec QP-CQ-3).
+    // spec: QP-CQ-3
+    fn complete_messages(&mut self) {
+        let mut completed_recv = false;
+        while let Some(s) = self.msgs.front() {
+            let done = s.open && s.last_seen && s.bytes == u64::from(s.total);
+            if !done {
+                break;
+            }
+            let s = self.msgs.pop_front().expect("front exists");
+            self.msn_base += 1;
+            let consumes = s.kind == K_SEND || (s.kind == K_WRITE && s.imm.is_some());
+            if s.kind == K_READ_RESP {
+                // The READ's own completion is ordered by the send queue.
+                let now = Instant::ZERO;
+                self.complete_sq(now);
+            }
+            if !consumes {
+                continue;
+            }
+            let Some(r) = self.rq.pop_front() else {
+                // Checked on arrival; unreachable unless the queue was flushed, which ends the QP.
+                continue;
+            };
+            self.rq_base += 1;
+            if s.kind == K_WRITE {
+                self.pending_imm = self.pending_imm.saturating_sub(1);
+            }
+            let (qpn, cq) = (self.qpn, self.init.recv_cq);
+            self.complete(
+                cq,
+                Completion {
+                    wr_id: r.wr_id,
+                    status: crate::completion::WcStatus::Success,
+                    opcode: if s.kind == K_SEND {
+                        WcOpcode::Recv
+                    } else {
+                        WcOpcode::RecvRdmaWithImm
+                    },
+                    byte_len: s.total,
+                    imm: s.imm,
+                    qpn,
+                },
+            );
+            completed_recv = true;
+        }
+        if completed_recv {
+            // spec: WIRE-ACK-1
+            self.ack_pending = true;
+        }
+    }
+
+    /// Tracks consecutive CE marks per EV (a 16-entry direct-mapped table).
+    fn note_ce(&mut self, ev: u32, ce: bool) {
+        let slot = &mut self.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
+        if slot.0 != ev {
+            *slot = (ev, 0);
+        }
+        slot.1 = if ce { slot.1.saturating_add(1) } else { 0 };
+    }
+
+    fn ce_mark(&self, ev: u32, ce: bool) -> SackMark {
+        let slot = self.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
+        if slot.0 == ev && slot.1 >= ALWAYS_SKIP_AFTER {
+            SackMark::AlwaysSkip
+        } else if ce {
+            SackMark::SkipOnce
+        } else {
+            SackMark::None
+        }
+    }
+
+    /// Coalesces SACKs: at once on the triggers of spec REL-SACK-1, otherwise every few packets or bytes, or
+    /// after `sack_delay`.
+    fn schedule_sack(&mut self, now: Instant, echo: Echo, immediate: bool, len: u32) {
+        self.sack_echo = echo;
+        self.sack_pkts = self.sack_pkts.saturating_add(1);
+        self.sack_bytes = self.sack_bytes.saturating_add(len);
+        let cfg = self.cfg();
+        if immediate
+            || self.sack_pkts >= cfg.sack_every_packets
+            || self.sack_bytes >= cfg.sack_every_bytes
+        {
+            self.sack_now = true;
+        } else if self.sack_deadline == Instant::MAX {
+            self.sack_deadline = now + cfg.sack_delay;
+        }
+    }
+
+    fn push_ctl(&mut self, c: Ctl) {
+        if self.ctl.len() >= MAX_CTL_QUEUE {
+            self.ctl.pop_front();
+        }
+        self.ctl.push_back(c);
+    }
+
+    fn push_nack(&mut self, reason: NackReason, echo: Echo) {
+        self.push_ctl(Ctl::Nack { reason, echo });
+    }
+
+    /// A reliability probe from the peer: answer with a SACK (PR = 1), and with a transport ACK when the ACK is
+    /// news or the prober asked for it (BTH.A) (spec WIRE-PROBE-1).
+    pub(crate) fn on_probe(&mut self, meta: &RecvMeta, bth: &Bth, p: &Probe) {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
+            return;
+        }
+        self.stats.rx_probes += 1;
+        let echo = Echo {
+            ev: p.ev,
+            ts: Some(p.ts),
+            ce: meta.ecn_ce,
+            psn: self.rx.epsn(),
+        };
+        self.push_ctl(Ctl::Sack {
+            echo,
+            probe_reply: true,
+        });
+        if bth.ack_req || self.msn_base - 1 != self.cmsn_sent {
+            self.ack_pending = true;
+        }
+    }
+
+    /// The next control packet owed to the peer, if any.
+    pub(crate) fn poll_control(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if let Some(c) = self.ctl.pop_front() {
+            return match c {
+                Ctl::Sack { echo, probe_reply } => self.emit_sack(echo, probe_reply, buf),
+                Ctl::Nack { reason, echo } => self.emit_nack(reason, echo, buf),
+            };
+        }
+        if self.sack_now || self.sack_deadline <= now {
+            let echo = self.sack_echo;
+            return self.emit_sack(echo, false, buf);
+        }
+        if self.ack_pending {
+            return self.emit_ack(buf);
+        }
+        None
+    }
+
+    fn cack_psn(&self) -> u32 {
+        ((self.rx.epsn() - 1) as u32) & PSN_MASK
+    }
+
+    // spec: WIRE-SACK-2
+    fn emit_sack(&mut self, echo: Echo, probe_reply: bool, buf: &mut [u8]) -> Option<Transmit> {
+        let base = self.rx.sack_base(echo.psn);
+        let sack = Sack {
+            mark: self.ce_mark(echo.ev, echo.ce),
+            probe_reply,
+            mpr: self.cfg().mpr,
+            ev: echo.ev,
+            cack_psn: self.cack_psn(),
+            sack_base: (base as u32) & PSN_MASK,
+            bitmap: self.rx.bitmap(base),
+            ts_echo: echo.ts,
+            cwnd_pen: self.rcv_pen,
+            ooo_count: self.rx.out_of_order().min(PSN_MASK),
+        };
+        if !probe_reply {
+            self.sack_now = false;
+            self.sack_deadline = Instant::MAX;
+            self.sack_pkts = 0;
+            self.sack_bytes = 0;
+        }
+        self.stats.tx_sacks += 1;
+        let pkt = Packet {
+            bth: self.control_bth(Opcode::Sack),
+            body: Body::Sack(sack),
+        };
+        self.emit_control(&pkt, echo.ev, buf)
+    }
+
+    fn emit_nack(&mut self, reason: NackReason, echo: Echo, buf: &mut [u8]) -> Option<Transmit> {
+        self.stats.tx_nacks += 1;
+        // spec: WIRE-NACK-2
+        let pkt = Packet {
+            bth: self.control_bth(Opcode::Nack),
+            body: Body::Nack(Nack {
+                reason,
+                psn: (echo.psn as u32) & PSN_MASK,
+                ev: echo.ev,
+                ts_echo: echo.ts.unwrap_or(0),
+                mpr: self.cfg().mpr,
+                cack_psn: self.cack_psn(),
+            }),
+        };
+        self.emit_control(&pkt, echo.ev, buf)
+    }
+
+    fn emit_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        self.ack_pending = false;
+        self.cmsn_sent = self.msn_base - 1;
+        self.stats.tx_acks += 1;
+        let pkt = Packet {
+            bth: self.control_bth(Opcode::Ack),
+            body: Body::Ack(Ack {
+                cack_psn: self.cack_psn(),
+                cmsn: self.cmsn_sent as u16,
+            }),
+        };
+        let ev = self.sack_echo.ev;
+        self.emit_control(&pkt, ev, buf)
+    }
+
+    /// Sends a control packet back on the EV it answers (spec WIRE-SACK-4), or on a usable EV of our own when
+    /// that EV's plane is down here.
+    fn emit_control(&mut self, pkt: &Packet<'_>, ev: u32, buf: &mut [u8]) -> Option<Transmit> {
+        let n = pkt.emit_header(buf).ok()?;
+        let n = self.seal(buf, n)?;
+        let bits = self.cfg().ev.plane_bits;
+        let mut plane = crate::wire::plane_of(ev, bits) as usize;
+        let mut ev = ev;
+        if plane >= self.paths.planes() || !self.paths.local_up(plane) {
+            let idx = self.paths.next_ev().or_else(|| self.paths.next_any_ev())?;
+            ev = self.paths.value(idx);
+            plane = usize::from(self.paths.plane(idx));
+        }
+        Some(Transmit {
+            peer: self.peer?,
+            ev,
+            plane: plane as u8,
+            class: TrafficClass::Control,
+            len: n,
+            qpn: self.qpn,
+        })
+    }
+}

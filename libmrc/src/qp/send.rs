@@ -1,0 +1,763 @@
+//! The requester half of a QP: segmentation, spraying, retransmission and what feedback does to them.
+
+use super::{Qp, QpState, SendWqe, WqeKind};
+use crate::cc::AckSample;
+use crate::completion::{Completion, WcStatus};
+use crate::endpoint::Transmit;
+use crate::mem::{Access, Memory, MrTable, Pd, Sge};
+use crate::reliability::{PktState, unwrap_msn, unwrap_psn};
+use crate::time::{Duration, Instant};
+use crate::wire::{
+    Ack, Body, Bth, Data, Meth, Nack, NackReason, OpKind, Opcode, PSN_MASK, Packet, Position,
+    Probe, Reth, Sack, SackMark, TrafficClass,
+};
+
+/// RTT samples above this are treated as garbage (a stale or forged echo).
+const MAX_RTT: Duration = Duration::from_secs(4);
+
+impl Qp {
+    /// PSNs the requester may have outstanding: the smaller of its own and the peer's advertised window.
+    // spec: WIRE-SACK-3
+    pub(crate) fn psn_window(&self) -> u64 {
+        u64::from(self.cfg().mpr.min(self.peer_mpr).max(1)) * 128
+    }
+
+    fn cwnd_allows(&self, len: u64) -> bool {
+        let inflight = self.sent.inflight_bytes();
+        // spec: CC-WIN-1
+        inflight == 0 || inflight + len <= self.cc.window()
+    }
+
+    fn has_new_data(&self) -> bool {
+        self.sq_next < self.sq_base + self.sq.len() as u64 && self.sent.len() < self.psn_window()
+    }
+
+    /// Whether data (new or retransmitted) could go out now.
+    pub(crate) fn data_ready(&self) -> bool {
+        if self.retx.is_empty() && !self.has_new_data() {
+            return false;
+        }
+        (self.force_any_ev || self.paths.usable()) && self.cwnd_allows(u64::from(self.cfg().mtu))
+    }
+
+    /// Whether [`poll_transmit`](Self::poll_transmit) may return a packet at `now`.
+    pub(crate) fn wants_transmit(&self, now: Instant) -> bool {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
+            return false;
+        }
+        if !self.ctl.is_empty() || self.sack_now || self.ack_pending {
+            return true;
+        }
+        if self.state != QpState::Rts {
+            return false;
+        }
+        self.ack_probe_wanted || self.paths.probe_deadline() <= now || self.data_ready()
+    }
+
+    /// Writes the next packet of this QP into `buf`, if one is due: control first, then probes, then
+    /// retransmissions, then new data.
+    pub(crate) fn poll_transmit<M: Memory>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        mem: &mut M,
+        mrs: &MrTable,
+    ) -> Option<Transmit> {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
+            return None;
+        }
+        if let Some(t) = self.poll_control(now, buf) {
+            return Some(t);
+        }
+        if self.state != QpState::Rts {
+            return None;
+        }
+        if let Some(idx) = self.paths.poll_probe(now) {
+            return self.emit_probe(idx, now, buf, false);
+        }
+        if self.ack_probe_wanted {
+            if let Some(idx) = self.paths.next_ev() {
+                // spec: QP-WIMM-1
+                self.ack_probe_wanted = false;
+                return self.emit_probe(idx, now, buf, true);
+            }
+        }
+        self.poll_data(now, buf, mem, mrs)
+    }
+
+    fn choose_ev(&mut self) -> Option<u16> {
+        if let Some(i) = self.paths.next_ev() {
+            return Some(i);
+        }
+        if self.force_any_ev {
+            // spec: REL-QPTO-2
+            self.force_any_ev = false;
+            return self.paths.next_any_ev();
+        }
+        None
+    }
+
+    fn poll_data<M: Memory>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        mem: &mut M,
+        mrs: &MrTable,
+    ) -> Option<Transmit> {
+        // Retransmissions first (spec REL-RETX-1).
+        while let Some(&psn) = self.retx.front() {
+            match self.sent.get(psn) {
+                Some(p) if p.state == PktState::Lost => break,
+                _ => {
+                    self.retx.pop_front();
+                }
+            }
+        }
+        if let Some(&psn) = self.retx.front() {
+            let p = *self.sent.get(psn)?;
+            if !self.cwnd_allows(u64::from(p.len)) {
+                return None;
+            }
+            let ev = self.choose_ev()?;
+            self.retx.pop_front();
+            // spec: REL-RETX-1
+            let t = self.emit_data(now, psn, p.wqe, p.offset, p.len, ev, true, buf, mem, mrs)?;
+            self.sent.retransmitted(psn, ev, now);
+            return Some(t);
+        }
+        if !self.has_new_data() {
+            return None;
+        }
+        let seq = self.sq_next;
+        let mtu = self.cfg().mtu;
+        let (len, offset) = {
+            let w = &self.sq[(seq - self.sq_base) as usize];
+            let offset = self.seg_offset;
+            let len = if w.kind == WqeKind::Read {
+                0
+            } else {
+                (w.len - offset).min(mtu)
+            };
+            (len, offset)
+        };
+        if !self.cwnd_allows(u64::from(len)) {
+            return None;
+        }
+        let ev = self.choose_ev()?;
+        let psn = self.sent.nxt();
+        self.start_wqe(seq, psn);
+        let t = self.emit_data(now, psn, seq, offset, len, ev, false, buf, mem, mrs)?;
+        self.sent.push(seq, offset, len, ev, now);
+        let w = &self.sq[(seq - self.sq_base) as usize];
+        let done = w.kind == WqeKind::Read || offset + len >= w.len;
+        if done {
+            self.sq_next += 1;
+            self.seg_offset = 0;
+        } else {
+            self.seg_offset += len;
+        }
+        self.arm_retry(now, false);
+        Some(t)
+    }
+
+    /// Numbers a message when its first packet goes out (spec WIRE-METH-1, WIRE-METH-2).
+    fn start_wqe(&mut self, seq: u64, psn: u64) {
+        let mtu = self.cfg().mtu;
+        let i = (seq - self.sq_base) as usize;
+        if self.sq[i].started {
+            return;
+        }
+        let msn = self.next_msn;
+        let rqmsn = self.next_rqmsn;
+        let w = &mut self.sq[i];
+        // spec: WIRE-METH-1
+        w.started = true;
+        w.msn = msn;
+        // spec: WIRE-METH-2
+        w.rqmsn = rqmsn;
+        w.first_psn = psn;
+        w.npkts = if w.kind == WqeKind::Read {
+            1
+        } else {
+            w.len.div_ceil(mtu).max(1)
+        };
+        let consumes = w.consumes_recv();
+        let wimm = w.kind == WqeKind::Write && w.imm.is_some();
+        self.next_msn += 1;
+        if consumes {
+            self.next_rqmsn += 1;
+        }
+        if wimm {
+            self.wimm_msns.push_back(msn);
+        }
+    }
+
+    /// Builds one data packet of message `seq` at `offset` into `buf` (spec WIRE-RETH-1, WIRE-PAY-1).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call site per transmission kind; a struct would only rename them"
+    )]
+    fn emit_data<M: Memory>(
+        &mut self,
+        now: Instant,
+        psn: u64,
+        seq: u64,
+        offset: u32,
+        len: u32,
+        ev_idx: u16,
+        rtx: bool,
+        buf: &mut [u8],
+        mem: &mut M,
+        mrs: &MrTable,
+    ) -> Option<Transmit> {
+        let i = usize::try_from(seq.checked_sub(self.sq_base)?).ok()?;
+        let w = self.sq.get(i)?;
+        let last = w.kind == WqeKind::Read || offset + len >= w.len;
+        let pos = match (offset == 0, last) {
+            (true, true) => Position::Only,
+            (true, false) => Position::First,
+            (false, true) => Position::Last,
+            (false, false) => Position::Middle,
+        };
+        let (kind, reth) = match w.kind {
+            WqeKind::Write => (
+                OpKind::Write,
+                // spec: WIRE-RETH-1
+                Reth {
+                    va: w.remote_addr.wrapping_add(u64::from(offset)),
+                    rkey: w.rkey,
+                    dma_len: w.len,
+                },
+            ),
+            // spec: WIRE-RETH-2
+            WqeKind::Send => (
+                OpKind::Send,
+                Reth {
+                    va: u64::from(offset),
+                    rkey: 0,
+                    dma_len: w.len,
+                },
+            ),
+            WqeKind::Read => (
+                OpKind::ReadRequest,
+                Reth {
+                    va: w.remote_addr,
+                    rkey: w.rkey,
+                    dma_len: w.len,
+                },
+            ),
+            WqeKind::ReadResponse { req_msn } => (
+                OpKind::ReadResponse,
+                Reth {
+                    va: u64::from(offset),
+                    rkey: u32::from(req_msn),
+                    dma_len: w.len,
+                },
+            ),
+        };
+        let imm = if last { w.imm } else { None };
+        let opcode = Opcode::data(kind, pos, imm.is_some())?;
+        let ev = self.paths.value(ev_idx);
+        let window_tight = self.sent.len() * 4 >= self.psn_window() * 3;
+        let pkt = Packet {
+            bth: Bth {
+                opcode,
+                se: last && w.solicited,
+                rtx,
+                pkey: self.cfg().pkey,
+                dest_qp: self.remote_qpn,
+                // spec: REL-SACK-1
+                ack_req: last || window_tight,
+                psn: (psn as u32) & PSN_MASK,
+            },
+            body: Body::Data(Data {
+                meth: Meth {
+                    ev,
+                    msn: w.msn as u16,
+                    rqmsn: w.rqmsn as u16,
+                },
+                // spec: WIRE-TSETH-1
+                ts: Some(now.ts32()),
+                reth,
+                imm,
+                payload: &[],
+            }),
+        };
+        let hlen = pkt.emit_header(buf).ok()?;
+        let total = hlen + len as usize;
+        if buf.len() < total + crate::wire::ICRC_LEN {
+            return None;
+        }
+        let pd = self.init.pd;
+        let gathered = match w.kind {
+            WqeKind::Read => true,
+            WqeKind::ReadResponse { .. } => {
+                // The source was checked when the request arrived; check again in case it was deregistered since.
+                let s = w.sges[0];
+                let addr = s.addr.wrapping_add(u64::from(offset));
+                let ok = mrs
+                    .check(s.lkey, pd, addr, u64::from(len), Access::REMOTE_READ)
+                    .is_ok();
+                if ok {
+                    mem.read(addr, &mut buf[hlen..total]);
+                }
+                ok
+            }
+            _ => gather(&w.sges, offset, &mut buf[hlen..total], mem, mrs, pd),
+        };
+        if !gathered {
+            // The application deregistered a buffer it had posted: fail the request, touch nothing.
+            self.enter_error(Some((seq, WcStatus::LocProtErr)), now);
+            return None;
+        }
+        let n = self.seal(buf, total)?;
+        let plane = self.paths.plane(ev_idx);
+        self.paths.on_sent(ev_idx, u64::from(len), rtx);
+        self.stats.tx_data_packets += 1;
+        self.stats.tx_data_bytes += u64::from(len);
+        self.stats.tx_retransmits += u64::from(rtx);
+        Some(Transmit {
+            peer: self.peer?,
+            ev,
+            plane,
+            class: if rtx {
+                TrafficClass::DataRetx
+            } else {
+                TrafficClass::Data
+            },
+            len: n,
+            qpn: self.qpn,
+        })
+    }
+
+    /// Appends the ICRC (or four zero bytes when the QP runs without it).
+    pub(crate) fn seal(&self, buf: &mut [u8], len: usize) -> Option<usize> {
+        if self.cfg().icrc {
+            crate::wire::seal(buf, len).ok()
+        } else {
+            buf.get_mut(len..len + crate::wire::ICRC_LEN)?.fill(0);
+            Some(len + crate::wire::ICRC_LEN)
+        }
+    }
+
+    fn emit_probe(
+        &mut self,
+        idx: u16,
+        now: Instant,
+        buf: &mut [u8],
+        ack_req: bool,
+    ) -> Option<Transmit> {
+        let ev = self.paths.value(idx);
+        let mut bth = self.control_bth(Opcode::Probe);
+        bth.ack_req = ack_req;
+        // spec: WIRE-PROBE-1
+        let pkt = Packet {
+            bth,
+            body: Body::Probe(Probe { ev, ts: now.ts32() }),
+        };
+        let hlen = pkt.emit_header(buf).ok()?;
+        let n = self.seal(buf, hlen)?;
+        self.stats.tx_probes += 1;
+        Some(Transmit {
+            peer: self.peer?,
+            ev,
+            plane: self.paths.plane(idx),
+            class: TrafficClass::Control,
+            len: n,
+            qpn: self.qpn,
+        })
+    }
+
+    pub(crate) fn control_bth(&self, opcode: Opcode) -> Bth {
+        Bth {
+            opcode,
+            se: false,
+            rtx: false,
+            pkey: self.cfg().pkey,
+            dest_qp: self.remote_qpn,
+            ack_req: false,
+            psn: 0,
+        }
+    }
+
+    /// Acknowledges `[una, epsn)` and the bitmap bits; returns newly acknowledged bytes.
+    fn apply_acks(&mut self, epsn: u64, base: u64, bitmap: u64) -> u64 {
+        let una = self.sent.una();
+        let nxt = self.sent.nxt();
+        let mut bytes = 0;
+        for psn in una..epsn.min(nxt) {
+            bytes += self.ack_one(psn);
+        }
+        let mut bits = bitmap;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            bits &= bits - 1;
+            let psn = base + u64::from(i);
+            if psn >= una && psn < nxt {
+                bytes += self.ack_one(psn);
+            }
+        }
+        bytes
+    }
+
+    fn ack_one(&mut self, psn: u64) -> u64 {
+        match self.sent.ack(psn) {
+            Some(p) => {
+                if p.tx_count == 1 {
+                    // Only unambiguous acknowledgements advance the time-based loss reference.
+                    self.rack_xmit = self.rack_xmit.max(p.sent_at);
+                }
+                u64::from(p.len)
+            }
+            None => 0,
+        }
+    }
+
+    /// Unwraps a peer's cumulative PSN; `None` when it acknowledges PSNs never sent.
+    fn peer_epsn(&mut self, cack_psn: u32) -> Option<u64> {
+        let una = self.sent.una();
+        let epsn = unwrap_psn(cack_psn.wrapping_add(1) & PSN_MASK, una);
+        if epsn > self.sent.nxt() {
+            self.stats.rx_bad_acks += 1;
+            return None;
+        }
+        Some(epsn)
+    }
+
+    /// Processes a SACK (spec REL-SACK-3).
+    // spec: REL-SACK-3
+    pub(crate) fn on_sack(&mut self, now: Instant, s: &Sack) {
+        self.stats.rx_sacks += 1;
+        if self.state != QpState::Rts {
+            return;
+        }
+        let Some(epsn) = self.peer_epsn(s.cack_psn) else {
+            return;
+        };
+        // spec: WIRE-SACK-3
+        self.peer_mpr = s.mpr.max(1);
+        let base = unwrap_psn(s.sack_base, self.sent.una());
+        let acked = self.apply_acks(epsn, base, s.bitmap);
+        let rtt = s
+            .ts_echo
+            .map(|ts| Duration::from_nanos(u64::from(now.ts32().wrapping_sub(ts))))
+            .filter(|r| *r < MAX_RTT);
+        if let Some(r) = rtt {
+            self.rtt.update(r);
+        }
+        if let Some(idx) = self.paths.find(s.ev) {
+            if s.probe_reply {
+                if let Some(ts) = s.ts_echo {
+                    self.paths.on_probe_reply(idx, ts, s.mark, now);
+                }
+            } else {
+                self.paths.on_delivery(idx, rtt);
+                self.paths.on_mark(idx, s.mark, now);
+            }
+        }
+        let ecn = s.mark != SackMark::None;
+        self.stats.ecn_marks += u64::from(ecn);
+        let progressed = self.sent.advance() > 0;
+        // spec: CC-ACK-1
+        self.cc.on_ack(
+            now,
+            &AckSample {
+                newly_acked_bytes: acked,
+                rtt,
+                ecn,
+                rcv_cwnd_pen: s.cwnd_pen,
+                inflight: self.sent.inflight_bytes(),
+            },
+        );
+        self.detect_losses_rack(now);
+        self.complete_sq(now);
+        if progressed {
+            self.arm_retry(now, true);
+        }
+        self.collect_ev_changes();
+    }
+
+    /// Processes a NACK (spec REL-NACK-1).
+    // spec: REL-NACK-1
+    pub(crate) fn on_nack(&mut self, now: Instant, n: &Nack) {
+        if self.state != QpState::Rts {
+            return;
+        }
+        let Some(epsn) = self.peer_epsn(n.cack_psn) else {
+            return;
+        };
+        let acked = self.apply_acks(epsn, epsn, 0);
+        let progressed = self.sent.advance() > 0;
+        let psn = unwrap_psn(n.psn, self.sent.una());
+        if let Some(idx) = self.paths.find(n.ev) {
+            // The header made it back: the path is alive even if the payload was cut.
+            self.paths.on_delivery(idx, None);
+        }
+        // Only a NACK for the latest transmission counts; an older one is stale.
+        let current = self
+            .sent
+            .get(psn)
+            .filter(|p| p.state == PktState::InFlight && p.sent_at.ts32() == n.ts_echo)
+            .copied();
+        match n.reason {
+            NackReason::Trimmed | NackReason::TrimmedLastHop => {
+                self.stats.rx_trim_nacks += 1;
+                if let Some(p) = current {
+                    let last_hop = n.reason == NackReason::TrimmedLastHop;
+                    self.sent.mark_lost(psn);
+                    // spec: REL-TRIM-1
+                    self.retx.push_front(psn);
+                    self.paths.on_trim(p.ev, last_hop);
+                    self.cc.on_trim(now, u64::from(p.len), last_hop);
+                }
+            }
+            NackReason::NoResource | NackReason::PsnOutOfWindow => {
+                self.stats.rx_retry_nacks += 1;
+                if n.reason == NackReason::PsnOutOfWindow {
+                    self.peer_mpr = n.mpr.max(1);
+                } else {
+                    self.last_nack_rnr = true;
+                }
+                if current.is_some() {
+                    self.sent.mark_lost(psn);
+                    // spec: REL-NACK-2
+                    self.delayed.push_back((now + self.cfg().rnr_delay, psn));
+                }
+            }
+            NackReason::RemoteAccess | NackReason::InvalidRequest | NackReason::Unexpected => {
+                self.stats.rx_fatal_nacks += 1;
+                let status = match n.reason {
+                    NackReason::RemoteAccess => WcStatus::RemAccessErr,
+                    NackReason::InvalidRequest => WcStatus::RemInvReqErr,
+                    _ => WcStatus::RemOpErr,
+                };
+                let seq = self
+                    .sent
+                    .get(psn)
+                    .map(|p| p.wqe)
+                    .or_else(|| self.oldest_app_wqe_seq());
+                // spec: REL-NACK-3
+                self.enter_error(seq.map(|s| (s, status)), now);
+                return;
+            }
+            NackReason::Unknown(_) => self.stats.rx_unknown_nacks += 1,
+        }
+        if acked > 0 {
+            self.cc.on_ack(
+                now,
+                &AckSample {
+                    newly_acked_bytes: acked,
+                    rtt: None,
+                    ecn: false,
+                    rcv_cwnd_pen: 0,
+                    inflight: self.sent.inflight_bytes(),
+                },
+            );
+        }
+        self.complete_sq(now);
+        if progressed {
+            self.arm_retry(now, true);
+        }
+        self.collect_ev_changes();
+    }
+
+    fn oldest_app_wqe_seq(&self) -> Option<u64> {
+        self.sq
+            .iter()
+            .position(|w| !matches!(w.kind, WqeKind::ReadResponse { .. }))
+            .map(|i| self.sq_base + i as u64)
+    }
+
+    /// Processes a transport ACK: the peer's completed MSN releases WRITE_WITH_IMM credits (spec WIRE-ACK-1).
+    pub(crate) fn on_ack(&mut self, now: Instant, a: &Ack) {
+        self.stats.rx_acks += 1;
+        if self.state != QpState::Rts {
+            return;
+        }
+        let cmsn = unwrap_msn(a.cmsn, self.peer_cmsn);
+        if cmsn >= self.next_msn {
+            self.stats.rx_bad_acks += 1;
+            return;
+        }
+        self.peer_cmsn = self.peer_cmsn.max(cmsn);
+        // spec: QP-WIMM-1
+        while self.wimm_msns.front().is_some_and(|&m| m <= self.peer_cmsn) {
+            self.wimm_msns.pop_front();
+            self.wimm_inflight = self.wimm_inflight.saturating_sub(1);
+        }
+        if let Some(epsn) = self.peer_epsn(a.cack_psn) {
+            self.apply_acks(epsn, epsn, 0);
+            if self.sent.advance() > 0 {
+                self.complete_sq(now);
+                self.arm_retry(now, true);
+            }
+        }
+    }
+
+    /// Time-based loss detection: whatever was sent a reorder window before the newest acknowledged packet and
+    /// is still unacknowledged is lost (spec REL-LOSS-1).
+    fn detect_losses_rack(&mut self, now: Instant) {
+        let reo = self.rtt.reorder_window(self.cfg().reorder_min());
+        let Some(cutoff) = self
+            .rack_xmit
+            .as_nanos()
+            .checked_sub(crate::time::nanos(reo))
+        else {
+            return;
+        };
+        while let Some(psn) = self.sent.pop_sent_before(Instant::from_nanos(cutoff)) {
+            self.stats.losses_rack += 1;
+            self.declare_lost(psn, now);
+        }
+    }
+
+    /// Per-packet RTO: whatever has been unacknowledged for an RTO is lost (spec REL-LOSS-2, REL-RTO-1).
+    pub(crate) fn detect_losses_rto(&mut self, now: Instant) {
+        let rto = crate::time::nanos(self.rto());
+        let Some(cutoff) = now.as_nanos().checked_sub(rto) else {
+            return;
+        };
+        while let Some(psn) = self.sent.pop_sent_before(Instant::from_nanos(cutoff)) {
+            self.stats.losses_rto += 1;
+            self.declare_lost(psn, now);
+        }
+    }
+
+    fn declare_lost(&mut self, psn: u64, now: Instant) {
+        if let Some(p) = self.sent.mark_lost(psn) {
+            self.retx.push_back(psn);
+            // spec: PATH-EV-4
+            self.paths.on_loss(p.ev, now);
+            self.cc.on_loss(now, u64::from(p.len));
+        }
+    }
+
+    /// Completes send work requests in posting order once every packet is acknowledged (and, for READ, every
+    /// response byte has arrived) (spec QP-CQ-1).
+    // spec: QP-CQ-1
+    pub(crate) fn complete_sq(&mut self, _now: Instant) {
+        let una = self.sent.una();
+        while let Some(w) = self.sq.front() {
+            if self.sq_base >= self.sq_next || !w.started {
+                break;
+            }
+            let acked = una >= w.first_psn + u64::from(w.npkts);
+            if !acked || (w.kind == WqeKind::Read && !w.read_done) {
+                break;
+            }
+            let w = self.sq.pop_front().expect("front exists");
+            self.sq_base += 1;
+            self.finish_wqe(w);
+        }
+    }
+
+    fn finish_wqe(&mut self, w: SendWqe) {
+        if let WqeKind::ReadResponse { .. } = w.kind {
+            self.serving_reads = self.serving_reads.saturating_sub(1);
+            return;
+        }
+        // spec: QP-CQ-2
+        if w.signaled {
+            let byte_len = if w.kind == WqeKind::Read { w.len } else { 0 };
+            let opcode = w.opcode();
+            let (qpn, cq) = (self.qpn, self.init.send_cq);
+            self.complete(
+                cq,
+                Completion {
+                    wr_id: w.wr_id,
+                    status: WcStatus::Success,
+                    opcode,
+                    byte_len,
+                    imm: None,
+                    qpn,
+                },
+            );
+            self.sq_used = self.sq_used.saturating_sub(self.unsignaled_done + 1);
+            self.unsignaled_done = 0;
+        } else {
+            self.unsignaled_done += 1;
+        }
+    }
+}
+
+/// Copies `dst.len()` bytes of a scatter/gather list starting at byte `offset` into `dst`, checking each piece
+/// against the region table first. Returns false (having read nothing more) when a check fails.
+pub(crate) fn gather<M: Memory>(
+    sges: &[Sge],
+    offset: u32,
+    dst: &mut [u8],
+    mem: &mut M,
+    mrs: &MrTable,
+    pd: Pd,
+) -> bool {
+    let mut off = u64::from(offset);
+    let mut done = 0usize;
+    for s in sges {
+        if done == dst.len() {
+            break;
+        }
+        let slen = u64::from(s.len);
+        if off >= slen {
+            off -= slen;
+            continue;
+        }
+        let take = ((slen - off) as usize).min(dst.len() - done);
+        let addr = s.addr + off;
+        if mrs
+            .check(s.lkey, pd, addr, take as u64, Access::NONE)
+            .is_err()
+        {
+            return false;
+        }
+        mem.read(addr, &mut dst[done..done + take]);
+        done += take;
+        off = 0;
+    }
+    done == dst.len()
+}
+
+/// Places `src` into a scatter/gather list at byte `offset`, checking each piece for `LOCAL_WRITE` first.
+/// Returns false (having written nothing) when any check fails.
+// spec: QP-PLACE-1
+pub(crate) fn scatter<M: Memory>(
+    sges: &[Sge],
+    offset: u64,
+    src: &[u8],
+    mem: &mut M,
+    mrs: &MrTable,
+    pd: Pd,
+) -> bool {
+    // Check every piece before writing any, so a failure leaves memory untouched.
+    for pass in 0..2 {
+        let mut off = offset;
+        let mut done = 0usize;
+        for s in sges {
+            if done == src.len() {
+                break;
+            }
+            let slen = u64::from(s.len);
+            if off >= slen {
+                off -= slen;
+                continue;
+            }
+            let take = ((slen - off) as usize).min(src.len() - done);
+            let addr = s.addr + off;
+            if pass == 0 {
+                if mrs
+                    .check(s.lkey, pd, addr, take as u64, Access::LOCAL_WRITE)
+                    .is_err()
+                {
+                    return false;
+                }
+            } else {
+                mem.write(addr, &src[done..done + take]);
+            }
+            done += take;
+            off = 0;
+        }
+        if done != src.len() {
+            return false;
+        }
+    }
+    true
+}

@@ -1,0 +1,344 @@
+//! Send-side reliability: what is in flight, what is acknowledged, what is lost.
+//!
+//! Every transmitted PSN has an entry in a window indexed by `psn - snd_una`. A second queue holds
+//! transmissions in send-time order; because the engine's clock only moves forward, that queue is sorted by
+//! construction, so both loss rules are checks on its front:
+//! - time-based (RACK-like): a packet is lost once a packet sent more than a reorder window after it was acknowledged;
+//! - per-packet RTO: a packet is lost once it has been unacknowledged for an RTO.
+//!
+//! Entries made stale by an acknowledgement or a later retransmission are skipped lazily, so each transmission
+//! is pushed and popped once.
+
+use std::collections::VecDeque;
+
+use crate::time::{Duration, Instant, nanos};
+
+/// State of one PSN at the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PktState {
+    /// Sent, not acknowledged, not declared lost.
+    InFlight,
+    /// Acknowledged (cumulatively or selectively).
+    Acked,
+    /// Declared lost; waiting in a retransmission queue.
+    Lost,
+}
+
+/// One PSN in flight.
+#[derive(Debug, Clone, Copy)]
+pub struct SentPkt {
+    /// Send-queue sequence number of the message it belongs to.
+    pub wqe: u64,
+    /// Byte offset of its payload in the message.
+    pub offset: u32,
+    /// Payload bytes.
+    pub len: u32,
+    /// Index (in the QP's path set) of the EV of its latest transmission.
+    pub ev: u16,
+    /// Time of its latest transmission.
+    pub sent_at: Instant,
+    /// Transmissions so far (1 = never retransmitted).
+    pub tx_count: u16,
+    /// Where it stands.
+    pub state: PktState,
+}
+
+/// The sender's window of PSNs `[snd_una, snd_nxt)`.
+#[derive(Debug, Clone, Default)]
+pub struct SentWindow {
+    una: u64,
+    pkts: VecDeque<SentPkt>,
+    /// (send time, PSN) of transmissions, oldest first.
+    by_time: VecDeque<(Instant, u64)>,
+    inflight_bytes: u64,
+}
+
+impl SentWindow {
+    /// A window whose first PSN will be `initial_psn`.
+    pub fn new(initial_psn: u64) -> Self {
+        Self {
+            una: initial_psn,
+            ..Self::default()
+        }
+    }
+
+    /// Oldest unacknowledged PSN.
+    pub fn una(&self) -> u64 {
+        self.una
+    }
+
+    /// Next PSN to assign.
+    pub fn nxt(&self) -> u64 {
+        self.una + self.pkts.len() as u64
+    }
+
+    /// PSNs in `[una, nxt)`.
+    pub fn len(&self) -> u64 {
+        self.pkts.len() as u64
+    }
+
+    /// Whether nothing is outstanding.
+    pub fn is_empty(&self) -> bool {
+        self.pkts.is_empty()
+    }
+
+    /// Payload bytes in flight (sent, neither acknowledged nor declared lost).
+    pub fn inflight_bytes(&self) -> u64 {
+        self.inflight_bytes
+    }
+
+    /// The entry of `psn`, if it is in the window.
+    pub fn get(&self, psn: u64) -> Option<&SentPkt> {
+        psn.checked_sub(self.una)
+            .and_then(|i| self.pkts.get(usize::try_from(i).ok()?))
+    }
+
+    fn get_mut(&mut self, psn: u64) -> Option<&mut SentPkt> {
+        let i = usize::try_from(psn.checked_sub(self.una)?).ok()?;
+        self.pkts.get_mut(i)
+    }
+
+    /// Records the first transmission of the next PSN and returns it.
+    pub fn push(&mut self, wqe: u64, offset: u32, len: u32, ev: u16, now: Instant) -> u64 {
+        let psn = self.nxt();
+        self.pkts.push_back(SentPkt {
+            wqe,
+            offset,
+            len,
+            ev,
+            sent_at: now,
+            tx_count: 1,
+            state: PktState::InFlight,
+        });
+        self.by_time.push_back((now, psn));
+        self.inflight_bytes += u64::from(len);
+        psn
+    }
+
+    /// Records a retransmission of `psn` (which must be `Lost`) on EV `ev`.
+    pub fn retransmitted(&mut self, psn: u64, ev: u16, now: Instant) {
+        if let Some(p) = self.get_mut(psn) {
+            if p.state == PktState::Lost {
+                p.state = PktState::InFlight;
+                p.ev = ev;
+                p.sent_at = now;
+                p.tx_count = p.tx_count.saturating_add(1);
+                let len = u64::from(p.len);
+                self.inflight_bytes += len;
+                self.by_time.push_back((now, psn));
+            }
+        }
+    }
+
+    /// Marks `psn` acknowledged. Returns the entry as it was if this acknowledgement is news.
+    pub fn ack(&mut self, psn: u64) -> Option<SentPkt> {
+        let p = self.get_mut(psn)?;
+        let before = *p;
+        match p.state {
+            PktState::Acked => None,
+            PktState::InFlight => {
+                p.state = PktState::Acked;
+                self.inflight_bytes -= u64::from(before.len);
+                Some(before)
+            }
+            PktState::Lost => {
+                // A transmission we had given up on arrived after all; its retransmission entry becomes stale.
+                p.state = PktState::Acked;
+                Some(before)
+            }
+        }
+    }
+
+    /// Marks `psn` lost (if in flight). Returns its entry.
+    pub fn mark_lost(&mut self, psn: u64) -> Option<SentPkt> {
+        let p = self.get_mut(psn)?;
+        if p.state != PktState::InFlight {
+            return None;
+        }
+        p.state = PktState::Lost;
+        let before = *p;
+        self.inflight_bytes -= u64::from(before.len);
+        Some(before)
+    }
+
+    /// Drops acknowledged PSNs from the front; returns how far `una` moved.
+    pub fn advance(&mut self) -> u64 {
+        let mut n = 0;
+        while let Some(p) = self.pkts.front() {
+            if p.state != PktState::Acked {
+                break;
+            }
+            self.pkts.pop_front();
+            n += 1;
+        }
+        self.una += n;
+        n
+    }
+
+    fn front_live(&mut self) -> Option<(Instant, u64)> {
+        while let Some(&(t, psn)) = self.by_time.front() {
+            match self.get(psn) {
+                Some(p) if p.state == PktState::InFlight && p.sent_at == t => {
+                    return Some((t, psn));
+                }
+                _ => {
+                    self.by_time.pop_front();
+                }
+            }
+        }
+        None
+    }
+
+    /// Send time of the oldest transmission still in flight.
+    pub fn oldest_inflight(&mut self) -> Option<Instant> {
+        self.front_live().map(|(t, _)| t)
+    }
+
+    /// Pops the oldest in-flight transmission if it was sent at or before `cutoff`, returning its PSN.
+    /// Callers use it for both loss rules: RACK (`cutoff` = newest acknowledged send time − reorder window) and
+    /// RTO (`cutoff` = now − RTO).
+    // spec: REL-LOSS-1
+    // spec: REL-LOSS-2
+    pub fn pop_sent_before(&mut self, cutoff: Instant) -> Option<u64> {
+        let (t, psn) = self.front_live()?;
+        if t > cutoff {
+            return None;
+        }
+        self.by_time.pop_front();
+        Some(psn)
+    }
+
+    /// Iterates over the window, oldest PSN first.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &SentPkt)> {
+        self.pkts
+            .iter()
+            .enumerate()
+            .map(move |(i, p)| (self.una + i as u64, p))
+    }
+}
+
+/// Smoothed RTT estimation (RFC 6298 gains) plus the minimum seen.
+#[derive(Debug, Clone, Copy)]
+pub struct RttEstimator {
+    srtt: u64,
+    rttvar: u64,
+    min: u64,
+    samples: u64,
+}
+
+impl RttEstimator {
+    /// Starts from the configured base RTT until samples arrive.
+    pub fn new(base_rtt: Duration) -> Self {
+        let b = nanos(base_rtt);
+        Self {
+            srtt: b,
+            rttvar: b / 2,
+            min: u64::MAX,
+            samples: 0,
+        }
+    }
+
+    /// Adds a sample.
+    pub fn update(&mut self, rtt: Duration) {
+        let r = nanos(rtt);
+        self.min = self.min.min(r);
+        if self.samples == 0 {
+            self.srtt = r;
+            self.rttvar = r / 2;
+        } else {
+            let err = self.srtt.abs_diff(r);
+            self.rttvar = (3 * self.rttvar + err) / 4;
+            self.srtt = (7 * self.srtt + r) / 8;
+        }
+        self.samples += 1;
+    }
+
+    /// Smoothed RTT.
+    pub fn srtt(&self) -> Duration {
+        Duration::from_nanos(self.srtt)
+    }
+
+    /// RTT variation.
+    pub fn rttvar(&self) -> Duration {
+        Duration::from_nanos(self.rttvar)
+    }
+
+    /// Smallest sample, if any.
+    pub fn min(&self) -> Option<Duration> {
+        (self.samples > 0).then(|| Duration::from_nanos(self.min))
+    }
+
+    /// Per-packet RTO: `max(floor, srtt + 4 × rttvar)`.
+    // spec: REL-RTO-1
+    pub fn rto(&self, floor: Duration) -> Duration {
+        Duration::from_nanos(self.srtt + 4 * self.rttvar).max(floor)
+    }
+
+    /// Reorder window for time-based loss detection: `max(floor, 2 × rttvar)`.
+    pub fn reorder_window(&self, floor: Duration) -> Duration {
+        Duration::from_nanos(2 * self.rttvar).max(floor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(us: u64) -> Instant {
+        Instant::from_nanos(us * 1000)
+    }
+
+    #[test]
+    fn ack_advance_and_inflight() {
+        let mut w = SentWindow::new(100);
+        for i in 0..4 {
+            w.push(0, i * 10, 10, 0, t(u64::from(i)));
+        }
+        assert_eq!(w.inflight_bytes(), 40);
+        assert!(w.ack(101).is_some());
+        assert!(w.ack(101).is_none());
+        assert_eq!(w.advance(), 0);
+        w.ack(100);
+        assert_eq!(w.advance(), 2);
+        assert_eq!((w.una(), w.nxt(), w.inflight_bytes()), (102, 104, 20));
+    }
+
+    #[test]
+    fn time_queue_skips_stale_entries() {
+        let mut w = SentWindow::new(0);
+        for i in 0..3 {
+            w.push(0, 0, 1, 0, t(i));
+        }
+        w.ack(0);
+        assert_eq!(w.oldest_inflight(), Some(t(1)));
+        assert_eq!(w.pop_sent_before(t(0)), None);
+        assert_eq!(w.pop_sent_before(t(1)), Some(1));
+        w.mark_lost(1);
+        w.retransmitted(1, 3, t(5));
+        assert_eq!(w.get(1).unwrap().tx_count, 2);
+        assert_eq!(w.pop_sent_before(t(4)), Some(2));
+        assert_eq!(w.pop_sent_before(t(4)), None);
+        assert_eq!(w.oldest_inflight(), Some(t(5)));
+    }
+
+    #[test]
+    fn late_ack_of_lost_packet_counts() {
+        let mut w = SentWindow::new(0);
+        w.push(0, 0, 8, 0, t(0));
+        w.mark_lost(0);
+        assert_eq!(w.inflight_bytes(), 0);
+        assert!(w.ack(0).is_some());
+        assert_eq!(w.inflight_bytes(), 0);
+        assert_eq!(w.advance(), 1);
+    }
+
+    #[test]
+    fn rto_has_floor_and_tracks_variance() {
+        let mut r = RttEstimator::new(Duration::from_micros(10));
+        assert_eq!(r.rto(Duration::from_micros(40)), Duration::from_micros(40));
+        r.update(Duration::from_micros(10));
+        r.update(Duration::from_micros(30));
+        assert!(r.rto(Duration::ZERO) > Duration::from_micros(30));
+        assert_eq!(r.min(), Some(Duration::from_micros(10)));
+    }
+}

@@ -1,0 +1,624 @@
+//! A deterministic in-memory network of N planes between endpoints, for tests, examples and benchmarks.
+//!
+//! Each plane connects every endpoint. A packet leaves its sender through that node's port on the plane
+//! (serialized at the plane's rate), crosses the plane on one of `paths_per_plane` spines chosen by its EV,
+//! and queues at the destination's port on the plane (bounded buffer: trim or drop when full, ECN above a
+//! threshold). Per plane the network can lose, reorder, duplicate, trim and corrupt packets at random, and
+//! faults scheduled at given times kill and restore planes, spines (paths), NIC ports and whole nodes.
+//!
+//! Same seed, same configuration, same calls → the same run, bit for bit; [`Net::trace_hash`] proves it.
+
+mod memory;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+pub use memory::{GUARD, GUARD_LEN, VecMemory, pattern_byte};
+
+use crate::config::{EndpointConfig, QpConfig};
+use crate::endpoint::{Endpoint, RecvMeta, TrimMark};
+use crate::mem::{Access, MrKeys, Pd};
+use crate::qp::{PeerId, QpInit, Transition};
+use crate::time::{Duration, Instant, nanos};
+use crate::wire::TrafficClass;
+use crate::{Caps, CqId};
+
+/// Behaviour of one plane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaneConfig {
+    /// One-way propagation delay across the plane.
+    pub delay: Duration,
+    /// Port rate in bit/s (both the sender's and the receiver's port); 0 = unlimited.
+    pub rate_bps: u64,
+    /// Buffer of a receiver's port in bytes; beyond it data is trimmed (or dropped without trimming).
+    pub buffer_bytes: u64,
+    /// Whether full buffers trim data packets instead of dropping them.
+    pub trimming: bool,
+    /// Backlog above which packets are CE-marked; `None` disables ECN.
+    pub ecn_threshold_bytes: Option<u64>,
+    /// Probability a packet is silently lost.
+    pub loss: f64,
+    /// Probability a packet is delayed by up to `reorder_delay` extra.
+    pub reorder: f64,
+    /// Largest extra delay of a reordered packet.
+    pub reorder_delay: Duration,
+    /// Probability a packet is delivered twice.
+    pub duplicate: f64,
+    /// Probability a data packet is trimmed inside the fabric (TRIMMED).
+    pub trim: f64,
+    /// Probability one random bit of a packet is flipped.
+    pub corrupt: f64,
+}
+
+impl Default for PlaneConfig {
+    fn default() -> Self {
+        Self {
+            delay: Duration::from_micros(2),
+            rate_bps: 100_000_000_000,
+            buffer_bytes: 256 * 1024,
+            trimming: true,
+            ecn_threshold_bytes: Some(64 * 1024),
+            loss: 0.0,
+            reorder: 0.0,
+            reorder_delay: Duration::from_micros(5),
+            duplicate: 0.0,
+            trim: 0.0,
+            corrupt: 0.0,
+        }
+    }
+}
+
+/// The network.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetConfig {
+    /// One configuration per plane.
+    pub planes: Vec<PlaneConfig>,
+    /// Spines per plane; a packet's spine is `(ev >> plane_bits) % paths_per_plane`.
+    pub paths_per_plane: u32,
+    /// EV bits that hold the plane.
+    pub plane_bits: u8,
+    /// RNG seed.
+    pub seed: u64,
+}
+
+impl NetConfig {
+    /// `planes` identical planes.
+    pub fn uniform(planes: u8, plane: PlaneConfig, seed: u64) -> Self {
+        let ev = crate::path::EvConfig::with_planes(planes, 1);
+        Self {
+            planes: vec![plane; usize::from(planes)],
+            paths_per_plane: 16,
+            plane_bits: ev.plane_bits,
+            seed,
+        }
+    }
+}
+
+/// Something that happens to the network at a given time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// The whole plane silently drops everything.
+    PlaneDown(u8),
+    /// The plane works again.
+    PlaneUp(u8),
+    /// One spine of a plane silently drops everything.
+    PathDown {
+        /// Plane.
+        plane: u8,
+        /// Spine index.
+        path: u32,
+    },
+    /// The spine works again.
+    PathUp {
+        /// Plane.
+        plane: u8,
+        /// Spine index.
+        path: u32,
+    },
+    /// A node's NIC port goes down: its traffic on that plane stops and its endpoint is told at once.
+    PortDown {
+        /// Node.
+        node: usize,
+        /// Plane.
+        plane: u8,
+    },
+    /// The port comes back.
+    PortUp {
+        /// Node.
+        node: usize,
+        /// Plane.
+        plane: u8,
+    },
+    /// A node goes silent (a killed peer): everything to and from it is dropped.
+    NodeSilent(usize),
+    /// Replace a plane's behaviour.
+    SetPlane(u8, PlaneConfig),
+}
+
+/// Counters of one plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlaneCounters {
+    /// Packets handed to the plane.
+    pub sent: u64,
+    /// Packets delivered.
+    pub delivered: u64,
+    /// Bytes delivered.
+    pub delivered_bytes: u64,
+    /// Dropped at random.
+    pub lost: u64,
+    /// Dropped because the plane, path, port or node was down.
+    pub dead_drops: u64,
+    /// Dropped because a buffer was full and trimming was off.
+    pub overflow_drops: u64,
+    /// Trimmed (at random or by a full buffer).
+    pub trimmed: u64,
+    /// CE-marked.
+    pub ecn_marked: u64,
+    /// Duplicated.
+    pub duplicated: u64,
+    /// Corrupted.
+    pub corrupted: u64,
+}
+
+/// One endpoint of the network with its memory.
+#[derive(Debug)]
+pub struct Node {
+    /// The engine under test.
+    pub ep: Endpoint,
+    /// Its memory.
+    pub mem: VecMemory,
+    /// Its protection domain (allocated at creation).
+    pub pd: Pd,
+    /// Its completion queue (allocated at creation).
+    pub cq: CqId,
+    silent: bool,
+    port_down: Vec<bool>,
+    /// Per plane: when the node's sending port is free again.
+    tx_busy: Vec<Instant>,
+    /// Per plane: when the node's receiving port is free again.
+    rx_busy: Vec<Instant>,
+}
+
+struct InFlight {
+    dst: usize,
+    src: usize,
+    plane: u8,
+    trim: Option<TrimMark>,
+    ce: bool,
+    bytes: Vec<u8>,
+}
+
+enum Ev {
+    Deliver(InFlight),
+    Fault(Fault),
+}
+
+/// The network and its nodes.
+pub struct Net {
+    cfg: NetConfig,
+    /// The endpoints.
+    pub nodes: Vec<Node>,
+    now: Instant,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Instant, u64)>>,
+    events: Vec<Option<Ev>>,
+    free_events: Vec<usize>,
+    rng: Xoshiro256PlusPlus,
+    plane_down: Vec<bool>,
+    path_down: Vec<Vec<bool>>,
+    /// Counters per plane.
+    pub counters: Vec<PlaneCounters>,
+    hash: u64,
+    buf: Vec<u8>,
+}
+
+impl core::fmt::Debug for Net {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Net")
+            .field("now", &self.now)
+            .field("nodes", &self.nodes.len())
+            .finish()
+    }
+}
+
+const FNV_PRIME: u64 = 0x0000_0100_0000_01B3;
+
+impl Net {
+    /// A network with no nodes yet.
+    pub fn new(cfg: NetConfig) -> Self {
+        let n = cfg.planes.len();
+        Self {
+            rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
+            plane_down: vec![false; n],
+            path_down: vec![vec![false; cfg.paths_per_plane.max(1) as usize]; n],
+            counters: vec![PlaneCounters::default(); n],
+            cfg,
+            nodes: Vec::new(),
+            now: Instant::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            events: Vec::new(),
+            free_events: Vec::new(),
+            hash: 0xCBF2_9CE4_8422_2325,
+            buf: vec![0; 70_000],
+        }
+    }
+
+    /// Adds an endpoint with one port per plane; returns its index (which is also its [`PeerId`]).
+    pub fn add_node(&mut self, caps: Caps) -> usize {
+        let planes = self.cfg.planes.len();
+        let mut ep = Endpoint::new(EndpointConfig {
+            ports: planes as u8,
+            caps,
+            ..EndpointConfig::default()
+        })
+        .expect("valid endpoint config");
+        let pd = ep.alloc_pd();
+        let cq = ep.create_cq(1 << 16);
+        let i = self.nodes.len();
+        self.nodes.push(Node {
+            ep,
+            mem: VecMemory::new(0x1000_0000 * (i as u64 + 1)),
+            pd,
+            cq,
+            silent: false,
+            port_down: vec![false; planes],
+            tx_busy: vec![Instant::ZERO; planes],
+            rx_busy: vec![Instant::ZERO; planes],
+        });
+        i
+    }
+
+    /// Current time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Hash of every delivery so far (time, endpoints, plane, marks, bytes): equal hashes mean equal runs.
+    pub fn trace_hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// Creates a connected QP pair between nodes `a` and `b` with the given configuration; returns their QPNs.
+    pub fn connect(&mut self, a: usize, b: usize, cfg: &QpConfig) -> (u32, u32) {
+        let now = self.now;
+        let mut qpn = [0u32; 2];
+        for (k, &n) in [a, b].iter().enumerate() {
+            let node = &mut self.nodes[n];
+            let mut init = QpInit::new(node.pd, node.cq);
+            init.config = cfg.clone();
+            init.max_send_wr = 4096;
+            init.max_recv_wr = 4096;
+            qpn[k] = node.ep.create_qp(init).expect("valid QP config");
+            node.ep
+                .modify_qp(
+                    qpn[k],
+                    Transition::Init {
+                        access: Access::REMOTE_WRITE | Access::REMOTE_READ,
+                    },
+                    now,
+                )
+                .expect("init");
+        }
+        let caps = [
+            self.nodes[a].ep.config().caps,
+            self.nodes[b].ep.config().caps,
+        ];
+        for (k, &(n, peer)) in [(a, b), (b, a)].iter().enumerate() {
+            let psn = (0x00AB_0000 + 0x1111 * k as u32) & 0xFF_FFFF;
+            let ep = &mut self.nodes[n].ep;
+            ep.modify_qp(
+                qpn[k],
+                Transition::Rtr {
+                    peer: PeerId(peer as u32),
+                    remote_qpn: qpn[1 - k],
+                    rq_psn: (0x00AB_0000 + 0x1111 * (1 - k) as u32) & 0xFF_FFFF,
+                    remote_caps: caps[1 - k],
+                },
+                now,
+            )
+            .expect("rtr");
+            ep.modify_qp(qpn[k], Transition::Rts { sq_psn: psn }, now)
+                .expect("rts");
+        }
+        (qpn[0], qpn[1])
+    }
+
+    /// Allocates `len` bytes at node `n` and registers them with `access`; returns (address, keys).
+    pub fn alloc_mr(&mut self, n: usize, len: u64, access: Access) -> (u64, MrKeys) {
+        let node = &mut self.nodes[n];
+        let addr = node.mem.alloc(len);
+        let keys = node
+            .ep
+            .reg_mr(node.pd, addr, len, access | Access::LOCAL_WRITE)
+            .expect("registration");
+        (addr, keys)
+    }
+
+    /// Schedules `fault` at time `at`.
+    pub fn schedule(&mut self, at: Instant, fault: Fault) {
+        self.push_event(at, Ev::Fault(fault));
+    }
+
+    fn push_event(&mut self, at: Instant, ev: Ev) {
+        let id = match self.free_events.pop() {
+            Some(i) => {
+                self.events[i] = Some(ev);
+                i
+            }
+            None => {
+                self.events.push(Some(ev));
+                self.events.len() - 1
+            }
+        };
+        // Ties are broken by insertion order: (time, sequence) is unique.
+        self.seq += 1;
+        self.queue.push(Reverse((at, (self.seq << 24) | id as u64)));
+    }
+
+    fn uniform(&mut self) -> f64 {
+        (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Runs until `done` returns true (checked after every step) or simulated time passes `limit`.
+    /// Returns whether `done` became true.
+    pub fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&mut Net) -> bool) -> bool {
+        loop {
+            self.flush();
+            if done(self) {
+                return true;
+            }
+            let Some(next) = self.next_time() else {
+                return false;
+            };
+            if next > limit {
+                self.now = limit;
+                return false;
+            }
+            self.now = next;
+            self.step_at(next);
+        }
+    }
+
+    /// Runs for `d` of simulated time.
+    pub fn run_for(&mut self, d: Duration) {
+        let limit = self.now + d;
+        self.run_until(limit, |_| false);
+    }
+
+    fn next_time(&self) -> Option<Instant> {
+        let mut t = self.queue.peek().map(|Reverse((t, _))| *t);
+        for n in &self.nodes {
+            if let Some(x) = n.ep.poll_timeout() {
+                t = Some(t.map_or(x, |y| y.min(x)));
+            }
+        }
+        t
+    }
+
+    fn step_at(&mut self, now: Instant) {
+        while let Some(&Reverse((t, key))) = self.queue.peek() {
+            if t > now {
+                break;
+            }
+            self.queue.pop();
+            let id = (key & 0xFF_FFFF) as usize;
+            let Some(ev) = self.events[id].take() else {
+                continue;
+            };
+            self.free_events.push(id);
+            match ev {
+                Ev::Deliver(p) => self.deliver(p),
+                Ev::Fault(f) => self.apply(f),
+            }
+        }
+        for i in 0..self.nodes.len() {
+            let node = &mut self.nodes[i];
+            if node.ep.poll_timeout().is_some_and(|t| t <= now) {
+                node.ep.handle_timeout(now);
+            }
+        }
+    }
+
+    fn deliver(&mut self, p: InFlight) {
+        let dead = self.nodes[p.dst].silent
+            || self.nodes[p.dst].port_down[usize::from(p.plane)]
+            || self.plane_down[usize::from(p.plane)];
+        if dead {
+            self.counters[usize::from(p.plane)].dead_drops += 1;
+            return;
+        }
+        let c = &mut self.counters[usize::from(p.plane)];
+        c.delivered += 1;
+        c.delivered_bytes += p.bytes.len() as u64;
+        let mut h = self.hash;
+        for x in [
+            self.now.as_nanos(),
+            p.src as u64,
+            p.dst as u64,
+            u64::from(p.plane),
+            u64::from(p.ce) | (p.trim.map_or(0, |m| m as u64 + 1) << 1),
+            p.bytes.len() as u64,
+        ]
+        .into_iter()
+        .chain(p.bytes.iter().map(|&b| u64::from(b)))
+        {
+            h = (h ^ x).wrapping_mul(FNV_PRIME);
+        }
+        self.hash = h;
+        let meta = RecvMeta {
+            peer: Some(PeerId(p.src as u32)),
+            port: p.plane,
+            ecn_ce: p.ce,
+            trim: p.trim,
+        };
+        let now = self.now;
+        let node = &mut self.nodes[p.dst];
+        node.ep.handle_datagram(now, meta, &p.bytes, &mut node.mem);
+    }
+
+    fn apply(&mut self, f: Fault) {
+        let now = self.now;
+        match f {
+            Fault::PlaneDown(p) => self.plane_down[usize::from(p)] = true,
+            Fault::PlaneUp(p) => self.plane_down[usize::from(p)] = false,
+            Fault::PathDown { plane, path } => {
+                if let Some(x) = self.path_down[usize::from(plane)].get_mut(path as usize) {
+                    *x = true;
+                }
+            }
+            Fault::PathUp { plane, path } => {
+                if let Some(x) = self.path_down[usize::from(plane)].get_mut(path as usize) {
+                    *x = false;
+                }
+            }
+            Fault::PortDown { node, plane } => {
+                let n = &mut self.nodes[node];
+                n.port_down[usize::from(plane)] = true;
+                n.ep.set_port_state(now, plane, false);
+            }
+            Fault::PortUp { node, plane } => {
+                let n = &mut self.nodes[node];
+                n.port_down[usize::from(plane)] = false;
+                n.ep.set_port_state(now, plane, true);
+            }
+            Fault::NodeSilent(n) => self.nodes[n].silent = true,
+            Fault::SetPlane(p, c) => self.cfg.planes[usize::from(p)] = c,
+        }
+    }
+
+    /// Drains every node's transmissions at the current time into the network.
+    fn flush(&mut self) {
+        let now = self.now;
+        let mut buf = std::mem::take(&mut self.buf);
+        for i in 0..self.nodes.len() {
+            loop {
+                let node = &mut self.nodes[i];
+                let Some(t) = node.ep.poll_transmit(now, &mut buf, &mut node.mem) else {
+                    break;
+                };
+                let bytes = buf[..t.len].to_vec();
+                self.send(i, t.peer.0 as usize, t.plane, t.ev, t.class, bytes);
+            }
+        }
+        self.buf = buf;
+    }
+
+    fn send(
+        &mut self,
+        src: usize,
+        dst: usize,
+        plane: u8,
+        ev: u32,
+        class: TrafficClass,
+        mut bytes: Vec<u8>,
+    ) {
+        let p = usize::from(plane);
+        if p >= self.cfg.planes.len() || dst >= self.nodes.len() {
+            return;
+        }
+        let pc = self.cfg.planes[p].clone();
+        self.counters[p].sent += 1;
+        let path = (ev >> self.cfg.plane_bits) % self.cfg.paths_per_plane.max(1);
+        if self.plane_down[p]
+            || self.path_down[p][path as usize]
+            || self.nodes[src].silent
+            || self.nodes[src].port_down[p]
+        {
+            self.counters[p].dead_drops += 1;
+            return;
+        }
+        // Sender's port: serialization.
+        let len = bytes.len() as u64 + 48;
+        let ser = if pc.rate_bps == 0 {
+            0
+        } else {
+            len * 8 * 1_000_000_000 / pc.rate_bps
+        };
+        let now = self.now;
+        let depart = self.nodes[src].tx_busy[p].max(now) + Duration::from_nanos(ser);
+        self.nodes[src].tx_busy[p] = depart;
+        // Random impairments inside the fabric.
+        if self.uniform() < pc.loss {
+            self.counters[p].lost += 1;
+            return;
+        }
+        let data = matches!(class, TrafficClass::Data | TrafficClass::DataRetx);
+        let mut trim = None;
+        if data && self.uniform() < pc.trim {
+            trim = Some(TrimMark::Fabric);
+        }
+        let mut extra = 0;
+        if self.uniform() < pc.reorder {
+            extra = (self.uniform() * nanos(pc.reorder_delay) as f64) as u64;
+        }
+        // Receiver's port: queueing, trimming, ECN.
+        let arrive = depart + pc.delay + Duration::from_nanos(extra);
+        let busy = self.nodes[dst].rx_busy[p];
+        let backlog_ns = nanos(busy.saturating_duration_since(arrive));
+        let backlog_bytes = if pc.rate_bps == 0 {
+            0
+        } else {
+            backlog_ns * pc.rate_bps / 8 / 1_000_000_000
+        };
+        let mut ce = false;
+        if data && trim.is_none() && backlog_bytes + len > pc.buffer_bytes {
+            if pc.trimming {
+                trim = Some(TrimMark::LastHop);
+            } else {
+                self.counters[p].overflow_drops += 1;
+                return;
+            }
+        }
+        if let Some(th) = pc.ecn_threshold_bytes {
+            if data && backlog_bytes > th {
+                ce = true;
+                self.counters[p].ecn_marked += 1;
+            }
+        }
+        if trim.is_some() {
+            // Keep the first 64 bytes of the UDP payload (spec WIRE-ICRC-2).
+            bytes.truncate(64);
+            self.counters[p].trimmed += 1;
+        }
+        let qlen = bytes.len() as u64 + 48;
+        let rser = if pc.rate_bps == 0 {
+            0
+        } else {
+            qlen * 8 * 1_000_000_000 / pc.rate_bps
+        };
+        let done = busy.max(arrive) + Duration::from_nanos(rser);
+        self.nodes[dst].rx_busy[p] = done;
+        if self.uniform() < pc.corrupt && !bytes.is_empty() {
+            let bit = (self.rng.next_u64() % (bytes.len() as u64 * 8)) as usize;
+            bytes[bit / 8] ^= 1 << (bit % 8);
+            self.counters[p].corrupted += 1;
+        }
+        if self.uniform() < pc.duplicate {
+            self.counters[p].duplicated += 1;
+            let dup = InFlight {
+                dst,
+                src,
+                plane,
+                trim,
+                ce,
+                bytes: bytes.clone(),
+            };
+            self.push_event(done + Duration::from_nanos(100), Ev::Deliver(dup));
+        }
+        self.push_event(
+            done,
+            Ev::Deliver(InFlight {
+                dst,
+                src,
+                plane,
+                trim,
+                ce,
+                bytes,
+            }),
+        );
+    }
+}

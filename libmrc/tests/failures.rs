@@ -1,0 +1,231 @@
+//! Failure tests: planes, paths, ports and peers dying (and coming back) in the middle of transfers.
+
+mod common;
+
+use common::*;
+use mrc::testing::{Fault, PlaneConfig};
+use mrc::*;
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+fn write(net: &mut mrc::testing::Net, qa: u32, qb: u32, len: u32, wr_id: u64) -> Posted {
+    post(
+        net,
+        qa,
+        qb,
+        Op {
+            kind: OpKind::Write,
+            len,
+        },
+        wr_id,
+    )
+}
+
+#[test]
+fn seven_of_eight_planes_killed_mid_transfer_completes_on_the_survivor() {
+    let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 1, &qp_config(8));
+    let p = write(&mut net, qa, qb, 64 << 20, 1);
+    let kill = net.now() + us(50);
+    for plane in 0..8u8 {
+        if plane != 5 {
+            net.schedule(kill, Fault::PlaneDown(plane));
+        }
+    }
+    let (ok, seen) = run_to_completion(
+        &mut net,
+        std::slice::from_ref(&p),
+        kill + Duration::from_secs(2),
+    );
+    assert!(
+        ok,
+        "transfer did not complete: {:?}",
+        net.nodes[A].ep.qp_stats(qa)
+    );
+    check(&net, std::slice::from_ref(&p), &seen).unwrap();
+    let done = net.now();
+    // 64 MiB: ~5 MiB went out on 8 planes before the kill; the rest can only have crossed plane 5.
+    let survivor = net.counters[5].delivered_bytes;
+    let others: u64 = (0..8)
+        .filter(|&i| i != 5)
+        .map(|i| net.counters[i].delivered_bytes)
+        .sum();
+    assert!(survivor > 55 << 20, "plane 5 carried {survivor} B");
+    assert!(others < 12 << 20, "dead planes delivered {others} B");
+    // After the kill the survivor runs near its 100 Gbit/s: 60 MiB take ~5 ms; allow 2x.
+    let elapsed = done - kill;
+    assert!(
+        elapsed < Duration::from_millis(10),
+        "took {elapsed:?} after the kill"
+    );
+    let stats = net.nodes[A].ep.qp_stats(qa).unwrap();
+    println!("done {elapsed:?} after the kill; {stats:?}");
+    for plane in 0..8usize {
+        let (good, skip, bad, _) = {
+            let infos = net.nodes[A].ep.ev_infos(qa);
+            let mine: Vec<_> = infos
+                .iter()
+                .filter(|e| usize::from(e.plane) == plane)
+                .collect();
+            (
+                mine.iter().filter(|e| e.state == EvState::Good).count(),
+                mine.iter().filter(|e| e.state == EvState::Skip).count(),
+                mine.iter()
+                    .filter(|e| e.state == EvState::AssumedBad)
+                    .count(),
+                0,
+            )
+        };
+        if plane == 5 {
+            assert_eq!(bad, 0, "survivor plane lost no EVs");
+        } else {
+            assert_eq!(good + skip, 0, "dead plane {plane} still has usable EVs");
+        }
+    }
+}
+
+#[test]
+fn killed_plane_is_restored_by_probes_and_carries_traffic_again() {
+    let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 2, &qp_config(8));
+    // Keep data flowing the whole time: many writes in sequence.
+    let mut posted = Vec::new();
+    for i in 0..40 {
+        posted.push(write(&mut net, qa, qb, 4 << 20, i + 1));
+    }
+    let t0 = net.now();
+    net.schedule(t0 + us(100), Fault::PlaneDown(3));
+    net.schedule(t0 + Duration::from_millis(3), Fault::PlaneUp(3));
+    // During the outage: every EV of plane 3 retired.
+    net.run_until(t0 + Duration::from_millis(2), |_| false);
+    let infos = net.nodes[A].ep.ev_infos(qa);
+    let p3: Vec<_> = infos.iter().filter(|e| e.plane == 3).collect();
+    assert!(
+        p3.iter().all(|e| e.state == EvState::AssumedBad),
+        "plane 3 retired while down"
+    );
+    let tx_before = net.nodes[A].ep.plane_stats(qa, 3).unwrap().tx_packets;
+    // Probes back off to at most 10 ms; give them that and a little.
+    net.run_until(t0 + Duration::from_millis(20), |_| false);
+    let infos = net.nodes[A].ep.ev_infos(qa);
+    let p3: Vec<_> = infos.iter().filter(|e| e.plane == 3).collect();
+    let back = p3
+        .iter()
+        .filter(|e| matches!(e.state, EvState::Good | EvState::Skip))
+        .count();
+    assert_eq!(back, p3.len(), "every EV of plane 3 is back: {p3:?}");
+    assert!(p3.iter().any(|e| e.stats.restored > 0));
+    let tx_after = net.nodes[A].ep.plane_stats(qa, 3).unwrap().tx_packets;
+    assert!(
+        tx_after > tx_before + 100,
+        "plane 3 carries data again ({tx_before} -> {tx_after})"
+    );
+    let (ok, seen) = run_to_completion(&mut net, &posted, t0 + Duration::from_secs(2));
+    assert!(ok);
+    check(&net, &posted, &seen).unwrap();
+    // Planes stay balanced after the restore: plane 3 sent about as much as plane 0 since.
+    let restored_events = std::iter::from_fn(|| net.nodes[A].ep.poll_event())
+        .filter(
+            |e| matches!(e, Event::EvChanged { change, .. } if change.from == EvState::AssumedBad),
+        )
+        .count();
+    assert!(restored_events >= p3.len());
+}
+
+#[test]
+fn silent_peer_fails_with_retry_exceeded_within_the_qp_timeout() {
+    let mut cfg = qp_config(8);
+    cfg.timeout = 10; // 1.024 µs × 2^10 ≈ 1.05 ms
+    cfg.retry_linear = 3;
+    cfg.retry_exp = 2;
+    let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 3, &cfg);
+    let p1 = write(&mut net, qa, qb, 8 << 20, 1);
+    let p2 = write(&mut net, qa, qb, 4096, 2);
+    let silent_at = net.now() + us(20);
+    net.schedule(silent_at, Fault::NodeSilent(B));
+    let t = cfg.qp_timeout().unwrap();
+    // Linear retries at T, then 2T and 4T, plus the first T of silence and slack for the last RTO.
+    let bound = t * (1 + 3) + t * 2 + t * 4 + t;
+    let mut seen = Seen::default();
+    let ok = net.run_until(silent_at + bound * 2, |n| {
+        drain(n, &mut seen);
+        seen.a.len() >= 2
+    });
+    assert!(ok, "no error completion: a hang");
+    let failed_at = net.now();
+    assert_eq!(seen.a[0].wr_id, p1.wr_id);
+    assert_eq!(seen.a[0].status, WcStatus::RetryExcErr);
+    assert_eq!(seen.a[1].wr_id, p2.wr_id);
+    assert_eq!(seen.a[1].status, WcStatus::WrFlushErr);
+    assert_eq!(net.nodes[A].ep.qp_state(qa), Some(QpState::Error));
+    let waited = failed_at - silent_at;
+    println!(
+        "error completion {waited:?} after the peer went silent (QP timeout {t:?}, bound {bound:?})"
+    );
+    assert!(waited <= bound, "took {waited:?}, bound {bound:?}");
+    assert!(waited >= t * 4, "gave up early: {waited:?}");
+    assert!(matches!(net.nodes[A].ep.poll_event(), Some(_)));
+    // Nothing further happens: no timers left, the QP is quiet.
+    net.run_for(Duration::from_millis(50));
+    drain(&mut net, &mut seen);
+    assert_eq!(seen.a.len(), 2);
+}
+
+#[test]
+fn nic_port_down_is_masked_at_once_and_told_to_the_peer() {
+    let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 4, &qp_config(8));
+    let p = write(&mut net, qa, qb, 32 << 20, 1);
+    let t0 = net.now();
+    net.schedule(t0 + us(30), Fault::PortDown { node: B, plane: 2 });
+    net.run_until(t0 + us(31), |_| false);
+    let before = net.nodes[A].ep.plane_stats(qa, 2).unwrap().tx_packets;
+    let (ok, seen) = run_to_completion(
+        &mut net,
+        std::slice::from_ref(&p),
+        t0 + Duration::from_secs(1),
+    );
+    assert!(ok);
+    check(&net, std::slice::from_ref(&p), &seen).unwrap();
+    let after = net.nodes[A].ep.plane_stats(qa, 2).unwrap().tx_packets;
+    // A learns of B's port from B's PORT_STATUS within about one RTT and stops using the plane without
+    // retiring its EVs (they are masked, not bad).
+    assert!(
+        after - before < 40,
+        "A kept sending on plane 2: {before} -> {after}"
+    );
+    let events: Vec<Event> = std::iter::from_fn(|| net.nodes[A].ep.poll_event()).collect();
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, Event::PortStatus { mask, .. } if *mask == 0xFB))
+    );
+    let sb = net.nodes[B].ep.stats();
+    assert!(sb.tx_datagrams > 0);
+}
+
+#[test]
+fn dead_spine_retires_only_its_paths() {
+    let (mut net, qa, qb) = pair(4, PlaneConfig::default(), 5, &qp_config(4));
+    net.schedule(net.now(), Fault::PathDown { plane: 1, path: 3 });
+    let posted: Vec<Posted> = (0..4)
+        .map(|i| write(&mut net, qa, qb, 4 << 20, i + 1))
+        .collect();
+    let limit = net.now() + Duration::from_secs(1);
+    let (ok, seen) = run_to_completion(&mut net, &posted, limit);
+    assert!(ok);
+    check(&net, &posted, &seen).unwrap();
+    let infos = net.nodes[A].ep.ev_infos(qa);
+    let bad: Vec<_> = infos
+        .iter()
+        .filter(|e| e.state == EvState::AssumedBad)
+        .collect();
+    assert!(!bad.is_empty(), "the dead spine's EVs were retired");
+    // Spine of an EV in the test network: (ev >> plane_bits) % 16; plane_bits is 2 for 4 planes.
+    for e in &bad {
+        assert_eq!(
+            (e.plane, (e.ev >> 2) % 16),
+            (1, 3),
+            "only EVs through plane 1 / spine 3: {e:?}"
+        );
+    }
+}
