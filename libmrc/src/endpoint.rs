@@ -160,6 +160,8 @@ pub struct Endpoint {
     slots: Vec<SlotMeta>,
     free_slots: Vec<usize>,
     ready: VecDeque<usize>,
+    /// QPs that had data but only busy ports at the last attempt.
+    port_blocked: Vec<usize>,
     timers: BTreeSet<(Instant, usize)>,
     ep_out: VecDeque<EpOut>,
     ports_up: u32,
@@ -210,6 +212,7 @@ impl Endpoint {
             slots: Vec::new(),
             free_slots: Vec::new(),
             ready: VecDeque::new(),
+            port_blocked: Vec::new(),
             timers: BTreeSet::new(),
             ep_out: VecDeque::new(),
             ports_up,
@@ -374,6 +377,7 @@ impl Endpoint {
         m.queued = false;
         m.generation = m.generation.wrapping_add(1);
         self.ready.retain(|&s| s != slot);
+        self.port_blocked.retain(|&s| s != slot);
         self.free_slots.push(slot);
         Ok(())
     }
@@ -473,11 +477,11 @@ impl Endpoint {
             self.stats.rx_bad_pkey += 1;
             return;
         }
-        if let (Some(from), Some(expected)) = (meta.peer, qp.peer) {
-            if from != expected {
-                self.stats.rx_wrong_peer += 1;
-                return;
-            }
+        if let (Some(from), Some(expected)) = (meta.peer, qp.peer)
+            && from != expected
+        {
+            self.stats.rx_wrong_peer += 1;
+            return;
         }
         match pkt.body {
             Body::Data(d) => qp.on_data(now, &meta, &pkt.bth, &d, mem, &self.mrs),
@@ -491,7 +495,8 @@ impl Endpoint {
     }
 
     /// Writes the next packet to send into `buf` (which must hold the QP MTU plus 64 bytes of headers) and
-    /// says where it goes; `None` when nothing is due now.
+    /// says where it goes; `None` when nothing is due now. Every port is taken to have room; drivers whose
+    /// ports can fill up use [`poll_transmit_on`](Self::poll_transmit_on).
     #[must_use = "a returned packet must be sent"]
     pub fn poll_transmit<M: Memory>(
         &mut self,
@@ -499,22 +504,49 @@ impl Endpoint {
         buf: &mut [u8],
         mem: &mut M,
     ) -> Option<Transmit> {
+        self.poll_transmit_on(now, u32::MAX, buf, mem)
+    }
+
+    /// Like [`poll_transmit`](Self::poll_transmit), but data goes only to ports whose bit is set in
+    /// `ports_ready` (ports with room in their transmit queue), so a NIC port never builds a standing queue and
+    /// traffic follows the ports' real rates (spec PATH-SEL-2). Control packets ignore the mask. A QP that
+    /// found only busy ports is tried again at the next call.
+    #[must_use = "a returned packet must be sent"]
+    pub fn poll_transmit_on<M: Memory>(
+        &mut self,
+        now: Instant,
+        ports_ready: u32,
+        buf: &mut [u8],
+        mem: &mut M,
+    ) -> Option<Transmit> {
         if let Some(t) = self.poll_endpoint_out(buf) {
             self.stats.tx_datagrams += 1;
             return Some(t);
+        }
+        if ports_ready != 0 {
+            while let Some(slot) = self.port_blocked.pop() {
+                let m = &mut self.slots[slot];
+                if !m.queued && self.qps[slot].is_some() {
+                    m.queued = true;
+                    self.ready.push_back(slot);
+                }
+            }
         }
         while let Some(slot) = self.ready.pop_front() {
             self.slots[slot].queued = false;
             let Some(qp) = self.qps[slot].as_mut() else {
                 continue;
             };
-            let t = qp.poll_transmit(now, buf, mem, &self.mrs);
+            let t = qp.poll_transmit(now, ports_ready, buf, mem, &self.mrs);
             if t.is_some() {
                 self.after_qp(slot, now);
                 self.stats.tx_datagrams += 1;
                 return t;
             }
-            // Nothing after all: it is looked at again after its next event or timer.
+            if std::mem::take(&mut qp.port_blocked) {
+                self.port_blocked.push(slot);
+            }
+            // Nothing after all: it is looked at again after its next event, timer or port.
             self.after_qp_quiet(slot, now);
         }
         None
@@ -730,11 +762,11 @@ impl Endpoint {
                 self.stats.rx_ep_requests += 1;
                 if r.op == EpOp::PortStatus {
                     for slot in 0..self.qps.len() {
-                        if let Some(qp) = self.qps[slot].as_mut() {
-                            if qp.peer == Some(peer) {
-                                qp.paths.set_remote_ports(r.port_mask);
-                                self.after_qp(slot, now);
-                            }
+                        if let Some(qp) = self.qps[slot].as_mut()
+                            && qp.peer == Some(peer)
+                        {
+                            qp.paths.set_remote_ports(r.port_mask);
+                            self.after_qp(slot, now);
                         }
                     }
                     self.push_event(Event::PortStatus {
@@ -764,17 +796,17 @@ impl Endpoint {
             }
             Body::EpResponse(r) => {
                 self.stats.rx_ep_responses += 1;
-                if r.op == EpOp::EvProbe {
-                    if let Some((p, ev, sent)) = self.ev_probes.remove(&r.req_id) {
-                        if p == peer && ev == r.ev {
-                            self.push_event(Event::EvProbeReply {
-                                peer,
-                                ev,
-                                rtt: now - sent,
-                                rx_port: r.rx_port,
-                            });
-                        }
-                    }
+                if r.op == EpOp::EvProbe
+                    && let Some((p, ev, sent)) = self.ev_probes.remove(&r.req_id)
+                    && p == peer
+                    && ev == r.ev
+                {
+                    self.push_event(Event::EvProbeReply {
+                        peer,
+                        ev,
+                        rtt: now - sent,
+                        rx_port: r.rx_port,
+                    });
                 }
             }
             _ => self.stats.rx_malformed += 1,
@@ -815,14 +847,13 @@ impl Endpoint {
     /// EV in every QP to that peer at once.
     pub fn report_unreachable(&mut self, now: Instant, peer: PeerId, ev: u32) {
         for slot in 0..self.qps.len() {
-            if let Some(qp) = self.qps[slot].as_mut() {
-                if qp.peer == Some(peer) {
-                    if let Some(idx) = qp.paths.find(ev) {
-                        qp.paths.on_unreachable(idx, now);
-                        qp.collect_ev_changes();
-                        self.after_qp(slot, now);
-                    }
-                }
+            if let Some(qp) = self.qps[slot].as_mut()
+                && qp.peer == Some(peer)
+                && let Some(idx) = qp.paths.find(ev)
+            {
+                qp.paths.on_unreachable(idx, now);
+                qp.collect_ev_changes();
+                self.after_qp(slot, now);
             }
         }
     }

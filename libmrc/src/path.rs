@@ -467,12 +467,21 @@ impl PathSet {
     /// Chooses the EV for the next packet: the next usable plane in rotation, then the next active EV of that
     /// plane in rotation, passing over (and clearing) SKIP once. `None` when no plane is usable.
     // spec: PATH-SEL-1
-    // spec: PATH-EV-3
     pub fn next_ev(&mut self) -> Option<u16> {
+        self.next_ev_on(u32::MAX)
+    }
+
+    /// Like [`next_ev`](Self::next_ev), but only on planes whose bit is set in `ports_ready` (ports with room to
+    /// transmit; MRC's `GetSendParams`).
+    // spec: PATH-SEL-2
+    pub fn next_ev_on(&mut self, ports_ready: u32) -> Option<u16> {
         let n = self.planes.len();
         for _ in 0..n {
             let p = self.plane_cursor;
             self.plane_cursor = if p + 1 == n { 0 } else { p + 1 };
+            if p < 32 && ports_ready >> p & 1 == 0 {
+                continue;
+            }
             if let Some(idx) = self.pick_in_plane(p) {
                 return Some(idx);
             }
@@ -558,7 +567,8 @@ impl PathSet {
         self.planes[usize::from(ev.plane)].losses_since_delivery = 0;
     }
 
-    /// Applies a SACK's marking advice for `idx` (spec PATH-EV-1).
+    /// Applies a SACK's marking advice for `idx`.
+    // spec: PATH-EV-1
     pub fn on_mark(&mut self, idx: u16, mark: SackMark, now: Instant) {
         match mark {
             SackMark::None => {}
@@ -581,6 +591,7 @@ impl PathSet {
         let ev = &mut self.evs[usize::from(idx)];
         ev.stats.trims += 1;
         self.planes[usize::from(ev.plane)].stats.trims += 1;
+        // spec: PATH-EV-3
         if !last_hop {
             self.skip(idx);
         }

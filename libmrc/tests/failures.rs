@@ -10,7 +10,7 @@ fn us(n: u64) -> Duration {
     Duration::from_micros(n)
 }
 
-fn write(net: &mut mrc::testing::Net, qa: u32, qb: u32, len: u32, wr_id: u64) -> Posted {
+fn write(net: &mut testing::Net, qa: u32, qb: u32, len: u32, wr_id: u64) -> Posted {
     post(
         net,
         qa,
@@ -88,24 +88,22 @@ fn seven_of_eight_planes_killed_mid_transfer_completes_on_the_survivor() {
 #[test]
 fn killed_plane_is_restored_by_probes_and_carries_traffic_again() {
     let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 2, &qp_config(8));
-    // Keep data flowing the whole time: many writes in sequence.
-    let mut posted = Vec::new();
-    for i in 0..40 {
-        posted.push(write(&mut net, qa, qb, 4 << 20, i + 1));
-    }
+    let mut posted: Vec<Posted> = (0..10)
+        .map(|i| write(&mut net, qa, qb, 4 << 20, i + 1))
+        .collect();
     let t0 = net.now();
     net.schedule(t0 + us(100), Fault::PlaneDown(3));
     net.schedule(t0 + Duration::from_millis(3), Fault::PlaneUp(3));
-    // During the outage: every EV of plane 3 retired.
+    // During the outage: every EV of plane 3 is retired.
     net.run_until(t0 + Duration::from_millis(2), |_| false);
     let infos = net.nodes[A].ep.ev_infos(qa);
-    let p3: Vec<_> = infos.iter().filter(|e| e.plane == 3).collect();
     assert!(
-        p3.iter().all(|e| e.state == EvState::AssumedBad),
-        "plane 3 retired while down"
+        infos
+            .iter()
+            .filter(|e| e.plane == 3)
+            .all(|e| e.state == EvState::AssumedBad)
     );
-    let tx_before = net.nodes[A].ep.plane_stats(qa, 3).unwrap().tx_packets;
-    // Probes back off to at most 10 ms; give them that and a little.
+    // Probes of a dead plane back off to at most 10 ms; give them that and a little.
     net.run_until(t0 + Duration::from_millis(20), |_| false);
     let infos = net.nodes[A].ep.ev_infos(qa);
     let p3: Vec<_> = infos.iter().filter(|e| e.plane == 3).collect();
@@ -114,16 +112,24 @@ fn killed_plane_is_restored_by_probes_and_carries_traffic_again() {
         .filter(|e| matches!(e.state, EvState::Good | EvState::Skip))
         .count();
     assert_eq!(back, p3.len(), "every EV of plane 3 is back: {p3:?}");
-    assert!(p3.iter().any(|e| e.stats.restored > 0));
-    let tx_after = net.nodes[A].ep.plane_stats(qa, 3).unwrap().tx_packets;
-    assert!(
-        tx_after > tx_before + 100,
-        "plane 3 carries data again ({tx_before} -> {tx_after})"
-    );
+    assert!(p3.iter().all(|e| e.stats.restored > 0));
+    // New traffic uses plane 3 again, with its equal share.
+    let before: Vec<u64> = (0..8)
+        .map(|p| net.nodes[A].ep.plane_stats(qa, p).unwrap().tx_packets)
+        .collect();
+    posted.extend((0..10).map(|i| write(&mut net, qa, qb, 4 << 20, 100 + i)));
     let (ok, seen) = run_to_completion(&mut net, &posted, t0 + Duration::from_secs(2));
     assert!(ok);
     check(&net, &posted, &seen).unwrap();
-    // Planes stay balanced after the restore: plane 3 sent about as much as plane 0 since.
+    let sent: Vec<u64> = (0..8)
+        .map(|p| net.nodes[A].ep.plane_stats(qa, p).unwrap().tx_packets - before[p])
+        .collect();
+    let total: u64 = sent.iter().sum();
+    println!("packets per plane after the restore: {sent:?}");
+    assert!(
+        sent[3] * 8 >= total * 9 / 10,
+        "plane 3 carries its share again: {sent:?}"
+    );
     let restored_events = std::iter::from_fn(|| net.nodes[A].ep.poll_event())
         .filter(
             |e| matches!(e, Event::EvChanged { change, .. } if change.from == EvState::AssumedBad),
@@ -164,7 +170,7 @@ fn silent_peer_fails_with_retry_exceeded_within_the_qp_timeout() {
     );
     assert!(waited <= bound, "took {waited:?}, bound {bound:?}");
     assert!(waited >= t * 4, "gave up early: {waited:?}");
-    assert!(matches!(net.nodes[A].ep.poll_event(), Some(_)));
+    assert!(net.nodes[A].ep.poll_event().is_some());
     // Nothing further happens: no timers left, the QP is quiet.
     net.run_for(Duration::from_millis(50));
     drain(&mut net, &mut seen);

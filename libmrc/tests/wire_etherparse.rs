@@ -94,7 +94,7 @@ fn usid_frame_decodes_in_etherparse() {
         ],
     )
     .unwrap();
-    let ev = 0x3050_0000;
+    let ev = 0x305;
     let dst = template.expand_ipv6(ev).unwrap();
     assert_eq!(
         dst,

@@ -412,10 +412,15 @@ proptest! {
 
 // ---- EV expansion against a bit-by-bit model ----
 
-/// The spec's description, one bit at a time: EV bits MSB first, each field's mask positions from the highest,
-/// fields concatenated MSB first, left-aligned. `None` if EV bits are left over that are set.
+/// The spec's description, one bit at a time: the path index is a right-aligned number of k bits (k = bits the
+/// masks take), read MSB first; each field's mask positions from the highest, fields concatenated MSB first,
+/// left-aligned. `None` if the index has bits set above k.
 fn model_expand(fields: &[EvField], ev: u32) -> Option<u128> {
-    let ev_bits: Vec<bool> = (0..32).rev().map(|i| (ev >> i) & 1 == 1).collect();
+    let k: usize = fields.iter().map(|f| f.mask.count_ones() as usize).sum();
+    if (k..32).any(|i| (ev >> i) & 1 == 1) {
+        return None;
+    }
+    let ev_bits: Vec<bool> = (0..k).rev().map(|i| (ev >> i) & 1 == 1).collect();
     let mut next = 0;
     let mut out: Vec<bool> = Vec::new();
     for f in fields {
@@ -427,9 +432,6 @@ fn model_expand(fields: &[EvField], ev: u32) -> Option<u128> {
                 out.push((f.init >> pos) & 1 == 1);
             }
         }
-    }
-    if ev_bits[next..].iter().any(|&b| b) {
-        return None;
     }
     Some(
         out.iter()
@@ -496,8 +498,8 @@ proptest! {
         let t = EvTemplate::new(fields.clone()).unwrap();
         let taken: u32 = fields.iter().map(|f| f.mask.count_ones()).sum();
         prop_assert_eq!(t.ev_bits(), taken);
-        // The same EV with the untaken bits cleared is valid.
-        let valid_ev = ev & !u32::MAX.checked_shr(taken).unwrap_or(0);
+        // The same index with the bits above those taken cleared is valid.
+        let valid_ev = ev & u32::MAX.checked_shr(32 - taken).unwrap_or(0);
         let got = t.expand(valid_ev).unwrap();
         prop_assert_eq!(Some(got), model_expand(&fields, valid_ev));
         prop_assert_eq!(t.expand_ipv6(valid_ev).unwrap(), std::net::Ipv6Addr::from(got));

@@ -437,6 +437,8 @@ pub(crate) struct Qp {
     pub(crate) retry_deadline: Instant,
     pub(crate) retries: u32,
     pub(crate) force_any_ev: bool,
+    /// The last transmit attempt found only busy ports.
+    pub(crate) port_blocked: bool,
     pub(crate) last_nack_rnr: bool,
     // responder
     pub(crate) rx: PsnTracker,
@@ -508,6 +510,7 @@ impl Qp {
             retry_deadline: Instant::MAX,
             retries: 0,
             force_any_ev: false,
+            port_blocked: false,
             last_nack_rnr: false,
             rx: PsnTracker::new(PSN_BASE, window),
             msgs: VecDeque::new(),

@@ -264,6 +264,7 @@ impl Qp {
         self.rq.get(i)
     }
 
+    // spec: QP-READ-2
     fn place_read_response<M: Memory>(
         &mut self,
         d: &Data<'_>,

@@ -59,6 +59,7 @@ impl Qp {
     pub(crate) fn poll_transmit<M: Memory>(
         &mut self,
         now: Instant,
+        ports_ready: u32,
         buf: &mut [u8],
         mem: &mut M,
         mrs: &MrTable,
@@ -75,19 +76,24 @@ impl Qp {
         if let Some(idx) = self.paths.poll_probe(now) {
             return self.emit_probe(idx, now, buf, false);
         }
-        if self.ack_probe_wanted {
-            if let Some(idx) = self.paths.next_ev() {
-                // spec: QP-WIMM-1
-                self.ack_probe_wanted = false;
-                return self.emit_probe(idx, now, buf, true);
-            }
+        if self.ack_probe_wanted
+            && let Some(idx) = self.paths.next_ev()
+        {
+            // spec: QP-WIMM-1
+            self.ack_probe_wanted = false;
+            return self.emit_probe(idx, now, buf, true);
         }
-        self.poll_data(now, buf, mem, mrs)
+        self.poll_data(now, ports_ready, buf, mem, mrs)
     }
 
-    fn choose_ev(&mut self) -> Option<u16> {
-        if let Some(i) = self.paths.next_ev() {
+    fn choose_ev(&mut self, ports_ready: u32) -> Option<u16> {
+        if let Some(i) = self.paths.next_ev_on(ports_ready) {
             return Some(i);
+        }
+        if ports_ready != u32::MAX && self.paths.usable() {
+            // Only the ports are busy; the endpoint retries when they have room.
+            self.port_blocked = true;
+            return None;
         }
         if self.force_any_ev {
             // spec: REL-QPTO-2
@@ -100,6 +106,7 @@ impl Qp {
     fn poll_data<M: Memory>(
         &mut self,
         now: Instant,
+        ports_ready: u32,
         buf: &mut [u8],
         mem: &mut M,
         mrs: &MrTable,
@@ -118,7 +125,7 @@ impl Qp {
             if !self.cwnd_allows(u64::from(p.len)) {
                 return None;
             }
-            let ev = self.choose_ev()?;
+            let ev = self.choose_ev(ports_ready)?;
             self.retx.pop_front();
             // spec: REL-RETX-1
             let t = self.emit_data(now, psn, p.wqe, p.offset, p.len, ev, true, buf, mem, mrs)?;
@@ -143,7 +150,7 @@ impl Qp {
         if !self.cwnd_allows(u64::from(len)) {
             return None;
         }
-        let ev = self.choose_ev()?;
+        let ev = self.choose_ev(ports_ready)?;
         let psn = self.sent.nxt();
         self.start_wqe(seq, psn);
         let t = self.emit_data(now, psn, seq, offset, len, ev, false, buf, mem, mrs)?;
@@ -458,7 +465,7 @@ impl Qp {
         let ecn = s.mark != SackMark::None;
         self.stats.ecn_marks += u64::from(ecn);
         let progressed = self.sent.advance() > 0;
-        // spec: CC-ACK-1
+        // spec: CC-API-1
         self.cc.on_ack(
             now,
             &AckSample {

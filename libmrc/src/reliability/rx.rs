@@ -148,6 +148,7 @@ impl PsnTracker {
 
     /// Where a SACK answering `trigger` should start its bitmap (spec REL-SACK-2): at `epsn`, unless the
     /// trigger lies beyond the first 64 PSNs, in which case at the 64-aligned block holding it.
+    // spec: REL-SACK-2
     pub fn sack_base(&self, trigger: u64) -> u64 {
         if trigger < self.epsn + 64 {
             self.epsn

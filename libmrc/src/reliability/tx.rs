@@ -117,16 +117,16 @@ impl SentWindow {
 
     /// Records a retransmission of `psn` (which must be `Lost`) on EV `ev`.
     pub fn retransmitted(&mut self, psn: u64, ev: u16, now: Instant) {
-        if let Some(p) = self.get_mut(psn) {
-            if p.state == PktState::Lost {
-                p.state = PktState::InFlight;
-                p.ev = ev;
-                p.sent_at = now;
-                p.tx_count = p.tx_count.saturating_add(1);
-                let len = u64::from(p.len);
-                self.inflight_bytes += len;
-                self.by_time.push_back((now, psn));
-            }
+        if let Some(p) = self.get_mut(psn)
+            && p.state == PktState::Lost
+        {
+            p.state = PktState::InFlight;
+            p.ev = ev;
+            p.sent_at = now;
+            p.tx_count = p.tx_count.saturating_add(1);
+            let len = u64::from(p.len);
+            self.inflight_bytes += len;
+            self.by_time.push_back((now, psn));
         }
     }
 

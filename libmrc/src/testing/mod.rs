@@ -180,7 +180,12 @@ pub struct Node {
     tx_busy: Vec<Instant>,
     /// Per plane: when the node's receiving port is free again.
     rx_busy: Vec<Instant>,
+    /// When a busy sending port will have room again, if the node is waiting for one.
+    port_wake: Option<Instant>,
 }
+
+/// A sending port has room while less than this much is queued on it.
+const PORT_QUEUE_BYTES: u64 = 16 * 1024;
 
 struct InFlight {
     dst: usize,
@@ -268,6 +273,7 @@ impl Net {
             port_down: vec![false; planes],
             tx_busy: vec![Instant::ZERO; planes],
             rx_busy: vec![Instant::ZERO; planes],
+            port_wake: None,
         });
         i
     }
@@ -392,7 +398,7 @@ impl Net {
     fn next_time(&self) -> Option<Instant> {
         let mut t = self.queue.peek().map(|Reverse((t, _))| *t);
         for n in &self.nodes {
-            if let Some(x) = n.ep.poll_timeout() {
+            for x in [n.ep.poll_timeout(), n.port_wake].into_iter().flatten() {
                 t = Some(t.map_or(x, |y| y.min(x)));
             }
         }
@@ -417,10 +423,30 @@ impl Net {
         }
         for i in 0..self.nodes.len() {
             let node = &mut self.nodes[i];
+            if node.port_wake.is_some_and(|t| t <= now) {
+                node.port_wake = None;
+            }
             if node.ep.poll_timeout().is_some_and(|t| t <= now) {
                 node.ep.handle_timeout(now);
             }
         }
+    }
+
+    /// Ports of node `i` with room to transmit, and when the first busy one will have room.
+    fn ports_ready(&self, i: usize) -> (u32, Option<Instant>) {
+        let mut mask = 0u32;
+        let mut wake: Option<Instant> = None;
+        for (p, pc) in self.cfg.planes.iter().enumerate() {
+            let slack = Duration::from_nanos(ser_ns(PORT_QUEUE_BYTES, pc.rate_bps));
+            let busy = self.nodes[i].tx_busy[p];
+            if busy <= self.now + slack {
+                mask |= 1 << p;
+            } else {
+                let t = Instant::from_nanos(busy.as_nanos() - nanos(slack));
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        }
+        (mask, wake)
     }
 
     fn deliver(&mut self, p: InFlight) {
@@ -496,8 +522,13 @@ impl Net {
         let mut buf = std::mem::take(&mut self.buf);
         for i in 0..self.nodes.len() {
             loop {
+                let (ready, wake) = self.ports_ready(i);
                 let node = &mut self.nodes[i];
-                let Some(t) = node.ep.poll_transmit(now, &mut buf, &mut node.mem) else {
+                let Some(t) = node
+                    .ep
+                    .poll_transmit_on(now, ready, &mut buf, &mut node.mem)
+                else {
+                    node.port_wake = wake;
                     break;
                 };
                 let bytes = buf[..t.len].to_vec();
@@ -533,11 +564,7 @@ impl Net {
         }
         // Sender's port: serialization.
         let len = bytes.len() as u64 + 48;
-        let ser = if pc.rate_bps == 0 {
-            0
-        } else {
-            len * 8 * 1_000_000_000 / pc.rate_bps
-        };
+        let ser = ser_ns(len, pc.rate_bps);
         let now = self.now;
         let depart = self.nodes[src].tx_busy[p].max(now) + Duration::from_nanos(ser);
         self.nodes[src].tx_busy[p] = depart;
@@ -573,23 +600,19 @@ impl Net {
                 return;
             }
         }
-        if let Some(th) = pc.ecn_threshold_bytes {
-            if data && backlog_bytes > th {
-                ce = true;
-                self.counters[p].ecn_marked += 1;
-            }
+        if let Some(th) = pc.ecn_threshold_bytes
+            && data
+            && backlog_bytes > th
+        {
+            ce = true;
+            self.counters[p].ecn_marked += 1;
         }
         if trim.is_some() {
             // Keep the first 64 bytes of the UDP payload (spec WIRE-ICRC-2).
             bytes.truncate(64);
             self.counters[p].trimmed += 1;
         }
-        let qlen = bytes.len() as u64 + 48;
-        let rser = if pc.rate_bps == 0 {
-            0
-        } else {
-            qlen * 8 * 1_000_000_000 / pc.rate_bps
-        };
+        let rser = ser_ns(bytes.len() as u64 + 48, pc.rate_bps);
         let done = busy.max(arrive) + Duration::from_nanos(rser);
         self.nodes[dst].rx_busy[p] = done;
         if self.uniform() < pc.corrupt && !bytes.is_empty() {
@@ -621,4 +644,11 @@ impl Net {
             }),
         );
     }
+}
+
+/// Nanoseconds to serialize `bytes` at `rate_bps` (0 = unlimited).
+fn ser_ns(bytes: u64, rate_bps: u64) -> u64 {
+    (bytes * 8 * 1_000_000_000)
+        .checked_div(rate_bps)
+        .unwrap_or(0)
 }

@@ -53,12 +53,24 @@ pub enum EvTemplateError {
         /// Its width.
         width: u8,
     },
-    /// The EV has bits set that no field takes.
+    /// The path index has bits set above those the template takes.
     UnusedEvBits {
-        /// The EV.
+        /// The path index.
         ev: u32,
-        /// EV bits the template takes, from the most significant.
+        /// Index bits the template takes (the low ones).
         ev_bits: u32,
+    },
+    /// `plane_bits` cannot number the templates (or is over 16, or there are none).
+    PlaneBits {
+        /// The plane bits.
+        plane_bits: u8,
+        /// Templates given.
+        planes: usize,
+    },
+    /// No template for this plane.
+    NoTemplate {
+        /// The plane.
+        plane: usize,
     },
 }
 
@@ -88,8 +100,13 @@ impl fmt::Display for EvTemplateError {
             }
             EvTemplateError::UnusedEvBits { ev, ev_bits } => write!(
                 f,
-                "EV {ev:#010x} has bits set below the {ev_bits} bits the template takes"
+                "path index {ev:#010x} has bits set above the {ev_bits} bits the template takes"
             ),
+            EvTemplateError::PlaneBits { plane_bits, planes } => write!(
+                f,
+                "{plane_bits} plane bits cannot number {planes} plane templates; use 1..=2^plane_bits templates and at most 16 bits"
+            ),
+            EvTemplateError::NoTemplate { plane } => write!(f, "no template for plane {plane}"),
         }
     }
 }
@@ -196,20 +213,19 @@ impl EvTemplate {
     }
 
     // spec: WIRE-EVX-1
-    // spec: WIRE-EVX-2
-    /// The expansion of `ev`, left-aligned in 128 bits. An EV with bits set that no field takes is an error:
-    /// two such EVs would name the same path.
+    /// The expansion of a path index (`ev >> plane_bits`, see [`PlaneTemplates`]), left-aligned in 128 bits.
+    /// The index is a right-aligned number of [`ev_bits`](Self::ev_bits) bits, read most significant first; an
+    /// index with bits set above those is an error, since two such indices would name the same path.
     pub fn expand(&self, ev: u32) -> Result<u128, EvTemplateError> {
-        // The EV bits below the ones the fields take.
-        let unused = low_bits(32 - self.ev_bits);
-        if ev & unused != 0 {
+        let k = self.ev_bits;
+        if ev & !low_bits(k) != 0 {
             return Err(EvTemplateError::UnusedEvBits {
                 ev,
                 ev_bits: self.ev_bits,
             });
         }
-        // EV bits not taken yet, aligned at the top of a u64 so that a 32-bit take needs no special case.
-        let mut rest = u64::from(ev) << 32;
+        // Index bits not taken yet, aligned at the top of a u64 so that a 32-bit take needs no special case.
+        let mut rest = if k == 0 { 0 } else { u64::from(ev) << (64 - k) };
         let mut out = 0u128;
         let mut pos = 128u32;
         for f in &self.fields {
@@ -226,6 +242,60 @@ impl EvTemplate {
     /// The expansion of `ev` as an IPv6 destination address.
     pub fn expand_ipv6(&self, ev: u32) -> Result<Ipv6Addr, EvTemplateError> {
         self.expand(ev).map(Ipv6Addr::from)
+    }
+}
+
+/// One template per plane: the EV's low `plane_bits` bits pick the plane's template, which expands the rest of the
+/// EV (the path index). Per-plane templates hold the plane in their constants, as deployed multi-plane fabrics do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlaneTemplates {
+    plane_bits: u8,
+    templates: Vec<EvTemplate>,
+}
+
+impl PlaneTemplates {
+    /// Templates for planes `0..templates.len()`; `plane_bits` must number them all (at most 16 bits).
+    pub fn new(plane_bits: u8, templates: Vec<EvTemplate>) -> Result<Self, EvTemplateError> {
+        if plane_bits > 16 || templates.is_empty() || templates.len() > 1usize << plane_bits {
+            return Err(EvTemplateError::PlaneBits {
+                plane_bits,
+                planes: templates.len(),
+            });
+        }
+        Ok(Self {
+            plane_bits,
+            templates,
+        })
+    }
+
+    /// EV bits that hold the plane.
+    pub fn plane_bits(&self) -> u8 {
+        self.plane_bits
+    }
+
+    // spec: WIRE-EVX-2
+    /// The destination of `ev`: its plane's template applied to its path index.
+    pub fn expand(&self, ev: u32) -> Result<u128, EvTemplateError> {
+        let plane = plane_of(ev, self.plane_bits) as usize;
+        let t = self
+            .templates
+            .get(plane)
+            .ok_or(EvTemplateError::NoTemplate { plane })?;
+        t.expand(path_of(ev, self.plane_bits))
+    }
+
+    /// [`expand`](Self::expand) as an IPv6 address.
+    pub fn expand_ipv6(&self, ev: u32) -> Result<Ipv6Addr, EvTemplateError> {
+        self.expand(ev).map(Ipv6Addr::from)
+    }
+}
+
+/// The path index of `ev`: the bits above its plane.
+pub const fn path_of(ev: u32, plane_bits: u8) -> u32 {
+    if plane_bits >= 32 {
+        0
+    } else {
+        ev >> plane_bits
     }
 }
 
@@ -257,18 +327,18 @@ mod tests {
         assert_eq!(t.ev_bits(), 12);
         assert_eq!(t.width(), 80);
         assert_eq!(
-            t.expand_ipv6(0x3050_0000).unwrap(),
+            t.expand_ipv6(0x305).unwrap(),
             "fcbb:bb00:1003:2000:e005::".parse::<Ipv6Addr>().unwrap()
         );
         assert_eq!(
-            t.expand(0x3050_0001),
+            t.expand(0x1305),
             Err(EvTemplateError::UnusedEvBits {
-                ev: 0x3050_0001,
+                ev: 0x1305,
                 ev_bits: 12
             })
         );
         assert_eq!(
-            t.expand_ipv6(0xFFF0_0000).unwrap(),
+            t.expand_ipv6(0xFFF).unwrap(),
             "fcbb:bb00:100f:2000:e0ff::".parse::<Ipv6Addr>().unwrap()
         );
     }
@@ -277,11 +347,44 @@ mod tests {
     fn scattered_mask_msb_first() {
         // Mask bits 7, 4, 0: EV bits 1,0,1 go to 7, 4, 0 in that order.
         let t = EvTemplate::new(vec![field(8, 0, 0b1001_0001)]).unwrap();
-        assert_eq!(t.expand(0b101 << 29).unwrap(), 0b1000_0001u128 << 120);
-        assert_eq!(t.expand(0b011 << 29).unwrap(), 0b0001_0001u128 << 120);
+        assert_eq!(t.expand(0b101).unwrap(), 0b1000_0001u128 << 120);
+        assert_eq!(t.expand(0b011).unwrap(), 0b0001_0001u128 << 120);
         // init bits under the mask are overwritten, the others kept.
         let t = EvTemplate::new(vec![field(8, 0xFF, 0x0F)]).unwrap();
         assert_eq!(t.expand(0).unwrap(), 0xF0u128 << 120);
+    }
+
+    #[test]
+    fn plane_picks_the_template_and_the_rest_is_the_path() {
+        // Two planes; each template writes its plane into the uSIDs and takes 4 path bits for the T1.
+        let plane = |p: u32| {
+            EvTemplate::usid(
+                0xfcbb_bb00,
+                &[
+                    field(16, 0x1000 | p << 8, 0),
+                    field(16, 0x2000 | p << 8, 0x000F),
+                    field(16, 0xe001, 0),
+                ],
+            )
+            .unwrap()
+        };
+        let pt = PlaneTemplates::new(1, vec![plane(0), plane(1)]).unwrap();
+        // EV = path 5, plane 1.
+        assert_eq!(
+            pt.expand_ipv6(5 << 1 | 1).unwrap(),
+            "fcbb:bb00:1100:2105:e001::".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(
+            pt.expand_ipv6(3 << 1).unwrap(),
+            "fcbb:bb00:1000:2003:e001::".parse::<Ipv6Addr>().unwrap()
+        );
+        assert!(
+            pt.expand(16 << 1).is_err(),
+            "path index wider than the template"
+        );
+        assert!(PlaneTemplates::new(0, vec![plane(0), plane(1)]).is_err());
+        let one = PlaneTemplates::new(1, vec![plane(0)]).unwrap();
+        assert_eq!(one.expand(1), Err(EvTemplateError::NoTemplate { plane: 1 }));
     }
 
     #[test]

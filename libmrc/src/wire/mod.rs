@@ -23,7 +23,7 @@ pub use control::{
     Ack, EpOp, EpRequest, EpResponse, Nack, NackReason, Probe, SACK_LEN, Sack, SackMark,
 };
 pub use data::{Data, Meth, Reth};
-pub use ev::{EvField, EvTemplate, EvTemplateError, plane_of};
+pub use ev::{EvField, EvTemplate, EvTemplateError, PlaneTemplates, path_of, plane_of};
 pub use icrc::{icrc, seal};
 pub use ip::{
     ECN_CE, ECN_ECT0, ECN_ECT1, ECN_NOT_ECT, Frame, IP_PROTO_UDP, Ipv6Header, TrafficClass,

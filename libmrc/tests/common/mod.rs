@@ -4,12 +4,12 @@
 use mrc::testing::{Net, NetConfig, PlaneConfig};
 use mrc::*;
 
-pub const A: usize = 0;
-pub const B: usize = 1;
+pub(crate) const A: usize = 0;
+pub(crate) const B: usize = 1;
 
 /// An operation A performs towards B (READ reads B's memory into A's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpKind {
+pub(crate) enum OpKind {
     Write,
     WriteImm,
     Send,
@@ -17,14 +17,14 @@ pub enum OpKind {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct Op {
+pub(crate) struct Op {
     pub kind: OpKind,
     pub len: u32,
 }
 
 /// What one posted operation must produce.
 #[derive(Debug, Clone)]
-pub struct Posted {
+pub(crate) struct Posted {
     pub op: Op,
     pub wr_id: u64,
     /// Source (node, addr) and destination (node, addr).
@@ -36,7 +36,7 @@ pub struct Posted {
     pub allocs: Vec<(usize, u64, u64)>,
 }
 
-pub fn empty_wc() -> Completion {
+pub(crate) fn empty_wc() -> Completion {
     Completion {
         wr_id: 0,
         status: WcStatus::Success,
@@ -48,7 +48,7 @@ pub fn empty_wc() -> Completion {
 }
 
 /// Two nodes on an `planes`-plane network with identical `plane` behaviour, connected by one QP pair.
-pub fn pair(planes: u8, plane: PlaneConfig, seed: u64, cfg: &QpConfig) -> (Net, u32, u32) {
+pub(crate) fn pair(planes: u8, plane: PlaneConfig, seed: u64, cfg: &QpConfig) -> (Net, u32, u32) {
     let mut net = Net::new(NetConfig::uniform(planes, plane, seed));
     net.add_node(Caps::ALL);
     net.add_node(Caps::ALL);
@@ -57,7 +57,7 @@ pub fn pair(planes: u8, plane: PlaneConfig, seed: u64, cfg: &QpConfig) -> (Net, 
 }
 
 /// A QP configuration for `planes` planes.
-pub fn qp_config(planes: u8) -> QpConfig {
+pub(crate) fn qp_config(planes: u8) -> QpConfig {
     QpConfig {
         ev: EvConfig::with_planes(planes, 16),
         ..QpConfig::default()
@@ -65,7 +65,7 @@ pub fn qp_config(planes: u8) -> QpConfig {
 }
 
 /// Allocates buffers, fills the source with a pattern, posts the receive (if any) and the send.
-pub fn post(net: &mut Net, qa: u32, qb: u32, op: Op, wr_id: u64) -> Posted {
+pub(crate) fn post(net: &mut Net, qa: u32, qb: u32, op: Op, wr_id: u64) -> Posted {
     let len = u64::from(op.len);
     let (src_node, dst_node) = if op.kind == OpKind::Read {
         (B, A)
@@ -94,7 +94,9 @@ pub fn post(net: &mut Net, qa: u32, qb: u32, op: Op, wr_id: u64) -> Posted {
             }
         }
         OpKind::Send => {
-            imm = (wr_id % 2 == 0).then_some(0x5E4D_0000 ^ wr_id as u32);
+            imm = wr_id
+                .is_multiple_of(2)
+                .then_some(0x5E4D_0000 ^ wr_id as u32);
             SendOp::Send { imm }
         }
         OpKind::Read => SendOp::Read {
@@ -156,12 +158,12 @@ pub fn post(net: &mut Net, qa: u32, qb: u32, op: Op, wr_id: u64) -> Posted {
 
 /// Completions seen on each node's CQ, in order.
 #[derive(Debug, Default)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub a: Vec<Completion>,
     pub b: Vec<Completion>,
 }
 
-pub fn drain(net: &mut Net, seen: &mut Seen) {
+pub(crate) fn drain(net: &mut Net, seen: &mut Seen) {
     let mut wc = [empty_wc(); 64];
     for (node, out) in [(A, &mut seen.a), (B, &mut seen.b)] {
         let cq = net.nodes[node].cq;
@@ -176,7 +178,7 @@ pub fn drain(net: &mut Net, seen: &mut Seen) {
 }
 
 /// Runs until every posted operation has its completions (or `limit`); returns what was seen.
-pub fn run_to_completion(net: &mut Net, posted: &[Posted], limit: Instant) -> (bool, Seen) {
+pub(crate) fn run_to_completion(net: &mut Net, posted: &[Posted], limit: Instant) -> (bool, Seen) {
     let want_a = posted.len();
     let want_b = posted.iter().filter(|p| p.recv_wr.is_some()).count();
     let mut seen = Seen::default();
@@ -188,7 +190,7 @@ pub fn run_to_completion(net: &mut Net, posted: &[Posted], limit: Instant) -> (b
 }
 
 /// Checks completions (exactly once, successful, in posting order) and data (byte-exact, guards intact).
-pub fn check(net: &Net, posted: &[Posted], seen: &Seen) -> Result<(), String> {
+pub(crate) fn check(net: &Net, posted: &[Posted], seen: &Seen) -> Result<(), String> {
     let ids: Vec<u64> = seen.a.iter().map(|c| c.wr_id).collect();
     let want: Vec<u64> = posted.iter().map(|p| p.wr_id).collect();
     if ids != want {

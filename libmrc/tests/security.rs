@@ -1,0 +1,521 @@
+//! Security: bad keys, bounds, QPNs, PSNs, truncations, corruption and spoofing are counted and dropped or
+//! NACKed, and memory outside the target region never changes (guard bytes).
+
+mod common;
+
+use common::*;
+use mrc::testing::{Net, PlaneConfig};
+use mrc::wire::{Body, Bth, Data, Meth, Opcode, PSN_MASK, Packet, Reth};
+use mrc::*;
+use proptest::prelude::*;
+
+/// The first PSN B expects from A (see `Net::connect`).
+const B_EPSN: u32 = 0x00AB_0000;
+
+struct Target {
+    net: Net,
+    qa: u32,
+    qb: u32,
+    dst: u64,
+    len: u64,
+    rkey: u32,
+    lkey_a: u32,
+    src: u64,
+}
+
+fn target() -> Target {
+    let (mut net, qa, qb) = pair(2, PlaneConfig::default(), 11, &qp_config(2));
+    let len = 8192;
+    let (dst, kd) = net.alloc_mr(B, len, Access::REMOTE_WRITE | Access::REMOTE_READ);
+    net.nodes[B].mem.fill_pattern(dst, len as usize, 42);
+    let (src, ks) = net.alloc_mr(A, len, Access::NONE);
+    net.nodes[A].mem.fill_pattern(src, len as usize, 43);
+    Target {
+        net,
+        qa,
+        qb,
+        dst,
+        len,
+        rkey: kd.rkey,
+        lkey_a: ks.lkey,
+        src,
+    }
+}
+
+impl Target {
+    /// B's memory (target and guards) is exactly as it was set up.
+    fn b_untouched(&self) -> bool {
+        let n = self.len as usize;
+        let want: Vec<u8> = (0..n)
+            .map(|i| testing::pattern_byte(42, i as u64))
+            .collect();
+        self.net.nodes[B].mem.slice(self.dst, n) == want.as_slice()
+            && self.net.nodes[B].mem.guards_intact(&[(self.dst, self.len)])
+            && self.net.nodes[B].mem.violations == 0
+    }
+
+    /// A write from A that should fail at B; returns A's completion.
+    fn bad_write(&mut self, remote_addr: u64, rkey: u32, len: u32) -> Completion {
+        let now = self.net.now();
+        let sge = [Sge {
+            addr: self.src,
+            len,
+            lkey: self.lkey_a,
+        }];
+        self.net.nodes[A]
+            .ep
+            .post_send(
+                self.qa,
+                &SendWr {
+                    wr_id: 9,
+                    op: SendOp::Write { remote_addr, rkey },
+                    sges: &sge,
+                    signaled: true,
+                    solicited: false,
+                },
+                now,
+            )
+            .unwrap();
+        let mut seen = Seen::default();
+        let ok = self.net.run_until(now + Duration::from_millis(100), |n| {
+            drain(n, &mut seen);
+            !seen.a.is_empty()
+        });
+        assert!(ok, "no completion");
+        seen.a[0]
+    }
+
+    /// A hand-made WRITE_ONLY from A to B with a valid ICRC.
+    fn forge(&self, dest_qp: u32, psn: u32, va: u64, rkey: u32, payload: &[u8]) -> Vec<u8> {
+        let p = Packet {
+            bth: Bth {
+                opcode: Opcode::WriteOnly,
+                se: false,
+                rtx: false,
+                pkey: 0xFFFF,
+                dest_qp,
+                ack_req: false,
+                psn: psn & PSN_MASK,
+            },
+            body: Body::Data(Data {
+                meth: Meth {
+                    ev: 1,
+                    msn: 0,
+                    rqmsn: 0,
+                },
+                ts: Some(7),
+                reth: Reth {
+                    va,
+                    rkey,
+                    dma_len: payload.len() as u32,
+                },
+                imm: None,
+                payload,
+            }),
+        };
+        let mut buf = vec![0u8; p.buffer_len()];
+        p.emit(&mut buf).unwrap();
+        buf
+    }
+
+    fn inject(&mut self, bytes: &[u8], from: usize) {
+        let now = self.net.now();
+        let meta = RecvMeta {
+            peer: Some(PeerId(from as u32)),
+            port: 0,
+            ecn_ce: false,
+            trim: None,
+        };
+        let node = &mut self.net.nodes[B];
+        node.ep.handle_datagram(now, meta, bytes, &mut node.mem);
+    }
+}
+
+#[test]
+fn wrong_rkey_is_nacked_and_fails_the_request() {
+    let mut t = target();
+    let c = t.bad_write(t.dst, t.rkey ^ 0x100, 4096);
+    assert_eq!(c.status, WcStatus::RemAccessErr);
+    assert_eq!(t.net.nodes[A].ep.qp_state(t.qa), Some(QpState::Error));
+    assert!(t.net.nodes[B].ep.qp_stats(t.qb).unwrap().rx_access_errors >= 1);
+    assert!(t.b_untouched());
+}
+
+#[test]
+fn out_of_bounds_address_or_length_is_refused() {
+    for (addr_off, len) in [
+        (8192 - 100, 200u32),
+        (u64::MAX - 2, 16),
+        (0u64.wrapping_sub(64), 64),
+        (4096, 8000),
+    ] {
+        let mut t = target();
+        let c = t.bad_write(t.dst.wrapping_add(addr_off), t.rkey, len);
+        assert_eq!(
+            c.status,
+            WcStatus::RemAccessErr,
+            "offset {addr_off:#x} len {len}"
+        );
+        // Packets that lie inside the region are placed (as on an RDMA NIC); nothing outside it changes.
+        let b = &t.net.nodes[B].mem;
+        assert!(
+            b.guards_intact(&[(t.dst, t.len)]) && b.violations == 0,
+            "offset {addr_off:#x} len {len}"
+        );
+        if addr_off >= t.len || len <= 4096 {
+            // Every packet of the write crosses or misses the region: nothing at all is placed.
+            assert!(t.b_untouched(), "offset {addr_off:#x} len {len}");
+        }
+    }
+}
+
+#[test]
+fn qp_without_remote_write_refuses_writes() {
+    let (mut net, qa, qb) = pair(2, PlaneConfig::default(), 12, &qp_config(2));
+    // Rebuild B's QP with no remote access at all.
+    let now = net.now();
+    net.nodes[B]
+        .ep
+        .modify_qp(qb, Transition::Reset, now)
+        .unwrap();
+    net.nodes[B]
+        .ep
+        .modify_qp(
+            qb,
+            Transition::Init {
+                access: Access::NONE,
+            },
+            now,
+        )
+        .unwrap();
+    net.nodes[B]
+        .ep
+        .modify_qp(
+            qb,
+            Transition::Rtr {
+                peer: PeerId(0),
+                remote_qpn: qa,
+                rq_psn: B_EPSN,
+                remote_caps: Caps::ALL,
+            },
+            now,
+        )
+        .unwrap();
+    let p = post(
+        &mut net,
+        qa,
+        qb,
+        Op {
+            kind: OpKind::Write,
+            len: 100,
+        },
+        1,
+    );
+    let (_, seen) = run_to_completion(
+        &mut net,
+        std::slice::from_ref(&p),
+        now + Duration::from_millis(50),
+    );
+    assert_eq!(seen.a[0].status, WcStatus::RemAccessErr);
+    assert!(net.nodes[B].mem.slice(p.dst.1, 100).iter().all(|&b| b == 0));
+}
+
+#[test]
+fn wrong_qpn_wrong_peer_and_wrong_pkey_are_counted_and_dropped() {
+    let mut t = target();
+    let payload = [0xEEu8; 64];
+    let good = t.forge(t.qb, B_EPSN, t.dst, t.rkey, &payload);
+    let wrong_qp = t.forge(t.qb ^ 0x10000, B_EPSN, t.dst, t.rkey, &payload);
+    t.inject(&wrong_qp, A);
+    assert_eq!(t.net.nodes[B].ep.stats().rx_unknown_qp, 1);
+    t.inject(&good, 5);
+    assert_eq!(t.net.nodes[B].ep.stats().rx_wrong_peer, 1);
+    let mut bad_pkey = good.clone();
+    bad_pkey[2] = 0x7F;
+    wire::seal(&mut bad_pkey, good.len() - 4).unwrap();
+    t.inject(&bad_pkey, A);
+    assert_eq!(t.net.nodes[B].ep.stats().rx_bad_pkey, 1);
+    assert!(t.b_untouched());
+    // The genuine packet is placed.
+    t.inject(&good, A);
+    assert_eq!(t.net.nodes[B].mem.slice(t.dst, 64), &payload);
+}
+
+#[test]
+fn out_of_window_psn_is_nacked_not_placed() {
+    let mut t = target();
+    let window = 8 * 128;
+    for psn in [
+        B_EPSN + window,
+        B_EPSN + window + 77,
+        B_EPSN.wrapping_add(1 << 22),
+    ] {
+        t.inject(&t.forge(t.qb, psn, t.dst, t.rkey, &[1u8; 64]), A);
+    }
+    let s = t.net.nodes[B].ep.qp_stats(t.qb).unwrap();
+    assert_eq!(s.rx_out_of_window, 3);
+    assert_eq!(s.rx_data_packets, 0);
+    assert!(t.b_untouched());
+    // The NACKs go out.
+    t.net.run_for(Duration::from_micros(50));
+    assert_eq!(t.net.nodes[B].ep.qp_stats(t.qb).unwrap().tx_nacks, 3);
+    // A PSN behind the window is a duplicate, not placed either.
+    t.inject(&t.forge(t.qb, B_EPSN - 5, t.dst, t.rkey, &[1u8; 64]), A);
+    assert_eq!(t.net.nodes[B].ep.qp_stats(t.qb).unwrap().rx_duplicates, 1);
+    assert!(t.b_untouched());
+}
+
+#[test]
+fn truncated_headers_and_bad_icrc_are_counted_and_dropped() {
+    let mut t = target();
+    let good = t.forge(t.qb, B_EPSN, t.dst, t.rkey, &[0x77u8; 200]);
+    for cut in 0..good.len() {
+        t.inject(&good[..cut], A);
+    }
+    let st = t.net.nodes[B].ep.stats();
+    assert_eq!(
+        st.rx_truncated + st.rx_bad_icrc + st.rx_malformed,
+        good.len() as u64
+    );
+    for bit in 0..good.len() * 8 {
+        let mut bad = good.clone();
+        bad[bit / 8] ^= 1 << (bit % 8);
+        t.inject(&bad, A);
+    }
+    let st2 = t.net.nodes[B].ep.stats();
+    let dropped = (st2.rx_truncated + st2.rx_bad_icrc + st2.rx_malformed + st2.rx_unknown_qp)
+        - (st.rx_truncated + st.rx_bad_icrc + st.rx_malformed + st.rx_unknown_qp);
+    assert_eq!(
+        dropped,
+        good.len() as u64 * 8,
+        "every corrupted copy is dropped"
+    );
+    assert_eq!(t.net.nodes[B].ep.qp_stats(t.qb).unwrap().rx_data_packets, 0);
+    assert!(t.b_untouched());
+}
+
+#[test]
+fn send_longer_than_the_receive_buffer_fails_both_ways_safely() {
+    let (mut net, qa, qb) = pair(2, PlaneConfig::default(), 13, &qp_config(2));
+    let (src, ks) = net.alloc_mr(A, 10_000, Access::NONE);
+    let (dst, kd) = net.alloc_mr(B, 1000, Access::NONE);
+    net.nodes[B]
+        .ep
+        .post_recv(
+            qb,
+            &RecvWr {
+                wr_id: 77,
+                sges: &[Sge {
+                    addr: dst,
+                    len: 1000,
+                    lkey: kd.lkey,
+                }],
+            },
+        )
+        .unwrap();
+    let now = net.now();
+    net.nodes[A]
+        .ep
+        .post_send(
+            qa,
+            &SendWr {
+                wr_id: 1,
+                op: SendOp::Send { imm: None },
+                sges: &[Sge {
+                    addr: src,
+                    len: 10_000,
+                    lkey: ks.lkey,
+                }],
+                signaled: true,
+                solicited: false,
+            },
+            now,
+        )
+        .unwrap();
+    let mut seen = Seen::default();
+    assert!(net.run_until(now + Duration::from_millis(50), |n| {
+        drain(n, &mut seen);
+        !seen.a.is_empty()
+    }));
+    assert_eq!(seen.a[0].status, WcStatus::RemInvReqErr);
+    assert!(net.nodes[B].mem.guards_intact(&[(dst, 1000)]));
+}
+
+#[test]
+fn send_without_a_posted_receive_waits_for_one() {
+    let (mut net, qa, qb) = pair(2, PlaneConfig::default(), 14, &qp_config(2));
+    let (src, ks) = net.alloc_mr(A, 5000, Access::NONE);
+    net.nodes[A].mem.fill_pattern(src, 5000, 3);
+    let (dst, kd) = net.alloc_mr(B, 5000, Access::NONE);
+    let now = net.now();
+    net.nodes[A]
+        .ep
+        .post_send(
+            qa,
+            &SendWr {
+                wr_id: 1,
+                op: SendOp::Send { imm: Some(5) },
+                sges: &[Sge {
+                    addr: src,
+                    len: 5000,
+                    lkey: ks.lkey,
+                }],
+                signaled: true,
+                solicited: false,
+            },
+            now,
+        )
+        .unwrap();
+    net.run_for(Duration::from_micros(300));
+    let sb = net.nodes[B].ep.qp_stats(qb).unwrap();
+    assert!(sb.rx_no_resource > 0, "NACKed for want of a receive buffer");
+    net.nodes[B]
+        .ep
+        .post_recv(
+            qb,
+            &RecvWr {
+                wr_id: 2,
+                sges: &[Sge {
+                    addr: dst,
+                    len: 5000,
+                    lkey: kd.lkey,
+                }],
+            },
+        )
+        .unwrap();
+    let mut seen = Seen::default();
+    assert!(net.run_until(net.now() + Duration::from_millis(50), |n| {
+        drain(n, &mut seen);
+        seen.a.len() == 1 && seen.b.len() == 1
+    }));
+    assert_eq!(seen.a[0].status, WcStatus::Success);
+    assert_eq!(
+        (seen.b[0].wr_id, seen.b[0].imm, seen.b[0].byte_len),
+        (2, Some(5), 5000)
+    );
+    assert_eq!(
+        net.nodes[A].mem.slice(src, 5000),
+        net.nodes[B].mem.slice(dst, 5000)
+    );
+}
+
+#[test]
+fn read_with_a_bad_key_fails_and_reads_nothing() {
+    let (mut net, qa, _qb) = pair(2, PlaneConfig::default(), 15, &qp_config(2));
+    let (dst, kd) = net.alloc_mr(A, 4096, Access::NONE);
+    let (src, ks) = net.alloc_mr(B, 4096, Access::REMOTE_WRITE); // no REMOTE_READ
+    let now = net.now();
+    net.nodes[A]
+        .ep
+        .post_send(
+            qa,
+            &SendWr {
+                wr_id: 1,
+                op: SendOp::Read {
+                    remote_addr: src,
+                    rkey: ks.rkey,
+                },
+                sges: &[Sge {
+                    addr: dst,
+                    len: 4096,
+                    lkey: kd.lkey,
+                }],
+                signaled: true,
+                solicited: false,
+            },
+            now,
+        )
+        .unwrap();
+    let mut seen = Seen::default();
+    assert!(net.run_until(now + Duration::from_millis(50), |n| {
+        drain(n, &mut seen);
+        !seen.a.is_empty()
+    }));
+    assert_eq!(seen.a[0].status, WcStatus::RemAccessErr);
+    assert!(net.nodes[A].mem.slice(dst, 4096).iter().all(|&b| b == 0));
+}
+
+#[test]
+fn bad_local_buffers_are_refused_at_posting() {
+    let (mut net, qa, _) = pair(2, PlaneConfig::default(), 16, &qp_config(2));
+    let (src, ks) = net.alloc_mr(A, 100, Access::NONE);
+    let now = net.now();
+    for sge in [
+        Sge {
+            addr: src,
+            len: 101,
+            lkey: ks.lkey,
+        },
+        Sge {
+            addr: src,
+            len: 1,
+            lkey: ks.lkey + 1,
+        },
+    ] {
+        let sges = [sge];
+        let wr = SendWr {
+            wr_id: 1,
+            op: SendOp::Write {
+                remote_addr: 0,
+                rkey: 0,
+            },
+            sges: &sges,
+            signaled: true,
+            solicited: false,
+        };
+        assert!(matches!(
+            net.nodes[A].ep.post_send(qa, &wr, now),
+            Err(PostError::LocalAccess(_))
+        ));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    /// Random datagrams and mutations of genuine ones never crash the endpoint and never touch memory outside
+    /// the registered target region.
+    #[test]
+    fn hostile_datagrams_never_corrupt(
+        psn_off in 0u32..2048,
+        va_off in 0u64..9000,
+        rkey_flip in any::<bool>(),
+        len in 0usize..300,
+        flips in prop::collection::vec((any::<prop::sample::Index>(), 0u8..8), 0..4),
+        cut in any::<prop::sample::Index>(),
+        reseal in any::<bool>(),
+        trimmed in any::<bool>(),
+        junk in prop::collection::vec(any::<u8>(), 0..128),
+    ) {
+        let mut t = target();
+        let rkey = if rkey_flip { t.rkey ^ 0x100 } else { t.rkey };
+        let mut pkt = t.forge(t.qb, B_EPSN.wrapping_add(psn_off), t.dst.wrapping_add(va_off), rkey, &vec![0xEE; len]);
+        for (i, bit) in &flips {
+            let at = i.index(pkt.len());
+            pkt[at] ^= 1 << bit;
+        }
+        if reseal {
+            let n = pkt.len() - 4;
+            wire::seal(&mut pkt, n).unwrap();
+        }
+        let keep = cut.index(pkt.len() + 1);
+        pkt.truncate(keep.max(1));
+        let now = t.net.now();
+        let trim = trimmed.then_some(TrimMark::Fabric);
+        let meta = RecvMeta { peer: Some(PeerId(0)), port: 0, ecn_ce: false, trim };
+        {
+            let node = &mut t.net.nodes[B];
+            node.ep.handle_datagram(now, meta, &pkt, &mut node.mem);
+            node.ep.handle_datagram(now, meta, &junk, &mut node.mem);
+        }
+        t.net.run_for(Duration::from_micros(20));
+        let node = &t.net.nodes[B];
+        prop_assert_eq!(node.mem.violations, 0);
+        prop_assert!(node.mem.guards_intact(&[(t.dst, t.len)]));
+        // Bytes inside the region may only have changed where a genuine, in-bounds, correctly keyed write lands.
+        let placed = node.ep.qp_stats(t.qb).unwrap().rx_data_bytes;
+        if placed == 0 {
+            prop_assert!(t.b_untouched());
+        }
+    }
+}
