@@ -18,14 +18,23 @@ fn post_writes(net: &mut Net, from: usize, to: usize, qpn: u32, chunks: u32) -> 
     let len = u64::from(CHUNK) * u64::from(chunks);
     let (src, ks) = net.alloc_mr(from, len, Access::NONE);
     let (dst, kd) = net.alloc_mr(to, len, Access::REMOTE_WRITE);
-    net.nodes[from].mem.fill_pattern(src, len as usize, from as u64);
+    net.nodes[from]
+        .mem
+        .fill_pattern(src, len as usize, from as u64);
     let now = net.now();
     for i in 0..u64::from(chunks) {
         let off = i * u64::from(CHUNK);
-        let sge = [Sge { addr: src + off, len: CHUNK, lkey: ks.lkey }];
+        let sge = [Sge {
+            addr: src + off,
+            len: CHUNK,
+            lkey: ks.lkey,
+        }];
         let wr = SendWr {
             wr_id: i,
-            op: SendOp::Write { remote_addr: dst + off, rkey: kd.rkey },
+            op: SendOp::Write {
+                remote_addr: dst + off,
+                rkey: kd.rkey,
+            },
             sges: &sge,
             signaled: true,
             solicited: false,
@@ -52,11 +61,21 @@ fn ev_counts(net: &Net, node: usize, qpn: u32, plane: Option<u8>) -> (usize, usi
 }
 
 fn main() {
-    let seed: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let seed: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let plane = PlaneConfig::default();
     let mut net = Net::new(NetConfig::uniform(PLANES, plane.clone(), seed));
-    let (a, b, c) = (net.add_node(Caps::ALL), net.add_node(Caps::ALL), net.add_node(Caps::ALL));
-    let cfg = QpConfig { ev: EvConfig::with_planes(PLANES, 16), ..QpConfig::default() };
+    let (a, b, c) = (
+        net.add_node(Caps::ALL),
+        net.add_node(Caps::ALL),
+        net.add_node(Caps::ALL),
+    );
+    let cfg = QpConfig {
+        ev: EvConfig::with_planes(PLANES, 16),
+        ..QpConfig::default()
+    };
     let (qa, qb) = net.connect(a, b, &cfg);
     let (qc, qcb) = net.connect(c, b, &cfg);
     let (a_src, a_dst, a_bytes) = post_writes(&mut net, a, b, qa, 64);
@@ -77,7 +96,9 @@ fn main() {
         a_bytes >> 20,
         c_bytes >> 20
     );
-    println!("  time (ms)   A->B Gbit/s  C->B Gbit/s   A's packets on plane {FAILED}   A's EVs good/skip/bad");
+    println!(
+        "  time (ms)   A->B Gbit/s  C->B Gbit/s   A's packets on plane {FAILED}   A's EVs good/skip/bad"
+    );
     println!("              (placed at B, per 0.5 ms)");
 
     let bin = Duration::from_micros(500);
@@ -116,7 +137,11 @@ fn main() {
         // Goodput as B sees it: bytes placed per QP.
         let ra = net.nodes[b].ep.qp_stats(qb).unwrap().rx_data_bytes;
         let rc = net.nodes[b].ep.qp_stats(qcb).unwrap().rx_data_bytes;
-        let pf = net.nodes[a].ep.plane_stats(qa, usize::from(FAILED)).unwrap().tx_packets;
+        let pf = net.nodes[a]
+            .ep
+            .plane_stats(qa, usize::from(FAILED))
+            .unwrap()
+            .tx_packets;
         let gbps = |bytes: u64| bytes as f64 * 8.0 / bin.as_nanos() as f64;
         let (g, s, bad) = ev_counts(&net, a, qa, None);
         println!(
@@ -134,7 +159,9 @@ fn main() {
     }
 
     println!("\nA->B QP, per plane:");
-    println!("  plane   packets   MiB sent   retransmits   trims   losses   EV good/skip/bad   plane retirements");
+    println!(
+        "  plane   packets   MiB sent   retransmits   trims   losses   EV good/skip/bad   plane retirements"
+    );
     for p in 0..PLANES {
         let ps = net.nodes[a].ep.plane_stats(qa, usize::from(p)).unwrap();
         let (g, s, bad) = ev_counts(&net, a, qa, Some(p));

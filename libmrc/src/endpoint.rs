@@ -163,6 +163,8 @@ pub struct Endpoint {
     /// QPs that had data but only busy ports at the last attempt.
     port_blocked: Vec<usize>,
     timers: BTreeSet<(Instant, usize)>,
+    /// Scratch list of QPs whose timers are due.
+    due: Vec<usize>,
     ep_out: VecDeque<EpOut>,
     ports_up: u32,
     port_status_deadline: Instant,
@@ -214,6 +216,7 @@ impl Endpoint {
             ready: VecDeque::new(),
             port_blocked: Vec::new(),
             timers: BTreeSet::new(),
+            due: Vec::new(),
             ep_out: VecDeque::new(),
             ports_up,
             port_status_deadline: Instant::MAX,
@@ -568,18 +571,22 @@ impl Endpoint {
         if self.port_status_deadline <= now {
             self.queue_port_status(now);
         }
-        let due: Vec<usize> = self
-            .timers
-            .iter()
-            .take_while(|&&(t, _)| t <= now)
-            .map(|&(_, s)| s)
-            .collect();
-        for slot in due {
+        // Each due QP runs once, even if its timer is re-armed at or before `now`.
+        let mut due = std::mem::take(&mut self.due);
+        due.extend(
+            self.timers
+                .iter()
+                .take_while(|&&(t, _)| t <= now)
+                .map(|&(_, s)| s),
+        );
+        for &slot in &due {
             if let Some(qp) = self.qps[slot].as_mut() {
                 qp.on_timeout(now);
             }
             self.after_qp(slot, now);
         }
+        due.clear();
+        self.due = due;
     }
 
     /// Re-files a QP after anything touched it: completions, events, timer, ready queue.
@@ -601,17 +608,16 @@ impl Endpoint {
             }
         }
         let qpn = qp.qpn;
-        let mut events = Vec::new();
-        for change in qp.ev_changes.drain(..) {
-            events.push(Event::EvChanged { qpn, change });
-        }
-        if std::mem::take(&mut qp.went_to_error) {
-            events.push(Event::QpError { qpn });
-        }
+        // Taking an empty Vec allocates nothing, so the common path stays allocation-free.
+        let changes = std::mem::take(&mut qp.ev_changes);
+        let failed = std::mem::take(&mut qp.went_to_error);
         let deadline = qp.next_deadline();
         let wants = may_queue && qp.wants_transmit(now);
-        for e in events {
-            self.push_event(e);
+        for change in changes {
+            self.push_event(Event::EvChanged { qpn, change });
+        }
+        if failed {
+            self.push_event(Event::QpError { qpn });
         }
         let m = &mut self.slots[slot];
         if deadline != m.timer {

@@ -129,10 +129,12 @@ impl Qp {
         match kind {
             OpKind::Write => {
                 // spec: QP-PLACE-1
-                let ok = self.access.contains(Access::REMOTE_WRITE)
-                    && mrs
-                        .check(d.reth.rkey, pd, d.reth.va, len, Access::REMOTE_WRITE)
-                        .is_ok();
+                // A zero-length WRITE touches no memory, so (as in verbs) its key is not checked.
+                let ok = total == 0
+                    || (self.access.contains(Access::REMOTE_WRITE)
+                        && mrs
+                            .check(d.reth.rkey, pd, d.reth.va, len, Access::REMOTE_WRITE)
+                            .is_ok());
                 if !ok {
                     self.stats.rx_access_errors += 1;
                     self.push_nack(NackReason::RemoteAccess, echo);
@@ -312,8 +314,7 @@ impl Qp {
             let consumes = s.kind == K_SEND || (s.kind == K_WRITE && s.imm.is_some());
             if s.kind == K_READ_RESP {
                 // The READ's own completion is ordered by the send queue.
-                let now = Instant::ZERO;
-                self.complete_sq(now);
+                self.complete_sq();
             }
             if !consumes {
                 continue;

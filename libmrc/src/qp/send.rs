@@ -477,7 +477,7 @@ impl Qp {
             },
         );
         self.detect_losses_rack(now);
-        self.complete_sq(now);
+        self.complete_sq();
         if progressed {
             self.arm_retry(now, true);
         }
@@ -561,7 +561,7 @@ impl Qp {
                 },
             );
         }
-        self.complete_sq(now);
+        self.complete_sq();
         if progressed {
             self.arm_retry(now, true);
         }
@@ -595,7 +595,7 @@ impl Qp {
         if let Some(epsn) = self.peer_epsn(a.cack_psn) {
             self.apply_acks(epsn, epsn, 0);
             if self.sent.advance() > 0 {
-                self.complete_sq(now);
+                self.complete_sq();
                 self.arm_retry(now, true);
             }
         }
@@ -642,7 +642,7 @@ impl Qp {
     /// Completes send work requests in posting order once every packet is acknowledged (and, for READ, every
     /// response byte has arrived) (spec QP-CQ-1).
     // spec: QP-CQ-1
-    pub(crate) fn complete_sq(&mut self, _now: Instant) {
+    pub(crate) fn complete_sq(&mut self) {
         let una = self.sent.una();
         while let Some(w) = self.sq.front() {
             if self.sq_base >= self.sq_next || !w.started {

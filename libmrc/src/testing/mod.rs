@@ -118,6 +118,10 @@ pub enum Fault {
         /// Spine index.
         path: u32,
     },
+    /// One EV (path) silently drops everything, in both directions.
+    EvDown(u32),
+    /// The EV works again.
+    EvUp(u32),
     /// A node's NIC port goes down: its traffic on that plane stops and its endpoint is told at once.
     PortDown {
         /// Node.
@@ -214,6 +218,7 @@ pub struct Net {
     rng: Xoshiro256PlusPlus,
     plane_down: Vec<bool>,
     path_down: Vec<Vec<bool>>,
+    ev_down: std::collections::BTreeSet<u32>,
     /// Counters per plane.
     pub counters: Vec<PlaneCounters>,
     hash: u64,
@@ -239,6 +244,7 @@ impl Net {
             rng: Xoshiro256PlusPlus::seed_from_u64(cfg.seed),
             plane_down: vec![false; n],
             path_down: vec![vec![false; cfg.paths_per_plane.max(1) as usize]; n],
+            ev_down: std::collections::BTreeSet::new(),
             counters: vec![PlaneCounters::default(); n],
             cfg,
             nodes: Vec::new(),
@@ -501,6 +507,12 @@ impl Net {
                     *x = false;
                 }
             }
+            Fault::EvDown(ev) => {
+                self.ev_down.insert(ev);
+            }
+            Fault::EvUp(ev) => {
+                self.ev_down.remove(&ev);
+            }
             Fault::PortDown { node, plane } => {
                 let n = &mut self.nodes[node];
                 n.port_down[usize::from(plane)] = true;
@@ -556,6 +568,7 @@ impl Net {
         let path = (ev >> self.cfg.plane_bits) % self.cfg.paths_per_plane.max(1);
         if self.plane_down[p]
             || self.path_down[p][path as usize]
+            || self.ev_down.contains(&ev)
             || self.nodes[src].silent
             || self.nodes[src].port_down[p]
         {

@@ -1,0 +1,457 @@
+//! Verbs semantics: states, unsignaled batching, the WRITE_WITH_IMM cap, zero-length messages, several QPs,
+//! and EV death and restoration.
+
+mod common;
+
+use common::*;
+use mrc::testing::{Fault, PlaneConfig};
+use mrc::*;
+
+fn write_wr(sges: &[Sge], dst: u64, rkey: u32, wr_id: u64, signaled: bool) -> SendWr<'_> {
+    SendWr {
+        wr_id,
+        op: SendOp::Write {
+            remote_addr: dst,
+            rkey,
+        },
+        sges,
+        signaled,
+        solicited: false,
+    }
+}
+
+#[test]
+fn posting_follows_the_state_machine() {
+    let mut net = mrc::testing::Net::new(mrc::testing::NetConfig::uniform(
+        2,
+        PlaneConfig::default(),
+        1,
+    ));
+    let a = net.add_node(Caps::ALL);
+    let now = net.now();
+    let node = &mut net.nodes[a];
+    let qpn = node
+        .ep
+        .create_qp(QpInit {
+            config: qp_config(2),
+            ..QpInit::new(node.pd, node.cq)
+        })
+        .unwrap();
+    assert_eq!(node.ep.qp_state(qpn), Some(QpState::Reset));
+    let wr = SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_addr: 0,
+            rkey: 0,
+        },
+        sges: &[],
+        signaled: true,
+        solicited: false,
+    };
+    assert_eq!(
+        node.ep.post_send(qpn, &wr, now),
+        Err(PostError::BadState(QpState::Reset))
+    );
+    assert_eq!(
+        node.ep.post_recv(
+            qpn,
+            &RecvWr {
+                wr_id: 1,
+                sges: &[]
+            }
+        ),
+        Err(PostError::BadState(QpState::Reset))
+    );
+    assert!(
+        node.ep
+            .modify_qp(qpn, Transition::Rts { sq_psn: 0 }, now)
+            .is_err(),
+        "RESET -> RTS is refused"
+    );
+    node.ep
+        .modify_qp(
+            qpn,
+            Transition::Init {
+                access: Access::REMOTE_WRITE,
+            },
+            now,
+        )
+        .unwrap();
+    node.ep
+        .post_recv(
+            qpn,
+            &RecvWr {
+                wr_id: 1,
+                sges: &[],
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        node.ep.post_send(qpn, &wr, now),
+        Err(PostError::BadState(QpState::Init))
+    );
+    node.ep
+        .modify_qp(
+            qpn,
+            Transition::Rtr {
+                peer: PeerId(1),
+                remote_qpn: 0x20,
+                rq_psn: 0,
+                remote_caps: Caps::MRC_1_0,
+            },
+            now,
+        )
+        .unwrap();
+    node.ep
+        .modify_qp(qpn, Transition::Rts { sq_psn: 0 }, now)
+        .unwrap();
+    let send = SendWr {
+        op: SendOp::Send { imm: None },
+        ..wr
+    };
+    assert_eq!(
+        node.ep.post_send(qpn, &send, now),
+        Err(PostError::Unsupported),
+        "peer offered MRC 1.0 only"
+    );
+    node.ep.modify_qp(qpn, Transition::Error, now).unwrap();
+    let mut wc = [empty_wc(); 4];
+    assert_eq!(node.ep.poll_cq(node.cq, &mut wc), 1);
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status, wc[0].opcode),
+        (1, WcStatus::WrFlushErr, WcOpcode::Recv)
+    );
+    assert_eq!(
+        node.ep.post_send(qpn, &wr, now),
+        Err(PostError::BadState(QpState::Error))
+    );
+    node.ep.modify_qp(qpn, Transition::Reset, now).unwrap();
+    assert_eq!(node.ep.qp_state(qpn), Some(QpState::Reset));
+    assert_eq!(node.ep.destroy_qp(qpn), Ok(()));
+    assert_eq!(node.ep.qp_state(qpn), None);
+}
+
+#[test]
+fn unsignaled_requests_free_their_slots_with_the_next_signaled_completion() {
+    let mut cfg = qp_config(4);
+    cfg.mtu = 1024;
+    let mut net = mrc::testing::Net::new(mrc::testing::NetConfig::uniform(
+        4,
+        PlaneConfig::default(),
+        2,
+    ));
+    let (a, b) = (net.add_node(Caps::ALL), net.add_node(Caps::ALL));
+    let mut qpn = [0; 2];
+    for (i, n) in [a, b].into_iter().enumerate() {
+        let node = &mut net.nodes[n];
+        let init = QpInit {
+            max_send_wr: 4,
+            config: cfg.clone(),
+            ..QpInit::new(node.pd, node.cq)
+        };
+        qpn[i] = node.ep.create_qp(init).unwrap();
+    }
+    let now = net.now();
+    for (i, (n, peer)) in [(a, b), (b, a)].into_iter().enumerate() {
+        let ep = &mut net.nodes[n].ep;
+        ep.modify_qp(
+            qpn[i],
+            Transition::Init {
+                access: Access::REMOTE_WRITE,
+            },
+            now,
+        )
+        .unwrap();
+        let rtr = Transition::Rtr {
+            peer: PeerId(peer as u32),
+            remote_qpn: qpn[1 - i],
+            rq_psn: 7,
+            remote_caps: Caps::ALL,
+        };
+        ep.modify_qp(qpn[i], rtr, now).unwrap();
+        ep.modify_qp(qpn[i], Transition::Rts { sq_psn: 7 }, now)
+            .unwrap();
+    }
+    let (src, ks) = net.alloc_mr(a, 4096, Access::NONE);
+    let (dst, kd) = net.alloc_mr(b, 4096, Access::REMOTE_WRITE);
+    let sge = [Sge {
+        addr: src,
+        len: 4096,
+        lkey: ks.lkey,
+    }];
+    let cq = net.nodes[a].cq;
+    let mut wc = [empty_wc(); 8];
+    // Three unsignaled and one signaled fill the queue of 4.
+    for i in 0..4 {
+        net.nodes[a]
+            .ep
+            .post_send(qpn[0], &write_wr(&sge, dst, kd.rkey, i, i == 3), now)
+            .unwrap();
+    }
+    assert_eq!(
+        net.nodes[a]
+            .ep
+            .post_send(qpn[0], &write_wr(&sge, dst, kd.rkey, 9, true), now),
+        Err(PostError::QueueFull)
+    );
+    net.run_for(Duration::from_millis(1));
+    let n = net.nodes[a].ep.poll_cq(cq, &mut wc);
+    assert_eq!(
+        (n, wc[0].wr_id, wc[0].status),
+        (1, 3, WcStatus::Success),
+        "only the signaled request completes"
+    );
+    // Its completion released all four slots.
+    let now = net.now();
+    for i in 10..14 {
+        net.nodes[a]
+            .ep
+            .post_send(qpn[0], &write_wr(&sge, dst, kd.rkey, i, false), now)
+            .unwrap();
+    }
+    // Four unsignaled: done on the wire, but without a signaled completion their slots stay taken, as in verbs.
+    net.run_for(Duration::from_millis(1));
+    assert_eq!(net.nodes[a].ep.poll_cq(cq, &mut wc), 0);
+    assert_eq!(
+        net.nodes[a].ep.qp_stats(qpn[0]).unwrap().tx_data_packets,
+        8 * 4
+    );
+    let now = net.now();
+    assert_eq!(
+        net.nodes[a]
+            .ep
+            .post_send(qpn[0], &write_wr(&sge, dst, kd.rkey, 20, true), now),
+        Err(PostError::QueueFull)
+    );
+}
+
+#[test]
+fn write_with_imm_cap_is_enforced_and_released_by_the_peer_ack() {
+    let mut cfg = qp_config(2);
+    cfg.max_wimm = 2;
+    let (mut net, qa, qb) = pair(2, PlaneConfig::default(), 3, &cfg);
+    let (src, ks) = net.alloc_mr(A, 64, Access::NONE);
+    let (dst, kd) = net.alloc_mr(B, 64, Access::REMOTE_WRITE);
+    for i in 0..8 {
+        net.nodes[B]
+            .ep
+            .post_recv(
+                qb,
+                &RecvWr {
+                    wr_id: 100 + i,
+                    sges: &[],
+                },
+            )
+            .unwrap();
+    }
+    let sge = [Sge {
+        addr: src,
+        len: 64,
+        lkey: ks.lkey,
+    }];
+    let imm = |i: u64| SendWr {
+        wr_id: i,
+        op: SendOp::WriteImm {
+            remote_addr: dst,
+            rkey: kd.rkey,
+            imm: i as u32,
+        },
+        sges: &sge,
+        signaled: true,
+        solicited: false,
+    };
+    let now = net.now();
+    net.nodes[A].ep.post_send(qa, &imm(1), now).unwrap();
+    net.nodes[A].ep.post_send(qa, &imm(2), now).unwrap();
+    assert_eq!(
+        net.nodes[A].ep.post_send(qa, &imm(3), now),
+        Err(PostError::WimmCap)
+    );
+    // Once the peer has completed them (and said so with a transport ACK) the cap opens again.
+    let mut seen = Seen::default();
+    assert!(net.run_until(now + Duration::from_millis(10), |n| {
+        drain(n, &mut seen);
+        let t = n.now();
+        seen.b.len() == 2 && n.nodes[A].ep.post_send(qa, &imm(3), t).is_ok()
+    }));
+    assert!(net.nodes[B].ep.qp_stats(qb).unwrap().tx_acks > 0);
+    assert!(net.run_until(net.now() + Duration::from_millis(10), |n| {
+        drain(n, &mut seen);
+        seen.b.len() == 3
+    }));
+    let imms: Vec<Option<u32>> = seen.b.iter().map(|c| c.imm).collect();
+    assert_eq!(imms, vec![Some(1), Some(2), Some(3)]);
+}
+
+#[test]
+fn zero_length_messages_complete() {
+    let (mut net, qa, qb) = pair(2, PlaneConfig::default(), 4, &qp_config(2));
+    let now = net.now();
+    net.nodes[B]
+        .ep
+        .post_recv(
+            qb,
+            &RecvWr {
+                wr_id: 10,
+                sges: &[],
+            },
+        )
+        .unwrap();
+    net.nodes[B]
+        .ep
+        .post_recv(
+            qb,
+            &RecvWr {
+                wr_id: 11,
+                sges: &[],
+            },
+        )
+        .unwrap();
+    let wrs = [
+        SendWr {
+            wr_id: 1,
+            op: SendOp::Write {
+                remote_addr: 0,
+                rkey: 0,
+            },
+            sges: &[],
+            signaled: true,
+            solicited: false,
+        },
+        SendWr {
+            wr_id: 2,
+            op: SendOp::WriteImm {
+                remote_addr: 0,
+                rkey: 0,
+                imm: 5,
+            },
+            sges: &[],
+            signaled: true,
+            solicited: false,
+        },
+        SendWr {
+            wr_id: 3,
+            op: SendOp::Send { imm: None },
+            sges: &[],
+            signaled: true,
+            solicited: false,
+        },
+    ];
+    for wr in &wrs {
+        net.nodes[A].ep.post_send(qa, wr, now).unwrap();
+    }
+    let mut seen = Seen::default();
+    assert!(net.run_until(now + Duration::from_millis(5), |n| {
+        drain(n, &mut seen);
+        seen.a.len() == 3 && seen.b.len() == 2
+    }));
+    assert!(
+        seen.a
+            .iter()
+            .chain(&seen.b)
+            .all(|c| c.status == WcStatus::Success)
+    );
+    assert_eq!(
+        seen.b
+            .iter()
+            .map(|c| (c.wr_id, c.byte_len, c.imm))
+            .collect::<Vec<_>>(),
+        vec![(10, 0, Some(5)), (11, 0, None)]
+    );
+}
+
+#[test]
+fn several_qps_share_an_endpoint() {
+    let mut net = mrc::testing::Net::new(mrc::testing::NetConfig::uniform(
+        4,
+        PlaneConfig {
+            loss: 0.01,
+            ..PlaneConfig::default()
+        },
+        5,
+    ));
+    net.add_node(Caps::ALL);
+    net.add_node(Caps::ALL);
+    let cfg = qp_config(4);
+    let pairs: Vec<(u32, u32)> = (0..6).map(|_| net.connect(A, B, &cfg)).collect();
+    let mut posted = Vec::new();
+    for (i, &(qa, qb)) in pairs.iter().enumerate() {
+        for k in 0..3 {
+            let kind = [OpKind::Write, OpKind::Send, OpKind::Read][k];
+            posted.push(post(
+                &mut net,
+                qa,
+                qb,
+                Op { kind, len: 300_000 },
+                (i * 10 + k) as u64,
+            ));
+        }
+    }
+    let want_b = posted.iter().filter(|p| p.recv_wr.is_some()).count();
+    let mut seen = Seen::default();
+    assert!(net.run_until(net.now() + Duration::from_secs(1), |n| {
+        drain(n, &mut seen);
+        seen.a.len() == posted.len() && seen.b.len() == want_b
+    }));
+    assert!(seen.a.iter().all(|c| c.status == WcStatus::Success));
+    for p in &posted {
+        let s = net.nodes[p.src.0].mem.slice(p.src.1, p.op.len as usize);
+        assert_eq!(s, net.nodes[p.dst.0].mem.slice(p.dst.1, p.op.len as usize));
+    }
+    // Per QP, its completions are in posting order.
+    for &(qa, _) in &pairs {
+        let ids: Vec<u64> = seen
+            .a
+            .iter()
+            .filter(|c| c.qpn == qa)
+            .map(|c| c.wr_id)
+            .collect();
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        assert_eq!(ids, sorted);
+    }
+}
+
+#[test]
+fn one_dead_ev_is_retired_alone_and_restored_when_it_heals() {
+    let (mut net, qa, qb) = pair(4, PlaneConfig::default(), 6, &qp_config(4));
+    let victim = 5 << 2 | 1; // path 5 of plane 1
+    let t0 = net.now();
+    net.schedule(t0, Fault::EvDown(victim));
+    net.schedule(t0 + Duration::from_millis(2), Fault::EvUp(victim));
+    let posted: Vec<Posted> = (0..30)
+        .map(|i| {
+            post(
+                &mut net,
+                qa,
+                qb,
+                Op {
+                    kind: OpKind::Write,
+                    len: 4 << 20,
+                },
+                i,
+            )
+        })
+        .collect();
+    net.run_until(t0 + Duration::from_millis(1), |_| false);
+    let bad: Vec<u32> = net.nodes[A]
+        .ep
+        .ev_infos(qa)
+        .iter()
+        .filter(|e| e.state == EvState::AssumedBad)
+        .map(|e| e.ev)
+        .collect();
+    assert_eq!(bad, vec![victim]);
+    let (ok, seen) = run_to_completion(&mut net, &posted, t0 + Duration::from_secs(1));
+    assert!(ok);
+    check(&net, &posted, &seen).unwrap();
+    net.run_until(t0 + Duration::from_millis(20), |_| false);
+    let e = net.nodes[A]
+        .ep
+        .ev_infos(qa)
+        .into_iter()
+        .find(|e| e.ev == victim)
+        .unwrap();
+    assert_eq!(e.state, EvState::Good);
+    assert_eq!((e.stats.retired, e.stats.restored), (1, 1));
+}
