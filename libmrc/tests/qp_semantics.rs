@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use mrc::testing::{Fault, PlaneConfig};
+use mrc::testing::{Fault, Net, NetConfig, PlaneConfig};
 use mrc::*;
 
 fn write_wr(sges: &[Sge], dst: u64, rkey: u32, wr_id: u64, signaled: bool) -> SendWr<'_> {
@@ -22,11 +22,7 @@ fn write_wr(sges: &[Sge], dst: u64, rkey: u32, wr_id: u64, signaled: bool) -> Se
 
 #[test]
 fn posting_follows_the_state_machine() {
-    let mut net = mrc::testing::Net::new(mrc::testing::NetConfig::uniform(
-        2,
-        PlaneConfig::default(),
-        1,
-    ));
+    let mut net = Net::new(NetConfig::uniform(2, PlaneConfig::default(), 1));
     let a = net.add_node(Caps::ALL);
     let now = net.now();
     let node = &mut net.nodes[a];
@@ -135,11 +131,7 @@ fn posting_follows_the_state_machine() {
 fn unsignaled_requests_free_their_slots_with_the_next_signaled_completion() {
     let mut cfg = qp_config(4);
     cfg.mtu = 1024;
-    let mut net = mrc::testing::Net::new(mrc::testing::NetConfig::uniform(
-        4,
-        PlaneConfig::default(),
-        2,
-    ));
+    let mut net = Net::new(NetConfig::uniform(4, PlaneConfig::default(), 2));
     let (a, b) = (net.add_node(Caps::ALL), net.add_node(Caps::ALL));
     let mut qpn = [0; 2];
     for (i, n) in [a, b].into_iter().enumerate() {
@@ -362,7 +354,7 @@ fn zero_length_messages_complete() {
 
 #[test]
 fn several_qps_share_an_endpoint() {
-    let mut net = mrc::testing::Net::new(mrc::testing::NetConfig::uniform(
+    let mut net = Net::new(NetConfig::uniform(
         4,
         PlaneConfig {
             loss: 0.01,
