@@ -7,7 +7,7 @@
 //!
 //! The engine does no I/O: it takes datagrams and the current time in, and gives datagrams and timer
 //! deadlines out. The UDP datapath, the verbs shim, the NCCL plugin and the simulator all drive the same
-//! [`Endpoint`](crate::endpoint::Endpoint).
+//! [`Endpoint`].
 //!
 //! Layout:
 //! - [`wire`]: packet headers (views and owned representations), ICRC, uSID containers, EV expansion.

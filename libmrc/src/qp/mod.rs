@@ -1,8 +1,8 @@
 //! Queue pairs: the verbs-like state machine, work requests, and the per-QP transport state.
 //!
 //! A QP is both a requester (its send queue, sprayed over its EVs, made reliable by SACKs) and a responder (the
-//! peer's stream, placed on arrival and completed in message order). [`send`] holds the requester half,
-//! [`recv`] the responder half.
+//! peer's stream, placed on arrival and completed in message order). `send.rs` holds the requester half,
+//! `recv.rs` the responder half.
 
 mod conn;
 mod recv;
