@@ -704,45 +704,37 @@ impl Endpoint {
             return;
         };
         for peer in self.peers() {
-            let req_id = self.next_req_id;
-            self.next_req_id = self.next_req_id.wrapping_add(1);
-            let ev = u32::from(plane);
-            self.ep_out.push_back(EpOut {
-                peer,
-                plane,
-                ev,
-                body: EpBody::Request(EpRequest {
-                    op: EpOp::PortStatus,
-                    req_id,
-                    port_mask: self.ports_up,
-                    ev,
-                    ts: Some(now.ts32()),
-                }),
-            });
+            self.queue_request(now, peer, plane, u32::from(plane), EpOp::PortStatus);
         }
     }
 
-    /// Sends an EV probe (connectionless, to the peer's endpoint) on `ev`; the answer arrives as
-    /// [`Event::EvProbeReply`]. Returns the request id.
-    pub fn send_ev_probe(&mut self, now: Instant, peer: PeerId, ev: u32, plane: u8) -> u32 {
+    /// Queues an endpoint request carrying our port mask; returns its id.
+    fn queue_request(&mut self, now: Instant, peer: PeerId, plane: u8, ev: u32, op: EpOp) -> u32 {
         let req_id = self.next_req_id;
         self.next_req_id = self.next_req_id.wrapping_add(1);
-        self.ev_probes.insert(req_id, (peer, ev, now));
-        if self.ev_probes.len() > 4096 {
-            self.ev_probes.pop_first();
-        }
         self.ep_out.push_back(EpOut {
             peer,
             plane,
             ev,
             body: EpBody::Request(EpRequest {
-                op: EpOp::EvProbe,
+                op,
                 req_id,
                 port_mask: self.ports_up,
                 ev,
                 ts: Some(now.ts32()),
             }),
         });
+        req_id
+    }
+
+    /// Sends an EV probe (connectionless, to the peer's endpoint) on `ev`; the answer arrives as
+    /// [`Event::EvProbeReply`]. Returns the request id.
+    pub fn send_ev_probe(&mut self, now: Instant, peer: PeerId, ev: u32, plane: u8) -> u32 {
+        let req_id = self.queue_request(now, peer, plane, ev, EpOp::EvProbe);
+        self.ev_probes.insert(req_id, (peer, ev, now));
+        if self.ev_probes.len() > 4096 {
+            self.ev_probes.pop_first();
+        }
         req_id
     }
 

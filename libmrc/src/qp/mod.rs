@@ -343,6 +343,42 @@ pub(crate) struct SendWqe {
 }
 
 impl SendWqe {
+    /// A request not yet transmitted (numbers are assigned when its first packet goes out).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a plain constructor of a plain record"
+    )]
+    pub(crate) fn new(
+        wr_id: u64,
+        kind: WqeKind,
+        sges: SmallVec<[Sge; 2]>,
+        len: u32,
+        remote_addr: u64,
+        rkey: u32,
+        imm: Option<u32>,
+        signaled: bool,
+        solicited: bool,
+    ) -> Self {
+        Self {
+            wr_id,
+            kind,
+            sges,
+            len,
+            remote_addr,
+            rkey,
+            imm,
+            signaled,
+            solicited,
+            msn: 0,
+            rqmsn: 0,
+            first_psn: 0,
+            npkts: 0,
+            started: false,
+            read_bytes: 0,
+            read_done: false,
+        }
+    }
+
     fn consumes_recv(&self) -> bool {
         self.kind == WqeKind::Send || (self.kind == WqeKind::Write && self.imm.is_some())
     }
@@ -632,24 +668,17 @@ impl Qp {
         if imm.is_some() && kind == WqeKind::Write {
             self.wimm_inflight += 1;
         }
-        self.sq.push_back(SendWqe {
-            wr_id: wr.wr_id,
+        self.sq.push_back(SendWqe::new(
+            wr.wr_id,
             kind,
-            sges: wr.sges.iter().copied().collect(),
+            wr.sges.iter().copied().collect(),
             len,
             remote_addr,
             rkey,
             imm,
-            signaled: wr.signaled || self.init.sq_sig_all,
-            solicited: wr.solicited,
-            msn: 0,
-            rqmsn: 0,
-            first_psn: 0,
-            npkts: 0,
-            started: false,
-            read_bytes: 0,
-            read_done: false,
-        });
+            wr.signaled || self.init.sq_sig_all,
+            wr.solicited,
+        ));
         self.sq_used += 1;
         Ok(())
     }

@@ -191,32 +191,24 @@ impl Qp {
                 }
                 // spec: QP-READ-1
                 self.serving_reads += 1;
-                self.sq.push_back(SendWqe {
-                    wr_id: 0,
-                    kind: WqeKind::ReadResponse {
+                let source = crate::mem::Sge {
+                    addr: d.reth.va,
+                    len: d.reth.dma_len,
+                    lkey: d.reth.rkey,
+                };
+                self.sq.push_back(SendWqe::new(
+                    0,
+                    WqeKind::ReadResponse {
                         req_msn: d.meth.msn,
                     },
-                    sges: [crate::mem::Sge {
-                        addr: d.reth.va,
-                        len: d.reth.dma_len,
-                        lkey: d.reth.rkey,
-                    }]
-                    .into_iter()
-                    .collect(),
-                    len: d.reth.dma_len,
-                    remote_addr: 0,
-                    rkey: 0,
-                    imm: None,
-                    signaled: false,
-                    solicited: false,
-                    msn: 0,
-                    rqmsn: 0,
-                    first_psn: 0,
-                    npkts: 0,
-                    started: false,
-                    read_bytes: 0,
-                    read_done: false,
-                });
+                    [source].into_iter().collect(),
+                    d.reth.dma_len,
+                    0,
+                    0,
+                    None,
+                    false,
+                    false,
+                ));
             }
             _ => {
                 // READ response: place into the outstanding READ it names (spec QP-READ-2).

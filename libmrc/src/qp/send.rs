@@ -687,8 +687,32 @@ impl Qp {
     }
 }
 
+/// The pieces of a scatter/gather list that hold `len` bytes starting at byte `offset` of the list:
+/// `(local key, address, start in the caller's buffer, length)`. The pieces cover fewer than `len` bytes when the
+/// list is too short; callers check the total.
+fn pieces(
+    sges: &[Sge],
+    offset: u64,
+    len: usize,
+) -> impl Iterator<Item = (u32, u64, usize, usize)> + '_ {
+    let mut off = offset;
+    let mut done = 0usize;
+    sges.iter().filter_map(move |s| {
+        let slen = u64::from(s.len);
+        if done == len || off >= slen {
+            off = off.saturating_sub(slen);
+            return None;
+        }
+        let take = ((slen - off) as usize).min(len - done);
+        let piece = (s.lkey, s.addr + off, done, take);
+        done += take;
+        off = 0;
+        Some(piece)
+    })
+}
+
 /// Copies `dst.len()` bytes of a scatter/gather list starting at byte `offset` into `dst`, checking each piece
-/// against the region table first. Returns false (having read nothing more) when a check fails.
+/// against the region table first. Returns false when a check fails or the list is too short.
 pub(crate) fn gather<M: Memory>(
     sges: &[Sge],
     offset: u32,
@@ -697,34 +721,19 @@ pub(crate) fn gather<M: Memory>(
     mrs: &MrTable,
     pd: Pd,
 ) -> bool {
-    let mut off = u64::from(offset);
-    let mut done = 0usize;
-    for s in sges {
-        if done == dst.len() {
-            break;
-        }
-        let slen = u64::from(s.len);
-        if off >= slen {
-            off -= slen;
-            continue;
-        }
-        let take = ((slen - off) as usize).min(dst.len() - done);
-        let addr = s.addr + off;
-        if mrs
-            .check(s.lkey, pd, addr, take as u64, Access::NONE)
-            .is_err()
-        {
+    let mut total = 0;
+    for (lkey, addr, at, n) in pieces(sges, u64::from(offset), dst.len()) {
+        if mrs.check(lkey, pd, addr, n as u64, Access::NONE).is_err() {
             return false;
         }
-        mem.read(addr, &mut dst[done..done + take]);
-        done += take;
-        off = 0;
+        mem.read(addr, &mut dst[at..at + n]);
+        total += n;
     }
-    done == dst.len()
+    total == dst.len()
 }
 
-/// Places `src` into a scatter/gather list at byte `offset`, checking each piece for `LOCAL_WRITE` first.
-/// Returns false (having written nothing) when any check fails.
+/// Places `src` into a scatter/gather list at byte `offset`, checking every piece for `LOCAL_WRITE` before
+/// writing any, so a failure (or a list too short) leaves memory untouched.
 // spec: QP-PLACE-1
 pub(crate) fn scatter<M: Memory>(
     sges: &[Sge],
@@ -734,37 +743,86 @@ pub(crate) fn scatter<M: Memory>(
     mrs: &MrTable,
     pd: Pd,
 ) -> bool {
-    // Check every piece before writing any, so a failure leaves memory untouched.
-    for pass in 0..2 {
-        let mut off = offset;
-        let mut done = 0usize;
-        for s in sges {
-            if done == src.len() {
-                break;
-            }
-            let slen = u64::from(s.len);
-            if off >= slen {
-                off -= slen;
-                continue;
-            }
-            let take = ((slen - off) as usize).min(src.len() - done);
-            let addr = s.addr + off;
-            if pass == 0 {
-                if mrs
-                    .check(s.lkey, pd, addr, take as u64, Access::LOCAL_WRITE)
-                    .is_err()
-                {
-                    return false;
-                }
-            } else {
-                mem.write(addr, &src[done..done + take]);
-            }
-            done += take;
-            off = 0;
-        }
-        if done != src.len() {
+    let mut total = 0;
+    for (lkey, addr, _, n) in pieces(sges, offset, src.len()) {
+        if mrs
+            .check(lkey, pd, addr, n as u64, Access::LOCAL_WRITE)
+            .is_err()
+        {
             return false;
         }
+        total += n;
+    }
+    if total != src.len() {
+        return false;
+    }
+    for (_, addr, at, n) in pieces(sges, offset, src.len()) {
+        mem.write(addr, &src[at..at + n]);
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::VecMemory;
+
+    fn setup() -> (MrTable, VecMemory, Pd, Vec<Sge>) {
+        let mut mrs = MrTable::default();
+        let mut mem = VecMemory::new(0x1000);
+        let pd = Pd(0);
+        let mut sges = Vec::new();
+        for len in [10u32, 20, 5] {
+            let addr = mem.alloc(u64::from(len));
+            let k = mrs
+                .register(pd, addr, u64::from(len), Access::LOCAL_WRITE)
+                .unwrap();
+            sges.push(Sge {
+                addr,
+                len,
+                lkey: k.lkey,
+            });
+        }
+        (mrs, mem, pd, sges)
+    }
+
+    #[test]
+    fn pieces_span_elements_from_an_offset() {
+        let (_, _, _, s) = setup();
+        let got: Vec<_> = pieces(&s, 15, 14).map(|(_, a, at, n)| (a, at, n)).collect();
+        assert_eq!(got, vec![(s[1].addr + 5, 0, 14)]);
+        let got: Vec<_> = pieces(&s, 8, 25).map(|(_, a, at, n)| (a, at, n)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (s[0].addr + 8, 0, 2),
+                (s[1].addr, 2, 20),
+                (s[2].addr, 22, 3)
+            ]
+        );
+        assert_eq!(pieces(&s, 40, 1).count(), 0);
+    }
+
+    #[test]
+    fn scatter_then_gather_round_trips_and_short_lists_touch_nothing() {
+        let (mrs, mut mem, pd, s) = setup();
+        // 35 bytes in three elements; 30 of them from offset 3 span all three.
+        let src: Vec<u8> = (1..=30).collect();
+        assert!(scatter(&s, 3, &src, &mut mem, &mrs, pd));
+        assert_eq!(mem.slice(s[0].addr + 3, 7), &src[..7]);
+        assert_eq!(mem.slice(s[2].addr, 3), &src[27..]);
+        let mut back = [0u8; 30];
+        assert!(gather(&s, 3, &mut back, &mut mem, &mrs, pd));
+        assert_eq!(&back[..], &src[..]);
+        let before = mem.clone();
+        let long = [9u8; 33];
+        assert!(
+            !scatter(&s, 3, &long, &mut mem, &mrs, pd),
+            "the list holds only 32 bytes from offset 3"
+        );
+        assert_eq!(mem.slice(s[0].addr, 10), before.slice(s[0].addr, 10));
+        assert!(!gather(&s, 3, &mut [0u8; 33], &mut mem, &mrs, pd));
+        let allocs: Vec<(u64, u64)> = s.iter().map(|x| (x.addr, u64::from(x.len))).collect();
+        assert!(mem.guards_intact(&allocs));
+    }
 }
