@@ -563,6 +563,10 @@ fn sequence_numbers_wrap() {
         imms.iter().copied().eq(0..total),
         "every immediate once, in order"
     );
+    net.run_for(Duration::from_micros(200));
+    let cq_a = net.nodes[a].cq;
+    sends_done += net.nodes[a].ep.poll_cq(cq_a, &mut wc) as u32;
+    assert_eq!(sends_done, total, "every send completed once");
     let s = net.nodes[a].ep.qp_stats(qpn[0]).unwrap();
     assert!(
         s.tx_retransmits > 0,
