@@ -252,6 +252,8 @@ pub struct Nscc {
     measure_since: u64,
     /// Bytes in flight at the last ack; zero means the QP went idle.
     last_inflight: u64,
+    /// `window()` as of the last event: it is read before every transmission, so it is computed once per event.
+    win: u64,
     counters: CcCounters,
 }
 
@@ -264,7 +266,7 @@ impl Nscc {
         let (min_f, max_f) = (min as f64, max as f64);
         let mtu_f = cfg.mtu as f64;
         let pen_ln_ratio = (mtu_f.max(1.0) / max_f.max(1.0)).ln();
-        Ok(Self {
+        let mut n = Self {
             min,
             max,
             min_f,
@@ -288,9 +290,17 @@ impl Nscc {
             prev_epoch_acked: 0,
             measure_since: 0,
             last_inflight: 0,
+            win: 0,
             counters: CcCounters::default(),
             cfg,
-        })
+        };
+        n.refresh();
+        Ok(n)
+    }
+
+    /// Recomputes the cached window after the window or the penalty cap may have changed.
+    fn refresh(&mut self) {
+        self.win = (self.cwnd.min(self.pen_cap).round() as u64).clamp(self.min, self.max);
     }
 
     /// The configuration this controller was built from.
@@ -397,14 +407,9 @@ impl Nscc {
     }
 }
 
-impl CongestionControl for Nscc {
-    // spec: CC-WIN-2
-    fn window(&self) -> u64 {
-        (self.cwnd.min(self.pen_cap).round() as u64).clamp(self.min, self.max)
-    }
-
+impl Nscc {
     // spec: CC-COST-1
-    fn on_ack(&mut self, now: Instant, sample: &AckSample) {
+    fn ack(&mut self, now: Instant, sample: &AckSample) {
         let now = now.as_nanos();
         self.tick(now);
         self.epoch_acked = self.epoch_acked.saturating_add(sample.newly_acked_bytes);
@@ -468,7 +473,7 @@ impl CongestionControl for Nscc {
     }
 
     // spec: CC-TRIM-1
-    fn on_trim(&mut self, now: Instant, _bytes: u64, last_hop: bool) {
+    fn trim(&mut self, now: Instant, last_hop: bool) {
         let now = now.as_nanos();
         self.tick(now);
         self.counters.trims = self.counters.trims.saturating_add(1);
@@ -479,11 +484,33 @@ impl CongestionControl for Nscc {
     }
 
     // spec: CC-LOSS-1
-    fn on_loss(&mut self, now: Instant, _bytes: u64) {
+    fn loss(&mut self, now: Instant) {
         let now = now.as_nanos();
         self.tick(now);
         self.counters.losses = self.counters.losses.saturating_add(1);
         self.quick_adapt(now);
+    }
+}
+
+impl CongestionControl for Nscc {
+    // spec: CC-WIN-2
+    fn window(&self) -> u64 {
+        self.win
+    }
+
+    fn on_ack(&mut self, now: Instant, sample: &AckSample) {
+        self.ack(now, sample);
+        self.refresh();
+    }
+
+    fn on_trim(&mut self, now: Instant, _bytes: u64, last_hop: bool) {
+        self.trim(now, last_hop);
+        self.refresh();
+    }
+
+    fn on_loss(&mut self, now: Instant, _bytes: u64) {
+        self.loss(now);
+        self.refresh();
     }
 
     fn name(&self) -> &'static str {

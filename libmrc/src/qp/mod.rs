@@ -20,7 +20,7 @@ use crate::config::{Caps, ConfigError, QpConfig};
 use crate::mem::{Access, AccessError, MrTable, Pd, Sge};
 use crate::path::{EvChange, PathSet};
 use crate::reliability::{PsnTracker, RttEstimator, SentWindow};
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 
 /// Identifies a peer endpoint. The engine treats it as opaque; the driver maps it to addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -533,7 +533,7 @@ impl Qp {
             sent: SentWindow::new(PSN_BASE),
             retx: VecDeque::new(),
             delayed: VecDeque::new(),
-            rtt: RttEstimator::new(cfg.base_rtt),
+            rtt: RttEstimator::new(cfg.base_rtt, cfg.rto_min(), cfg.reorder_min()),
             rack_xmit: Instant::ZERO,
             cc,
             paths,
@@ -800,7 +800,9 @@ impl Qp {
         if self.state == QpState::Rts {
             d = d.min(self.paths.probe_deadline());
             if let Some(t) = self.sent.oldest_inflight() {
-                d = d.min(t + self.rtt.rto(self.cfg().rto_min()));
+                d = d.min(Instant::from_nanos(
+                    t.as_nanos().saturating_add(self.rtt.rto_ns()),
+                ));
             }
             d = d.min(self.retry_deadline);
         }
@@ -925,9 +927,5 @@ impl Qp {
     /// Receive-window penalty advertised to the peer (0 none … 127 one packet per RTT).
     pub(crate) fn set_receive_penalty(&mut self, pen: u8) {
         self.rcv_pen = pen.min(127);
-    }
-
-    pub(crate) fn rto(&self) -> Duration {
-        self.rtt.rto(self.cfg().rto_min())
     }
 }

@@ -604,12 +604,7 @@ impl Qp {
     /// Time-based loss detection: whatever was sent a reorder window before the newest acknowledged packet and
     /// is still unacknowledged is lost (spec REL-LOSS-1).
     fn detect_losses_rack(&mut self, now: Instant) {
-        let reo = self.rtt.reorder_window(self.cfg().reorder_min());
-        let Some(cutoff) = self
-            .rack_xmit
-            .as_nanos()
-            .checked_sub(crate::time::nanos(reo))
-        else {
+        let Some(cutoff) = self.rack_xmit.as_nanos().checked_sub(self.rtt.reorder_ns()) else {
             return;
         };
         while let Some(psn) = self.sent.pop_sent_before(Instant::from_nanos(cutoff)) {
@@ -620,8 +615,7 @@ impl Qp {
 
     /// Per-packet RTO: whatever has been unacknowledged for an RTO is lost (spec REL-LOSS-2, REL-RTO-1).
     pub(crate) fn detect_losses_rto(&mut self, now: Instant) {
-        let rto = crate::time::nanos(self.rto());
-        let Some(cutoff) = now.as_nanos().checked_sub(rto) else {
+        let Some(cutoff) = now.as_nanos().checked_sub(self.rtt.rto_ns()) else {
             return;
         };
         while let Some(psn) = self.sent.pop_sent_before(Instant::from_nanos(cutoff)) {

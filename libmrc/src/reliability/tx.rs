@@ -217,25 +217,43 @@ impl SentWindow {
     }
 }
 
-/// Smoothed RTT estimation (RFC 6298 gains) plus the minimum seen.
+/// Smoothed RTT estimation (RFC 6298 gains) plus the minimum seen, with the RTO and the reorder window derived
+/// from them kept ready in nanoseconds: they are read on every transmission and timer check.
 #[derive(Debug, Clone, Copy)]
 pub struct RttEstimator {
     srtt: u64,
     rttvar: u64,
     min: u64,
     samples: u64,
+    rto_floor: u64,
+    reorder_floor: u64,
+    rto: u64,
+    reorder: u64,
 }
 
 impl RttEstimator {
-    /// Starts from the configured base RTT until samples arrive.
-    pub fn new(base_rtt: Duration) -> Self {
+    /// Starts from the configured base RTT until samples arrive; the RTO and the reorder window never go below
+    /// their floors.
+    pub fn new(base_rtt: Duration, rto_floor: Duration, reorder_floor: Duration) -> Self {
         let b = nanos(base_rtt);
-        Self {
+        let mut e = Self {
             srtt: b,
             rttvar: b / 2,
             min: u64::MAX,
             samples: 0,
-        }
+            rto_floor: nanos(rto_floor),
+            reorder_floor: nanos(reorder_floor),
+            rto: 0,
+            reorder: 0,
+        };
+        e.derive();
+        e
+    }
+
+    // spec: REL-RTO-1
+    fn derive(&mut self) {
+        self.rto = (self.srtt + 4 * self.rttvar).max(self.rto_floor);
+        self.reorder = (2 * self.rttvar).max(self.reorder_floor);
     }
 
     /// Adds a sample.
@@ -251,6 +269,7 @@ impl RttEstimator {
             self.srtt = (7 * self.srtt + r) / 8;
         }
         self.samples += 1;
+        self.derive();
     }
 
     /// Smoothed RTT.
@@ -268,15 +287,14 @@ impl RttEstimator {
         (self.samples > 0).then(|| Duration::from_nanos(self.min))
     }
 
-    /// Per-packet RTO: `max(floor, srtt + 4 × rttvar)`.
-    // spec: REL-RTO-1
-    pub fn rto(&self, floor: Duration) -> Duration {
-        Duration::from_nanos(self.srtt + 4 * self.rttvar).max(floor)
+    /// Per-packet RTO in ns: `max(floor, srtt + 4 × rttvar)`.
+    pub fn rto_ns(&self) -> u64 {
+        self.rto
     }
 
-    /// Reorder window for time-based loss detection: `max(floor, 2 × rttvar)`.
-    pub fn reorder_window(&self, floor: Duration) -> Duration {
-        Duration::from_nanos(2 * self.rttvar).max(floor)
+    /// Reorder window for time-based loss detection in ns: `max(floor, 2 × rttvar)`.
+    pub fn reorder_ns(&self) -> u64 {
+        self.reorder
     }
 }
 
@@ -334,11 +352,14 @@ mod tests {
 
     #[test]
     fn rto_has_floor_and_tracks_variance() {
-        let mut r = RttEstimator::new(Duration::from_micros(10));
-        assert_eq!(r.rto(Duration::from_micros(40)), Duration::from_micros(40));
-        r.update(Duration::from_micros(10));
-        r.update(Duration::from_micros(30));
-        assert!(r.rto(Duration::ZERO) > Duration::from_micros(30));
-        assert_eq!(r.min(), Some(Duration::from_micros(10)));
+        let us = Duration::from_micros;
+        let r = RttEstimator::new(us(10), us(40), us(5));
+        assert_eq!(r.rto_ns(), 40_000);
+        assert_eq!(r.reorder_ns(), 10_000, "2 × rttvar of the base RTT");
+        let mut r = RttEstimator::new(us(10), Duration::ZERO, Duration::ZERO);
+        r.update(us(10));
+        r.update(us(30));
+        assert!(r.rto_ns() > 30_000);
+        assert_eq!(r.min(), Some(us(10)));
     }
 }
