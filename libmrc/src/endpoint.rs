@@ -544,8 +544,22 @@ impl Endpoint {
             };
             let t = qp.poll_transmit(now, ports_ready, buf, mem, &self.mrs);
             if t.is_some() {
-                self.after_qp(slot, now);
                 self.stats.tx_datagrams += 1;
+                let data = t.is_some_and(|t| t.class != TrafficClass::Control);
+                if data
+                    && qp.cqes.is_empty()
+                    && qp.ev_changes.is_empty()
+                    && !qp.went_to_error
+                    && !qp.deadline_dirty
+                {
+                    // A data packet changed nothing the endpoint files (no completion, event or earlier deadline)
+                    // and more data usually follows: back to the end of the ready queue. If it has nothing more,
+                    // the next poll finds out.
+                    self.slots[slot].queued = true;
+                    self.ready.push_back(slot);
+                } else {
+                    self.after_qp(slot, now);
+                }
                 return t;
             }
             if std::mem::take(&mut qp.port_blocked) {
@@ -582,6 +596,9 @@ impl Endpoint {
                 .map(|&(_, s)| s),
         );
         for &slot in &due {
+            let m = &mut self.slots[slot];
+            self.timers.remove(&(m.timer, slot));
+            m.timer = Instant::MAX;
             if let Some(qp) = self.qps[slot].as_mut() {
                 qp.on_timeout(now);
             }
@@ -604,6 +621,7 @@ impl Endpoint {
         let Some(qp) = self.qps[slot].as_mut() else {
             return;
         };
+        qp.deadline_dirty = false;
         for (cq, c) in qp.cqes.drain(..) {
             if let Some(Some(q)) = self.cqs.get_mut(cq.0 as usize) {
                 q.push(c);
@@ -621,14 +639,16 @@ impl Endpoint {
         if failed {
             self.push_event(Event::QpError { qpn });
         }
+        // The index only ever moves a QP's timer earlier. A deadline that moved later (the common case: every
+        // acknowledgement pushes the RTO and retry timers back) leaves the old entry, which then wakes the QP
+        // early; `handle_timeout` finds nothing due and files the true deadline. One early wake-up per timer
+        // period costs far less than re-indexing on every packet.
         let m = &mut self.slots[slot];
-        if deadline != m.timer {
+        if deadline < m.timer {
             if m.timer != Instant::MAX {
                 self.timers.remove(&(m.timer, slot));
             }
-            if deadline != Instant::MAX {
-                self.timers.insert((deadline, slot));
-            }
+            self.timers.insert((deadline, slot));
             m.timer = deadline;
         }
         if wants && !m.queued {

@@ -498,6 +498,8 @@ pub(crate) struct Qp {
     pub(crate) cqes: Vec<(CqId, Completion)>,
     pub(crate) ev_changes: Vec<EvChange>,
     pub(crate) went_to_error: bool,
+    /// A deadline may have moved earlier since the endpoint last filed this QP's timer.
+    pub(crate) deadline_dirty: bool,
     pub(crate) stats: QpStats,
 }
 
@@ -567,6 +569,7 @@ impl Qp {
             cqes: Vec::new(),
             ev_changes: Vec::new(),
             went_to_error: false,
+            deadline_dirty: false,
             stats: QpStats::default(),
             init,
         })
@@ -894,6 +897,7 @@ impl Qp {
         let Some(timeout) = self.cfg().qp_timeout() else {
             return;
         };
+        let old = self.retry_deadline;
         if progress {
             self.retries = 0;
             self.last_nack_rnr = false;
@@ -905,6 +909,7 @@ impl Qp {
         } else if self.retry_deadline == Instant::MAX && self.has_outstanding() {
             self.retry_deadline = now + timeout;
         }
+        self.deadline_dirty |= self.retry_deadline < old;
     }
 
     pub(crate) fn collect_ev_changes(&mut self) {

@@ -377,6 +377,7 @@ impl Qp {
             self.sack_now = true;
         } else if self.sack_deadline == Instant::MAX {
             self.sack_deadline = now + cfg.sack_delay;
+            self.deadline_dirty = true;
         }
     }
 

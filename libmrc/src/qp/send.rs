@@ -127,6 +127,8 @@ impl Qp {
             }
             let ev = self.choose_ev(ports_ready)?;
             self.retx.pop_front();
+            // The first packet in flight starts the RTO timer.
+            self.deadline_dirty |= self.sent.inflight_bytes() == 0;
             // spec: REL-RETX-1
             let t = self.emit_data(now, psn, p.wqe, p.offset, p.len, ev, true, buf, mem, mrs)?;
             self.sent.retransmitted(psn, ev, now);
@@ -154,6 +156,8 @@ impl Qp {
         let psn = self.sent.nxt();
         self.start_wqe(seq, psn);
         let t = self.emit_data(now, psn, seq, offset, len, ev, false, buf, mem, mrs)?;
+        // The first packet in flight starts the RTO timer.
+        self.deadline_dirty |= self.sent.inflight_bytes() == 0;
         self.sent.push(seq, offset, len, ev, now);
         let w = &self.sq[(seq - self.sq_base) as usize];
         let done = w.kind == WqeKind::Read || offset + len >= w.len;
@@ -391,9 +395,9 @@ impl Qp {
     fn apply_acks(&mut self, epsn: u64, base: u64, bitmap: u64) -> u64 {
         let una = self.sent.una();
         let nxt = self.sent.nxt();
-        let mut bytes = 0;
-        for psn in una..epsn.min(nxt) {
-            bytes += self.ack_one(psn);
+        let (mut bytes, newest) = self.sent.ack_below(epsn);
+        if let Some(t) = newest {
+            self.rack_xmit = self.rack_xmit.max(t);
         }
         let mut bits = bitmap;
         while bits != 0 {
@@ -529,6 +533,7 @@ impl Qp {
                     self.sent.mark_lost(psn);
                     // spec: REL-NACK-2
                     self.delayed.push_back((now + self.cfg().rnr_delay, psn));
+                    self.deadline_dirty = true;
                 }
             }
             NackReason::RemoteAccess | NackReason::InvalidRequest | NackReason::Unexpected => {

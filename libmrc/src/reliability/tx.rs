@@ -149,6 +149,31 @@ impl SentWindow {
         }
     }
 
+    /// Acknowledges every PSN below `epsn` in one pass. Returns the payload bytes newly acknowledged and the
+    /// latest send time among newly acknowledged packets that were never retransmitted (an unambiguous sample
+    /// for time-based loss detection), if any.
+    pub fn ack_below(&mut self, epsn: u64) -> (u64, Option<Instant>) {
+        let n = epsn.saturating_sub(self.una).min(self.pkts.len() as u64) as usize;
+        let mut bytes = 0;
+        let mut newest: Option<Instant> = None;
+        for p in self.pkts.range_mut(..n) {
+            match p.state {
+                PktState::Acked => continue,
+                PktState::InFlight => {
+                    bytes += u64::from(p.len);
+                    self.inflight_bytes -= u64::from(p.len);
+                }
+                // A packet given up on that arrived after all; its retransmission entry is now stale.
+                PktState::Lost => bytes += u64::from(p.len),
+            }
+            p.state = PktState::Acked;
+            if p.tx_count == 1 {
+                newest = Some(newest.map_or(p.sent_at, |t| t.max(p.sent_at)));
+            }
+        }
+        (bytes, newest)
+    }
+
     /// Marks `psn` lost (if in flight). Returns its entry.
     pub fn mark_lost(&mut self, psn: u64) -> Option<SentPkt> {
         let p = self.get_mut(psn)?;
@@ -337,6 +362,36 @@ mod tests {
         assert_eq!(w.pop_sent_before(t(4)), Some(2));
         assert_eq!(w.pop_sent_before(t(4)), None);
         assert_eq!(w.oldest_inflight(), Some(t(5)));
+    }
+
+    #[test]
+    fn ack_below_matches_one_by_one() {
+        let mut a = SentWindow::new(10);
+        for i in 0..8u64 {
+            a.push(0, 0, 100 + i as u32, 0, t(i));
+        }
+        let mut b = a.clone();
+        a.mark_lost(12);
+        b.mark_lost(12);
+        a.retransmitted(12, 1, t(20));
+        b.retransmitted(12, 1, t(20));
+        b.ack(11);
+        a.ack(11);
+        let (bytes, newest) = a.ack_below(16);
+        let mut want = 0;
+        for psn in 10..16 {
+            if let Some(p) = b.ack(psn) {
+                want += u64::from(p.len);
+            }
+        }
+        assert_eq!(bytes, want);
+        assert_eq!(
+            newest,
+            Some(t(5)),
+            "PSN 12 was retransmitted: not a clean sample"
+        );
+        assert_eq!(a.inflight_bytes(), b.inflight_bytes());
+        assert_eq!(a.ack_below(3), (0, None));
     }
 
     #[test]
