@@ -487,7 +487,22 @@ impl Endpoint {
             return;
         }
         match pkt.body {
-            Body::Data(d) => qp.on_data(now, &meta, &pkt.bth, &d, mem, &self.mrs),
+            Body::Data(d) => {
+                qp.on_data(now, &meta, &pkt.bth, &d, mem, &self.mrs);
+                if qp.cqes.is_empty()
+                    && qp.ev_changes.is_empty()
+                    && !qp.went_to_error
+                    && !qp.deadline_dirty
+                {
+                    // Receiving data moved no deadline earlier and produced nothing to file: only the ready
+                    // queue may need this QP (to send a SACK or NACK, or a READ response).
+                    if !self.slots[slot].queued && qp.wants_transmit(now) {
+                        self.slots[slot].queued = true;
+                        self.ready.push_back(slot);
+                    }
+                    return;
+                }
+            }
             Body::Sack(s) => qp.on_sack(now, &s),
             Body::Nack(n) => qp.on_nack(now, &n),
             Body::Ack(a) => qp.on_ack(now, &a),

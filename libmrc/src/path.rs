@@ -547,14 +547,16 @@ impl PathSet {
         })
     }
 
-    /// Counts a packet sent on `idx` (payload `bytes`; `retx` for retransmissions).
-    pub fn on_sent(&mut self, idx: u16, bytes: u64, retx: bool) {
+    /// Counts a packet sent on `idx` (payload `bytes`; `retx` for retransmissions); returns the EV's plane.
+    pub fn on_sent(&mut self, idx: u16, bytes: u64, retx: bool) -> u8 {
         let ev = &mut self.evs[usize::from(idx)];
         ev.stats.sent += 1;
-        let ps = &mut self.planes[usize::from(ev.plane)].stats;
+        let plane = ev.plane;
+        let ps = &mut self.planes[usize::from(plane)].stats;
         ps.tx_packets += 1;
         ps.tx_bytes += bytes;
         ps.retransmits += u64::from(retx);
+        plane
     }
 
     /// A SACK or NACK echoed `idx`: the path delivers. `rtt` is the sample it carried, if any.

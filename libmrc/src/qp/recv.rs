@@ -219,7 +219,7 @@ impl Qp {
         }
         // Accepted: record the PSN and the message's progress.
         let had_holes = self.rx.out_of_order() > 0;
-        self.rx.insert(psn);
+        self.rx.insert_new(psn);
         let slot = &mut self.msgs[slot_i];
         if !slot.open {
             slot.open = true;

@@ -8,7 +8,7 @@ use crate::mem::{Access, Memory, MrTable, Pd, Sge};
 use crate::reliability::{PktState, unwrap_msn, unwrap_psn};
 use crate::time::{Duration, Instant};
 use crate::wire::{
-    Ack, Body, Bth, Data, Meth, Nack, NackReason, OpKind, Opcode, PSN_MASK, Packet, Position,
+    Ack, Body, Bth, DataHeader, Meth, Nack, NackReason, OpKind, Opcode, PSN_MASK, Packet, Position,
     Probe, Reth, Sack, SackMark, TrafficClass,
 };
 
@@ -222,6 +222,10 @@ impl Qp {
         mrs: &MrTable,
     ) -> Option<Transmit> {
         let i = usize::try_from(seq.checked_sub(self.sq_base)?).ok()?;
+        let pd = self.init.pd;
+        let pkey = self.cfg().pkey;
+        let window_tight = self.sent.len() * 4 >= self.psn_window() * 3;
+        let ev = self.paths.value(ev_idx);
         let w = self.sq.get(i)?;
         let last = w.kind == WqeKind::Read || offset + len >= w.len;
         let pos = match (offset == 0, last) {
@@ -230,76 +234,51 @@ impl Qp {
             (false, true) => Position::Last,
             (false, false) => Position::Middle,
         };
-        let (kind, reth) = match w.kind {
+        let (kind, va, rkey) = match w.kind {
+            // spec: WIRE-RETH-1
             WqeKind::Write => (
                 OpKind::Write,
-                // spec: WIRE-RETH-1
-                Reth {
-                    va: w.remote_addr.wrapping_add(u64::from(offset)),
-                    rkey: w.rkey,
-                    dma_len: w.len,
-                },
+                w.remote_addr.wrapping_add(u64::from(offset)),
+                w.rkey,
             ),
             // spec: WIRE-RETH-2
-            WqeKind::Send => (
-                OpKind::Send,
-                Reth {
-                    va: u64::from(offset),
-                    rkey: 0,
-                    dma_len: w.len,
-                },
-            ),
-            WqeKind::Read => (
-                OpKind::ReadRequest,
-                Reth {
-                    va: w.remote_addr,
-                    rkey: w.rkey,
-                    dma_len: w.len,
-                },
-            ),
-            WqeKind::ReadResponse { req_msn } => (
-                OpKind::ReadResponse,
-                Reth {
-                    va: u64::from(offset),
-                    rkey: u32::from(req_msn),
-                    dma_len: w.len,
-                },
-            ),
+            WqeKind::Send => (OpKind::Send, u64::from(offset), 0),
+            WqeKind::Read => (OpKind::ReadRequest, w.remote_addr, w.rkey),
+            WqeKind::ReadResponse { req_msn } => {
+                (OpKind::ReadResponse, u64::from(offset), u32::from(req_msn))
+            }
         };
         let imm = if last { w.imm } else { None };
-        let opcode = Opcode::data(kind, pos, imm.is_some())?;
-        let ev = self.paths.value(ev_idx);
-        let window_tight = self.sent.len() * 4 >= self.psn_window() * 3;
-        let pkt = Packet {
+        let hdr = DataHeader {
             bth: Bth {
-                opcode,
+                opcode: Opcode::data(kind, pos, imm.is_some())?,
                 se: last && w.solicited,
                 rtx,
-                pkey: self.cfg().pkey,
+                pkey,
                 dest_qp: self.remote_qpn,
                 // spec: REL-SACK-1
                 ack_req: last || window_tight,
                 psn: (psn as u32) & PSN_MASK,
             },
-            body: Body::Data(Data {
-                meth: Meth {
-                    ev,
-                    msn: w.msn as u16,
-                    rqmsn: w.rqmsn as u16,
-                },
-                // spec: WIRE-TSETH-1
-                ts: Some(now.ts32()),
-                reth,
-                imm,
-                payload: &[],
-            }),
+            meth: Meth {
+                ev,
+                msn: w.msn as u16,
+                rqmsn: w.rqmsn as u16,
+            },
+            // spec: WIRE-TSETH-1
+            ts: Some(now.ts32()),
+            reth: Reth {
+                va,
+                rkey,
+                dma_len: w.len,
+            },
+            imm,
         };
-        let hlen = pkt.emit_header(buf).ok()?;
+        let hlen = hdr.emit(buf).ok()?;
         let total = hlen + len as usize;
         if buf.len() < total + crate::wire::ICRC_LEN {
             return None;
         }
-        let pd = self.init.pd;
         let gathered = match w.kind {
             WqeKind::Read => true,
             WqeKind::ReadResponse { .. } => {
@@ -322,8 +301,7 @@ impl Qp {
             return None;
         }
         let n = self.seal(buf, total)?;
-        let plane = self.paths.plane(ev_idx);
-        self.paths.on_sent(ev_idx, u64::from(len), rtx);
+        let plane = self.paths.on_sent(ev_idx, u64::from(len), rtx);
         self.stats.tx_data_packets += 1;
         self.stats.tx_data_bytes += u64::from(len);
         self.stats.tx_retransmits += u64::from(rtx);

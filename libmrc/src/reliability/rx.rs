@@ -22,7 +22,9 @@ pub enum PsnCheck {
 pub struct PsnTracker {
     epsn: u64,
     window: u64,
+    /// Ring of `bits.len() × 64` PSNs, a power of two at least `window`, so a slot is a mask away.
     bits: Vec<u64>,
+    ring_mask: u64,
     /// PSNs received above `epsn` (the SACK's OOO_COUNT).
     ooo: u32,
 }
@@ -31,10 +33,12 @@ impl PsnTracker {
     /// A tracker expecting `initial_psn` first, with a window of `window` PSNs (a multiple of 64, at least 64).
     pub fn new(initial_psn: u64, window: u64) -> Self {
         let window = window.max(64).next_multiple_of(64);
+        let ring = window.next_power_of_two();
         Self {
             epsn: initial_psn,
             window,
-            bits: vec![0; (window / 64) as usize],
+            bits: vec![0; (ring / 64) as usize],
+            ring_mask: ring - 1,
             ooo: 0,
         }
     }
@@ -59,9 +63,10 @@ impl PsnTracker {
         unwrap_psn(psn24, self.epsn)
     }
 
+    #[inline]
     fn slot(&self, psn: u64) -> (usize, u32) {
-        let i = psn % self.window;
-        ((i / 64) as usize, (i % 64) as u32)
+        let i = psn & self.ring_mask;
+        ((i >> 6) as usize, (i & 63) as u32)
     }
 
     /// Whether `psn` has been received.
@@ -93,11 +98,20 @@ impl PsnTracker {
         if self.check(psn) != PsnCheck::New {
             return false;
         }
+        self.insert_new(psn);
+        true
+    }
+
+    /// Records a PSN that [`check`](Self::check) just classified `New` (the receive path checks first, then
+    /// decides whether to accept, so it need not classify twice).
+    #[inline]
+    pub fn insert_new(&mut self, psn: u64) {
+        debug_assert_eq!(self.check(psn), PsnCheck::New);
         if psn != self.epsn {
             let (w, b) = self.slot(psn);
             self.bits[w] |= 1 << b;
             self.ooo += 1;
-            return true;
+            return;
         }
         // The hole at epsn is filled: advance over it and over every consecutive received PSN.
         self.epsn += 1;
@@ -116,7 +130,6 @@ impl PsnTracker {
             self.epsn += u64::from(run);
             self.ooo -= run;
         }
-        true
     }
 
     /// The SACK bitmap for PSNs `[base, base + 64)`: bit i set when `base + i` has been received.

@@ -1,6 +1,6 @@
 //! Data-packet extension headers (spec §4): METH, TSETH, RETH and ImmDt.
 
-use super::{METH_LEN, RETH_LEN, Reader, Result, Writer};
+use super::{BTH_LEN, Error, IMM_LEN, METH_LEN, RETH_LEN, Reader, Result, TSETH_LEN, Writer};
 
 /// Message extended transport header: carried by every data, READ request and READ response packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -149,5 +149,57 @@ mod tests {
         );
         assert_eq!(Reth::parse(&b), Ok(r));
         assert_eq!(r.emit(&mut [0; RETH_LEN - 1]), Err(Error::Truncated));
+    }
+}
+
+/// The headers of one data packet (WRITE, SEND, READ request or response) as a single record, which is what the
+/// transmit path builds for every packet. [`Packet::emit_header`](super::Packet::emit_header) writes data
+/// packets through it, so the layout is defined once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataHeader {
+    /// Base transport header (its TS flag follows `ts`).
+    pub bth: super::Bth,
+    /// Message header.
+    pub meth: Meth,
+    /// Transmit timestamp (TSETH), if any.
+    pub ts: Option<u32>,
+    /// RDMA header.
+    pub reth: Reth,
+    /// Immediate data: present exactly on the `*_IMM` opcodes.
+    pub imm: Option<u32>,
+}
+
+impl DataHeader {
+    /// Header bytes: BTH, METH, TSETH if any, RETH, ImmDt if any.
+    #[inline]
+    pub const fn len(&self) -> usize {
+        BTH_LEN
+            + METH_LEN
+            + RETH_LEN
+            + if self.ts.is_some() { TSETH_LEN } else { 0 }
+            + if self.imm.is_some() { IMM_LEN } else { 0 }
+    }
+
+    /// Writes the headers into `buf[..len()]` and returns `len()`. `Malformed` when the opcode is not a data
+    /// opcode or `imm` disagrees with it; `Truncated` when `buf` is too short.
+    #[inline]
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let op = self.bth.opcode;
+        if !op.is_data() || self.imm.is_some() != op.has_imm() {
+            return Err(Error::Malformed);
+        }
+        let n = self.len();
+        let mut w = Writer::new(buf.get_mut(..n).ok_or(Error::Truncated)?);
+        // spec: WIRE-BTH-2
+        self.bth.encode(self.ts.is_some(), w.take()?);
+        self.meth.encode(w.take()?);
+        if let Some(ts) = self.ts {
+            *w.take::<TSETH_LEN>()? = ts.to_be_bytes();
+        }
+        self.reth.encode(w.take()?);
+        if let Some(imm) = self.imm {
+            *w.take::<IMM_LEN>()? = imm.to_be_bytes();
+        }
+        Ok(n)
     }
 }

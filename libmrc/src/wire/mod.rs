@@ -22,7 +22,7 @@ pub use bth::{Bth, peek_dest_qp};
 pub use control::{
     Ack, EpOp, EpRequest, EpResponse, Nack, NackReason, Probe, SACK_LEN, Sack, SackMark,
 };
-pub use data::{Data, Meth, Reth};
+pub use data::{Data, DataHeader, Meth, Reth};
 pub use ev::{EvField, EvTemplate, EvTemplateError, PlaneTemplates, path_of, plane_of};
 pub use icrc::{icrc, seal};
 pub use ip::{

@@ -1,9 +1,9 @@
 //! A whole MRC packet, i.e. one UDP payload: BTH, the opcode's extension headers, payload, ICRC.
 
 use super::{
-    AETH_LEN, Ack, BTH_LEN, Bth, Data, EETH_LEN, EpRequest, EpResponse, Error, ICRC_LEN, IMM_LEN,
-    METH_LEN, Meth, NETH_LEN, Nack, OpKind, Opcode, PETH_LEN, Probe, RETH_LEN, Reader, Result,
-    Reth, SACK_LEN, Sack, TSETH_LEN, Writer, icrc,
+    AETH_LEN, Ack, BTH_LEN, Bth, Data, DataHeader, EETH_LEN, EpRequest, EpResponse, Error,
+    ICRC_LEN, IMM_LEN, METH_LEN, Meth, NETH_LEN, Nack, OpKind, Opcode, PETH_LEN, Probe, RETH_LEN,
+    Reader, Result, Reth, SACK_LEN, Sack, TSETH_LEN, Writer, icrc,
 };
 
 /// Everything after the BTH, decided by the opcode.
@@ -52,6 +52,7 @@ impl<'a> Packet<'a> {
     /// Otherwise the last 4 bytes are the ICRC, checked first when `verify_icrc` (`BadIcrc`), and the
     /// opcode's headers must fit before it (`Truncated`); a control packet with bytes after its headers, or a
     /// READ_REQUEST with a payload, is `Malformed`. The payload is borrowed, never copied.
+    #[inline]
     pub fn parse(buf: &'a [u8], opts: ParseOptions) -> Result<Packet<'a>> {
         if opts.trimmed {
             // spec: WIRE-ICRC-2
@@ -69,6 +70,7 @@ impl<'a> Packet<'a> {
     }
 
     /// Parses BTH, headers and payload of `buf` (the UDP payload without its ICRC).
+    #[inline]
     fn parse_headers(buf: &'a [u8], trimmed: bool) -> Result<Packet<'a>> {
         let mut r = Reader::new(buf);
         let b = r.take()?;
@@ -196,20 +198,22 @@ impl<'a> Packet<'a> {
         if buf.len() < self.header_len() {
             return Err(Error::Truncated);
         }
+        if let Body::Data(d) = &self.body {
+            return DataHeader {
+                bth: self.bth,
+                meth: d.meth,
+                ts: d.ts,
+                reth: d.reth,
+                imm: d.imm,
+            }
+            .emit(buf);
+        }
         let mut w = Writer::new(buf);
         // spec: WIRE-BTH-2
         self.bth.encode(self.ts_flag(), w.take()?);
         match &self.body {
-            Body::Data(d) => {
-                d.meth.encode(w.take()?);
-                if let Some(ts) = d.ts {
-                    *w.take::<TSETH_LEN>()? = ts.to_be_bytes();
-                }
-                d.reth.encode(w.take()?);
-                if let Some(imm) = d.imm {
-                    *w.take::<IMM_LEN>()? = imm.to_be_bytes();
-                }
-            }
+            // Written above.
+            Body::Data(_) => {}
             Body::Sack(s) => s.encode(w.take()?),
             Body::Nack(n) => n.encode(w.take()?),
             Body::Probe(p) => p.encode(w.take()?),
