@@ -537,11 +537,11 @@ impl Endpoint {
         buf: &mut [u8],
         mem: &mut M,
     ) -> Option<Transmit> {
-        if !self.ep_out.is_empty() {
-            if let Some(t) = self.poll_endpoint_out(buf) {
-                self.stats.tx_datagrams += 1;
-                return Some(t);
-            }
+        if !self.ep_out.is_empty()
+            && let Some(t) = self.poll_endpoint_out(buf)
+        {
+            self.stats.tx_datagrams += 1;
+            return Some(t);
         }
         if ports_ready != 0 {
             while let Some(slot) = self.port_blocked.pop() {

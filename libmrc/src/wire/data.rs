@@ -172,7 +172,7 @@ pub struct DataHeader {
 impl DataHeader {
     /// Header bytes: BTH, METH, TSETH if any, RETH, ImmDt if any.
     #[inline]
-    pub const fn len(&self) -> usize {
+    pub const fn header_len(&self) -> usize {
         BTH_LEN
             + METH_LEN
             + RETH_LEN
@@ -180,7 +180,7 @@ impl DataHeader {
             + if self.imm.is_some() { IMM_LEN } else { 0 }
     }
 
-    /// Writes the headers into `buf[..len()]` and returns `len()`. `Malformed` when the opcode is not a data
+    /// Writes the headers into `buf[..header_len()]` and returns `header_len()`. `Malformed` when the opcode is not a data
     /// opcode or `imm` disagrees with it; `Truncated` when `buf` is too short.
     #[inline]
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
@@ -188,7 +188,7 @@ impl DataHeader {
         if !op.is_data() || self.imm.is_some() != op.has_imm() {
             return Err(Error::Malformed);
         }
-        let n = self.len();
+        let n = self.header_len();
         let mut w = Writer::new(buf.get_mut(..n).ok_or(Error::Truncated)?);
         // spec: WIRE-BTH-2
         self.bth.encode(self.ts.is_some(), w.take()?);
