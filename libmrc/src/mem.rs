@@ -196,6 +196,7 @@ impl MrTable {
     ///
     /// A zero-length access still needs a valid key and an address inside (or at the end of) the region.
     // spec: QP-PLACE-1
+    #[inline]
     pub fn check(
         &self,
         key: u32,

@@ -422,6 +422,7 @@ impl PathSet {
     }
 
     /// Index of the EV with this value.
+    #[inline]
     pub fn find(&self, ev: u32) -> Option<u16> {
         self.lookup
             .binary_search_by_key(&ev, |&(v, _)| v)
@@ -430,16 +431,19 @@ impl PathSet {
     }
 
     /// The EV value at `idx`.
+    #[inline]
     pub fn value(&self, idx: u16) -> u32 {
         self.evs[usize::from(idx)].value
     }
 
     /// The plane of the EV at `idx`.
+    #[inline]
     pub fn plane(&self, idx: u16) -> u8 {
         self.evs[usize::from(idx)].plane
     }
 
     /// The state of the EV at `idx`.
+    #[inline]
     pub fn state(&self, idx: u16) -> EvState {
         self.evs[usize::from(idx)].state
     }
@@ -467,6 +471,7 @@ impl PathSet {
     /// Chooses the EV for the next packet: the next usable plane in rotation, then the next active EV of that
     /// plane in rotation, passing over (and clearing) SKIP once. `None` when no plane is usable.
     // spec: PATH-SEL-1
+    #[inline]
     pub fn next_ev(&mut self) -> Option<u16> {
         self.next_ev_on(u32::MAX)
     }
@@ -474,6 +479,7 @@ impl PathSet {
     /// Like [`next_ev`](Self::next_ev), but only on planes whose bit is set in `ports_ready` (ports with room to
     /// transmit; MRC's `GetSendParams`).
     // spec: PATH-SEL-2
+    #[inline]
     pub fn next_ev_on(&mut self, ports_ready: u32) -> Option<u16> {
         let n = self.planes.len();
         for _ in 0..n {
@@ -489,6 +495,7 @@ impl PathSet {
         None
     }
 
+    #[inline]
     fn pick_in_plane(&mut self, p: usize) -> Option<u16> {
         let plane = &mut self.planes[p];
         if !plane.up() || plane.active.is_empty() {
@@ -535,6 +542,7 @@ impl PathSet {
     }
 
     /// Whether any plane can carry traffic now.
+    #[inline]
     pub fn usable(&self) -> bool {
         self.planes.iter().any(|p| {
             p.up()
@@ -548,6 +556,7 @@ impl PathSet {
     }
 
     /// Counts a packet sent on `idx` (payload `bytes`; `retx` for retransmissions); returns the EV's plane.
+    #[inline]
     pub fn on_sent(&mut self, idx: u16, bytes: u64, retx: bool) -> u8 {
         let ev = &mut self.evs[usize::from(idx)];
         ev.stats.sent += 1;
@@ -560,6 +569,7 @@ impl PathSet {
     }
 
     /// A SACK or NACK echoed `idx`: the path delivers. `rtt` is the sample it carried, if any.
+    #[inline]
     pub fn on_delivery(&mut self, idx: u16, rtt: Option<Duration>) {
         let ev = &mut self.evs[usize::from(idx)];
         ev.stats.delivered += 1;
@@ -728,6 +738,7 @@ impl PathSet {
     }
 
     /// When the next probe is due (`Instant::MAX` when none is).
+    #[inline]
     pub fn probe_deadline(&self) -> Instant {
         self.probe_deadline
     }
@@ -735,10 +746,16 @@ impl PathSet {
     /// The next EV to probe at `now`, if one is due; records the probe as outstanding with timestamp `ts`.
     /// Probes go only to planes whose ports are up.
     // spec: PATH-PROBE-1
+    #[inline]
     pub fn poll_probe(&mut self, now: Instant) -> Option<u16> {
         if now < self.probe_deadline {
             return None;
         }
+        self.poll_probe_due(now)
+    }
+
+    #[cold]
+    fn poll_probe_due(&mut self, now: Instant) -> Option<u16> {
         let mut found = None;
         let mut deadline = Instant::MAX;
         // Dead planes: one probe per interval each, rotating over the plane's EVs.

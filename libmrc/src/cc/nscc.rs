@@ -300,7 +300,8 @@ impl Nscc {
 
     /// Recomputes the cached window after the window or the penalty cap may have changed.
     fn refresh(&mut self) {
-        self.win = (self.cwnd.min(self.pen_cap).round() as u64).clamp(self.min, self.max);
+        // Both terms are positive, so adding one half and truncating rounds (without a libm call).
+        self.win = ((self.cwnd.min(self.pen_cap) + 0.5) as u64).clamp(self.min, self.max);
     }
 
     /// The configuration this controller was built from.

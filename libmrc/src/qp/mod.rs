@@ -435,6 +435,41 @@ pub(crate) struct MsgSlot {
     pub(crate) rqmsn: u64,
 }
 
+/// The QP's congestion controller with its window cached: the window is read before every transmission and
+/// changes only when the controller hears of an event.
+#[derive(Debug)]
+pub(crate) struct CachedCc {
+    inner: Box<dyn CongestionControl>,
+    window: u64,
+}
+
+impl CachedCc {
+    fn new(inner: Box<dyn CongestionControl>) -> Self {
+        let window = inner.window();
+        Self { inner, window }
+    }
+
+    #[inline]
+    pub(crate) fn window(&self) -> u64 {
+        self.window
+    }
+
+    pub(crate) fn on_ack(&mut self, now: Instant, sample: &crate::cc::AckSample) {
+        self.inner.on_ack(now, sample);
+        self.window = self.inner.window();
+    }
+
+    pub(crate) fn on_trim(&mut self, now: Instant, bytes: u64, last_hop: bool) {
+        self.inner.on_trim(now, bytes, last_hop);
+        self.window = self.inner.window();
+    }
+
+    pub(crate) fn on_loss(&mut self, now: Instant, bytes: u64) {
+        self.inner.on_loss(now, bytes);
+        self.window = self.inner.window();
+    }
+}
+
 /// Internal PSNs and MSNs start one wrap above the wire value so that "one before the first" never underflows.
 const PSN_BASE: u64 = 1 << 24;
 const MSN_BASE: u64 = 1 << 16;
@@ -462,9 +497,11 @@ pub(crate) struct Qp {
     pub(crate) delayed: VecDeque<(Instant, u64)>,
     pub(crate) rtt: RttEstimator,
     pub(crate) rack_xmit: Instant,
-    pub(crate) cc: Box<dyn CongestionControl>,
+    pub(crate) cc: CachedCc,
     pub(crate) paths: PathSet,
     pub(crate) peer_mpr: u8,
+    /// PSNs the requester may have outstanding: `min(mpr, peer's mpr) × 128`.
+    pub(crate) psn_window: u64,
     pub(crate) wimm_inflight: u32,
     pub(crate) wimm_msns: VecDeque<u64>,
     pub(crate) peer_cmsn: u64,
@@ -537,9 +574,10 @@ impl Qp {
             delayed: VecDeque::new(),
             rtt: RttEstimator::new(cfg.base_rtt, cfg.rto_min(), cfg.reorder_min()),
             rack_xmit: Instant::ZERO,
-            cc,
+            cc: CachedCc::new(cc),
             paths,
             peer_mpr: cfg.mpr,
+            psn_window: u64::from(cfg.mpr) * 128,
             wimm_inflight: 0,
             wimm_msns: VecDeque::new(),
             peer_cmsn: MSN_BASE - 1,

@@ -17,22 +17,32 @@ const MAX_RTT: Duration = Duration::from_secs(4);
 
 impl Qp {
     /// PSNs the requester may have outstanding: the smaller of its own and the peer's advertised window.
-    // spec: WIRE-SACK-3
+    #[inline]
     pub(crate) fn psn_window(&self) -> u64 {
-        u64::from(self.cfg().mpr.min(self.peer_mpr).max(1)) * 128
+        self.psn_window
     }
 
+    /// Adopts the peer's advertised receive window.
+    // spec: WIRE-SACK-3
+    fn set_peer_mpr(&mut self, mpr: u8) {
+        self.peer_mpr = mpr.max(1);
+        self.psn_window = u64::from(self.cfg().mpr.min(self.peer_mpr)) * 128;
+    }
+
+    #[inline]
     fn cwnd_allows(&self, len: u64) -> bool {
         let inflight = self.sent.inflight_bytes();
         // spec: CC-WIN-1
         inflight == 0 || inflight + len <= self.cc.window()
     }
 
+    #[inline]
     fn has_new_data(&self) -> bool {
         self.sq_next < self.sq_base + self.sq.len() as u64 && self.sent.len() < self.psn_window()
     }
 
     /// Whether data (new or retransmitted) could go out now.
+    #[inline]
     pub(crate) fn data_ready(&self) -> bool {
         if self.retx.is_empty() && !self.has_new_data() {
             return false;
@@ -86,6 +96,7 @@ impl Qp {
         self.poll_data(now, ports_ready, buf, mem, mrs)
     }
 
+    #[inline]
     fn choose_ev(&mut self, ports_ready: u32) -> Option<u16> {
         if let Some(i) = self.paths.next_ev_on(ports_ready) {
             return Some(i);
@@ -320,6 +331,7 @@ impl Qp {
     }
 
     /// Appends the ICRC (or four zero bytes when the QP runs without it).
+    #[inline]
     pub(crate) fn seal(&self, buf: &mut [u8], len: usize) -> Option<usize> {
         if self.cfg().icrc {
             crate::wire::seal(buf, len).ok()
@@ -357,6 +369,7 @@ impl Qp {
         })
     }
 
+    #[inline]
     pub(crate) fn control_bth(&self, opcode: Opcode) -> Bth {
         Bth {
             opcode,
@@ -423,8 +436,7 @@ impl Qp {
         let Some(epsn) = self.peer_epsn(s.cack_psn) else {
             return;
         };
-        // spec: WIRE-SACK-3
-        self.peer_mpr = s.mpr.max(1);
+        self.set_peer_mpr(s.mpr);
         let base = unwrap_psn(s.sack_base, self.sent.una());
         let acked = self.apply_acks(epsn, base, s.bitmap);
         let rtt = s
@@ -503,7 +515,7 @@ impl Qp {
             NackReason::NoResource | NackReason::PsnOutOfWindow => {
                 self.stats.rx_retry_nacks += 1;
                 if n.reason == NackReason::PsnOutOfWindow {
-                    self.peer_mpr = n.mpr.max(1);
+                    self.set_peer_mpr(n.mpr);
                 } else {
                     self.last_nack_rnr = true;
                 }
@@ -698,6 +710,20 @@ pub(crate) fn gather<M: Memory>(
     mrs: &MrTable,
     pd: Pd,
 ) -> bool {
+    if let [s] = sges {
+        // One element, the common case: a single check and copy.
+        let addr = s.addr.wrapping_add(u64::from(offset));
+        let fits = u64::from(offset) + dst.len() as u64 <= u64::from(s.len);
+        if !fits
+            || mrs
+                .check(s.lkey, pd, addr, dst.len() as u64, Access::NONE)
+                .is_err()
+        {
+            return false;
+        }
+        mem.read(addr, dst);
+        return true;
+    }
     let mut total = 0;
     for (lkey, addr, at, n) in pieces(sges, u64::from(offset), dst.len()) {
         if mrs.check(lkey, pd, addr, n as u64, Access::NONE).is_err() {

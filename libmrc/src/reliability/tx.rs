@@ -1,13 +1,15 @@
 //! Send-side reliability: what is in flight, what is acknowledged, what is lost.
 //!
-//! Every transmitted PSN has an entry in a window indexed by `psn - snd_una`. A second queue holds
-//! transmissions in send-time order; because the engine's clock only moves forward, that queue is sorted by
-//! construction, so both loss rules are checks on its front:
+//! Every transmitted PSN has an entry in a window indexed by `psn - snd_una`. Both loss rules need the oldest
+//! transmission still in flight:
 //! - time-based (RACK-like): a packet is lost once a packet sent more than a reorder window after it was acknowledged;
 //! - per-packet RTO: a packet is lost once it has been unacknowledged for an RTO.
 //!
-//! Entries made stale by an acknowledgement or a later retransmission are skipped lazily, so each transmission
-//! is pushed and popped once.
+//! First transmissions go out in PSN order and the engine's clock only moves forward, so the window itself is
+//! in send-time order for them: a cursor that only moves forward finds the oldest one still in flight.
+//! Retransmissions break that order, so they also go into a small queue of their own, which is in send-time order
+//! by construction. The oldest transmission in flight is the older of the two fronts. Entries made stale by an
+//! acknowledgement, a loss or a later retransmission are skipped lazily, so each is passed once.
 
 use std::collections::VecDeque;
 
@@ -48,8 +50,10 @@ pub struct SentPkt {
 pub struct SentWindow {
     una: u64,
     pkts: VecDeque<SentPkt>,
-    /// (send time, PSN) of transmissions, oldest first.
-    by_time: VecDeque<(Instant, u64)>,
+    /// No first transmission below this PSN is still in flight.
+    scan: u64,
+    /// (send time, PSN) of retransmissions, oldest first.
+    retx_times: VecDeque<(Instant, u64)>,
     inflight_bytes: u64,
 }
 
@@ -58,47 +62,56 @@ impl SentWindow {
     pub fn new(initial_psn: u64) -> Self {
         Self {
             una: initial_psn,
+            scan: initial_psn,
             ..Self::default()
         }
     }
 
     /// Oldest unacknowledged PSN.
+    #[inline]
     pub fn una(&self) -> u64 {
         self.una
     }
 
     /// Next PSN to assign.
+    #[inline]
     pub fn nxt(&self) -> u64 {
         self.una + self.pkts.len() as u64
     }
 
     /// PSNs in `[una, nxt)`.
+    #[inline]
     pub fn len(&self) -> u64 {
         self.pkts.len() as u64
     }
 
     /// Whether nothing is outstanding.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.pkts.is_empty()
     }
 
     /// Payload bytes in flight (sent, neither acknowledged nor declared lost).
+    #[inline]
     pub fn inflight_bytes(&self) -> u64 {
         self.inflight_bytes
     }
 
     /// The entry of `psn`, if it is in the window.
+    #[inline]
     pub fn get(&self, psn: u64) -> Option<&SentPkt> {
         psn.checked_sub(self.una)
             .and_then(|i| self.pkts.get(usize::try_from(i).ok()?))
     }
 
+    #[inline]
     fn get_mut(&mut self, psn: u64) -> Option<&mut SentPkt> {
         let i = usize::try_from(psn.checked_sub(self.una)?).ok()?;
         self.pkts.get_mut(i)
     }
 
     /// Records the first transmission of the next PSN and returns it.
+    #[inline]
     pub fn push(&mut self, wqe: u64, offset: u32, len: u32, ev: u16, now: Instant) -> u64 {
         let psn = self.nxt();
         self.pkts.push_back(SentPkt {
@@ -110,7 +123,6 @@ impl SentWindow {
             tx_count: 1,
             state: PktState::InFlight,
         });
-        self.by_time.push_back((now, psn));
         self.inflight_bytes += u64::from(len);
         psn
     }
@@ -126,7 +138,7 @@ impl SentWindow {
             p.tx_count = p.tx_count.saturating_add(1);
             let len = u64::from(p.len);
             self.inflight_bytes += len;
-            self.by_time.push_back((now, psn));
+            self.retx_times.push_back((now, psn));
         }
     }
 
@@ -200,36 +212,68 @@ impl SentWindow {
         n
     }
 
-    fn front_live(&mut self) -> Option<(Instant, u64)> {
-        while let Some(&(t, psn)) = self.by_time.front() {
+    /// The oldest first transmission still in flight (moving the cursor past everything that is not one).
+    #[inline]
+    fn first_live(&mut self) -> Option<(Instant, u64)> {
+        self.scan = self.scan.max(self.una);
+        loop {
+            let p = self.get(self.scan)?;
+            if p.state == PktState::InFlight && p.tx_count == 1 {
+                return Some((p.sent_at, self.scan));
+            }
+            self.scan += 1;
+        }
+    }
+
+    /// The oldest retransmission still in flight (dropping stale entries).
+    #[inline]
+    fn retx_live(&mut self) -> Option<(Instant, u64)> {
+        while let Some(&(t, psn)) = self.retx_times.front() {
             match self.get(psn) {
                 Some(p) if p.state == PktState::InFlight && p.sent_at == t => {
                     return Some((t, psn));
                 }
                 _ => {
-                    self.by_time.pop_front();
+                    self.retx_times.pop_front();
                 }
             }
         }
         None
     }
 
-    /// Send time of the oldest transmission still in flight.
-    pub fn oldest_inflight(&mut self) -> Option<Instant> {
-        self.front_live().map(|(t, _)| t)
+    /// The oldest transmission in flight, and whether it is a retransmission.
+    #[inline]
+    fn front_live(&mut self) -> Option<(Instant, u64, bool)> {
+        match (self.first_live(), self.retx_live()) {
+            (Some((a, _)), Some((b, pb))) if b < a => Some((b, pb, true)),
+            (Some((a, pa)), _) => Some((a, pa, false)),
+            (None, Some((b, pb))) => Some((b, pb, true)),
+            (None, None) => None,
+        }
     }
 
-    /// Pops the oldest in-flight transmission if it was sent at or before `cutoff`, returning its PSN.
+    /// Send time of the oldest transmission still in flight.
+    #[inline]
+    pub fn oldest_inflight(&mut self) -> Option<Instant> {
+        self.front_live().map(|(t, _, _)| t)
+    }
+
+    /// Takes the oldest in-flight transmission if it was sent at or before `cutoff`, returning its PSN.
     /// Callers use it for both loss rules: RACK (`cutoff` = newest acknowledged send time − reorder window) and
     /// RTO (`cutoff` = now − RTO).
     // spec: REL-LOSS-1
     // spec: REL-LOSS-2
+    #[inline]
     pub fn pop_sent_before(&mut self, cutoff: Instant) -> Option<u64> {
-        let (t, psn) = self.front_live()?;
+        let (t, psn, retx) = self.front_live()?;
         if t > cutoff {
             return None;
         }
-        self.by_time.pop_front();
+        if retx {
+            self.retx_times.pop_front();
+        } else {
+            self.scan = psn + 1;
+        }
         Some(psn)
     }
 
@@ -416,5 +460,51 @@ mod tests {
         r.update(us(30));
         assert!(r.rto_ns() > 30_000);
         assert_eq!(r.min(), Some(us(10)));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 1000, ..Default::default() })]
+
+        /// The oldest in-flight transmission, and what `pop_sent_before` takes, agree with a brute-force scan of
+        /// the window under any mix of sends, acks, losses, retransmissions and pops. (As in the engine, a
+        /// popped PSN is declared lost at once.)
+        #[test]
+        fn oldest_inflight_matches_a_scan(ops in proptest::collection::vec((0u8..6, 0u64..40, 0u64..3), 1..200)) {
+            let mut w = SentWindow::new(1000);
+            let mut now = 0u64;
+            for (op, x, dt) in ops {
+                now += dt;
+                let psn = w.una() + x % w.len().max(1);
+                let scan = |w: &SentWindow| {
+                    w.iter()
+                        .filter(|(_, p)| p.state == PktState::InFlight)
+                        .map(|(_, p)| p.sent_at)
+                        .min()
+                };
+                match op {
+                    0 | 1 => {
+                        w.push(0, 0, 1, 0, Instant::from_nanos(now));
+                    }
+                    2 => {
+                        w.ack(psn);
+                        w.advance();
+                    }
+                    3 => {
+                        w.mark_lost(psn);
+                    }
+                    4 => w.retransmitted(psn, 1, Instant::from_nanos(now)),
+                    _ => {
+                        let cutoff = Instant::from_nanos(now.saturating_sub(x));
+                        let want = scan(&w).filter(|t| *t <= cutoff);
+                        let got = w.pop_sent_before(cutoff);
+                        proptest::prop_assert_eq!(got.map(|q| w.get(q).unwrap().sent_at), want);
+                        if let Some(q) = got {
+                            proptest::prop_assert!(w.mark_lost(q).is_some(), "popped PSN {} was in flight", q);
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(w.oldest_inflight(), scan(&w));
+            }
+        }
     }
 }
