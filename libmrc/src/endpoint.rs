@@ -568,8 +568,7 @@ impl Endpoint {
                     && !qp.deadline_dirty
                 {
                     // A data packet changed nothing the endpoint files (no completion, event or earlier deadline)
-                    // and more data usually follows: back to the end of the ready queue. If it has nothing more,
-                    // the next poll finds out.
+                    // and more data can go: back to the end of the ready queue.
                     self.slots[slot].queued = true;
                     self.ready.push_back(slot);
                 } else {

@@ -415,7 +415,15 @@ impl Qp {
     }
 
     /// The next control packet owed to the peer, if any.
+    #[inline]
     pub(crate) fn poll_control(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if self.ctl.is_empty() && !self.sack_now && self.sack_deadline > now && !self.ack_pending {
+            return None;
+        }
+        self.poll_control_due(now, buf)
+    }
+
+    fn poll_control_due(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if let Some(c) = self.ctl.pop_front() {
             return match c {
                 Ctl::Sack { echo, probe_reply } => self.emit_sack(echo, probe_reply, buf),
