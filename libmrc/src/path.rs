@@ -333,8 +333,10 @@ pub struct PathSet {
     planes: Vec<Plane>,
     plane_cursor: usize,
     any_cursor: usize,
-    /// (EV value, index) sorted by value, for looking up echoed EVs.
+    /// (EV value, index) sorted by value, for looking up echoed EVs of explicit sets.
     lookup: Vec<(u32, u16)>,
+    /// For generated sets: (first index, plane bits, planes), so an EV's index is arithmetic.
+    generated: Option<(u32, u8, u32)>,
     per_plane: usize,
     min_active: usize,
     plane_dead_after: u32,
@@ -409,6 +411,11 @@ impl PathSet {
             plane_cursor: 0,
             any_cursor: 0,
             lookup,
+            generated: cfg.explicit.is_none().then_some((
+                cfg.first_index,
+                cfg.plane_bits,
+                u32::from(cfg.planes),
+            )),
             per_plane: usize::from(cfg.per_plane),
             min_active: usize::from(cfg.min_active_per_plane),
             plane_dead_after: cfg.plane_dead_after,
@@ -421,9 +428,19 @@ impl PathSet {
         }
     }
 
-    /// Index of the EV with this value.
+    /// Index of the EV with this value (every SACK and NACK echoes one).
     #[inline]
     pub fn find(&self, ev: u32) -> Option<u16> {
+        if let Some((first, bits, planes)) = self.generated {
+            // Generated EVs interleave planes: index = (ev >> plane_bits - first_index) × planes + plane.
+            let plane = crate::wire::plane_of(ev, bits);
+            let i = crate::wire::path_of(ev, bits).checked_sub(first)?;
+            let idx = usize::try_from(u64::from(i) * u64::from(planes) + u64::from(plane)).ok()?;
+            return match self.evs.get(idx) {
+                Some(e) if e.value == ev => Some(idx as u16),
+                _ => None,
+            };
+        }
         self.lookup
             .binary_search_by_key(&ev, |&(v, _)| v)
             .ok()
@@ -1133,6 +1150,31 @@ mod tests {
         assert_eq!(s.next_ev(), None, "peer's port 1 down, plane 0 retired");
         s.set_remote_ports(0b11);
         assert!(s.next_ev().is_some());
+    }
+
+    #[test]
+    fn find_agrees_with_a_search_for_generated_and_explicit_sets() {
+        for cfg in [
+            EvConfig {
+                first_index: 7,
+                ..cfg(8, 4, 8, 1)
+            },
+            cfg(1, 16, 0, 1),
+            EvConfig {
+                explicit: Some(vec![0x101, 0x200, 0x301, 0x400]),
+                ..cfg(2, 2, 0, 1)
+            },
+        ] {
+            let s = PathSet::new(&cfg);
+            for (i, e) in s.infos().enumerate() {
+                assert_eq!(s.find(e.ev), Some(i as u16), "{cfg:?}");
+            }
+            for bogus in [u32::MAX, 0xdead_beef, 5 << 3 | 9] {
+                if !s.infos().any(|e| e.ev == bogus) {
+                    assert_eq!(s.find(bogus), None);
+                }
+            }
+        }
     }
 
     #[test]
