@@ -409,27 +409,4 @@ mod tests {
         let delivered: u64 = r.delivered.iter().sum();
         assert!(r.trims_measured * 4096 * 10 < delivered, "{r:?}");
     }
-
-    /// A table for tuning: `cargo test -p mrc --lib cc::fluid -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "exploration, prints a table"]
-    fn explore() {
-        for n in [2usize, 8, 16, 64] {
-            for (mode, sc) in [
-                ("threshold", scenario(G800)),
-                ("ramp", ramp(scenario(G800))),
-                ("last hop", last_hop(scenario(G800))),
-            ] {
-                // Every flow has joined 3 ms before measuring starts.
-                let joined = Duration::from_micros(100 * n as u64);
-                let sc = Scenario {
-                    measure_from: joined + Duration::from_millis(3),
-                    duration: joined + Duration::from_millis(6),
-                    ..sc
-                };
-                let r = run(&sc, nsccs(n), &staggered(n, 100));
-                show(&format!("{n} flows, {mode}"), &r);
-            }
-        }
-    }
 }
