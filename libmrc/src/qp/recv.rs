@@ -296,12 +296,14 @@ impl Qp {
     // spec: QP-CQ-3
     fn complete_messages(&mut self) {
         let mut completed_recv = false;
-        while let Some(s) = self.msgs.front() {
-            let done = s.open && s.last_seen && s.bytes == u64::from(s.total);
-            if !done {
-                break;
+        loop {
+            match self.msgs.front() {
+                Some(s) if s.open && s.last_seen && s.bytes == u64::from(s.total) => {}
+                _ => break,
             }
-            let s = self.msgs.pop_front().expect("front exists");
+            let Some(s) = self.msgs.pop_front() else {
+                break;
+            };
             self.msn_base += 1;
             let consumes = s.kind == K_SEND || (s.kind == K_WRITE && s.imm.is_some());
             if s.kind == K_READ_RESP {

@@ -633,15 +633,17 @@ impl Qp {
     // spec: QP-CQ-1
     pub(crate) fn complete_sq(&mut self) {
         let una = self.sent.una();
-        while let Some(w) = self.sq.front() {
-            if self.sq_base >= self.sq_next || !w.started {
-                break;
+        while self.sq_base < self.sq_next {
+            match self.sq.front() {
+                Some(w)
+                    if w.started
+                        && una >= w.first_psn + u64::from(w.npkts)
+                        && (w.kind != WqeKind::Read || w.read_done) => {}
+                _ => break,
             }
-            let acked = una >= w.first_psn + u64::from(w.npkts);
-            if !acked || (w.kind == WqeKind::Read && !w.read_done) {
+            let Some(w) = self.sq.pop_front() else {
                 break;
-            }
-            let w = self.sq.pop_front().expect("front exists");
+            };
             self.sq_base += 1;
             self.finish_wqe(w);
         }
