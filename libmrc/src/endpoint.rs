@@ -489,11 +489,7 @@ impl Endpoint {
         match pkt.body {
             Body::Data(d) => {
                 qp.on_data(now, &meta, &pkt.bth, &d, mem, &self.mrs);
-                if qp.cqes.is_empty()
-                    && qp.ev_changes.is_empty()
-                    && !qp.went_to_error
-                    && !qp.deadline_dirty
-                {
+                if qp.nothing_to_file() {
                     // Receiving data moved no deadline earlier and produced nothing to file: only the ready
                     // queue may need this QP (to send a SACK or NACK, or a READ response).
                     if !self.slots[slot].queued && qp.wants_transmit(now) {
@@ -561,14 +557,10 @@ impl Endpoint {
             if t.is_some() {
                 self.stats.tx_datagrams += 1;
                 let data = t.is_some_and(|t| t.class != TrafficClass::Control);
-                if data
-                    && qp.cqes.is_empty()
-                    && qp.ev_changes.is_empty()
-                    && !qp.went_to_error
-                    && !qp.deadline_dirty
-                {
+                if data && qp.nothing_to_file() {
                     // A data packet changed nothing the endpoint files (no completion, event or earlier deadline)
-                    // and more data can go: back to the end of the ready queue.
+                    // and more data usually follows: back to the end of the ready queue. If there is none, the
+                    // next poll finds out.
                     self.slots[slot].queued = true;
                     self.ready.push_back(slot);
                 } else {

@@ -824,6 +824,15 @@ impl Qp {
         self.retry_deadline = Instant::MAX;
     }
 
+    /// Whether the endpoint has nothing to collect from this QP: no completion, no event, no deadline that may
+    /// have moved earlier. Then only its place in the ready queue can need attention.
+    pub(crate) fn nothing_to_file(&self) -> bool {
+        self.cqes.is_empty()
+            && self.ev_changes.is_empty()
+            && !self.went_to_error
+            && !self.deadline_dirty
+    }
+
     /// Whether the requester has work that is not yet acknowledged.
     pub(crate) fn has_outstanding(&self) -> bool {
         !self.sent.is_empty() || self.sq_next < self.sq_base + self.sq.len() as u64
