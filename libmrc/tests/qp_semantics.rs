@@ -7,6 +7,48 @@ use common::*;
 use mrc::testing::{Fault, Net, NetConfig, PlaneConfig};
 use mrc::*;
 
+/// Connects a QP pair between nodes `a` and `b` whose creation parameters `shape` adjusts, both sides starting
+/// at PSN `psn`; returns the QPNs.
+fn connect_with(
+    net: &mut Net,
+    a: usize,
+    b: usize,
+    psn: u32,
+    shape: impl Fn(QpInit) -> QpInit,
+) -> [u32; 2] {
+    let now = net.now();
+    let mut qpn = [0u32; 2];
+    for (i, n) in [a, b].into_iter().enumerate() {
+        let node = &mut net.nodes[n];
+        qpn[i] = node
+            .ep
+            .create_qp(shape(QpInit::new(node.pd, node.cq)))
+            .unwrap();
+        node.ep
+            .modify_qp(
+                qpn[i],
+                Transition::Init {
+                    access: Access::REMOTE_WRITE,
+                },
+                now,
+            )
+            .unwrap();
+    }
+    for (i, (n, peer)) in [(a, b), (b, a)].into_iter().enumerate() {
+        let ep = &mut net.nodes[n].ep;
+        let rtr = Transition::Rtr {
+            peer: PeerId(peer as u32),
+            remote_qpn: qpn[1 - i],
+            rq_psn: psn,
+            remote_caps: Caps::ALL,
+        };
+        ep.modify_qp(qpn[i], rtr, now).unwrap();
+        ep.modify_qp(qpn[i], Transition::Rts { sq_psn: psn }, now)
+            .unwrap();
+    }
+    qpn
+}
+
 fn write_wr(sges: &[Sge], dst: u64, rkey: u32, wr_id: u64, signaled: bool) -> SendWr<'_> {
     SendWr {
         wr_id,
@@ -133,37 +175,12 @@ fn unsignaled_requests_free_their_slots_with_the_next_signaled_completion() {
     cfg.mtu = 1024;
     let mut net = Net::new(NetConfig::uniform(4, PlaneConfig::default(), 2));
     let (a, b) = (net.add_node(Caps::ALL), net.add_node(Caps::ALL));
-    let mut qpn = [0; 2];
-    for (i, n) in [a, b].into_iter().enumerate() {
-        let node = &mut net.nodes[n];
-        let init = QpInit {
-            max_send_wr: 4,
-            config: cfg.clone(),
-            ..QpInit::new(node.pd, node.cq)
-        };
-        qpn[i] = node.ep.create_qp(init).unwrap();
-    }
+    let qpn = connect_with(&mut net, a, b, 7, |init| QpInit {
+        max_send_wr: 4,
+        config: cfg.clone(),
+        ..init
+    });
     let now = net.now();
-    for (i, (n, peer)) in [(a, b), (b, a)].into_iter().enumerate() {
-        let ep = &mut net.nodes[n].ep;
-        ep.modify_qp(
-            qpn[i],
-            Transition::Init {
-                access: Access::REMOTE_WRITE,
-            },
-            now,
-        )
-        .unwrap();
-        let rtr = Transition::Rtr {
-            peer: PeerId(peer as u32),
-            remote_qpn: qpn[1 - i],
-            rq_psn: 7,
-            remote_caps: Caps::ALL,
-        };
-        ep.modify_qp(qpn[i], rtr, now).unwrap();
-        ep.modify_qp(qpn[i], Transition::Rts { sq_psn: 7 }, now)
-            .unwrap();
-    }
     let (src, ks) = net.alloc_mr(a, 4096, Access::NONE);
     let (dst, kd) = net.alloc_mr(b, 4096, Access::REMOTE_WRITE);
     let sge = [Sge {
@@ -462,39 +479,12 @@ fn sequence_numbers_wrap() {
     ));
     let (a, b) = (net.add_node(Caps::ALL), net.add_node(Caps::ALL));
     let cfg = qp_config(2);
-    let mut qpn = [0u32; 2];
-    let now = net.now();
-    for (i, n) in [a, b].into_iter().enumerate() {
-        let node = &mut net.nodes[n];
-        let init = QpInit {
-            max_send_wr: 4096,
-            max_recv_wr: 4096,
-            config: cfg.clone(),
-            ..QpInit::new(node.pd, node.cq)
-        };
-        qpn[i] = node.ep.create_qp(init).unwrap();
-        node.ep
-            .modify_qp(
-                qpn[i],
-                Transition::Init {
-                    access: Access::REMOTE_WRITE,
-                },
-                now,
-            )
-            .unwrap();
-    }
-    for (i, (n, peer)) in [(a, b), (b, a)].into_iter().enumerate() {
-        let ep = &mut net.nodes[n].ep;
-        let rtr = Transition::Rtr {
-            peer: PeerId(peer as u32),
-            remote_qpn: qpn[1 - i],
-            rq_psn: 0xFF_FF00,
-            remote_caps: Caps::ALL,
-        };
-        ep.modify_qp(qpn[i], rtr, now).unwrap();
-        ep.modify_qp(qpn[i], Transition::Rts { sq_psn: 0xFF_FF00 }, now)
-            .unwrap();
-    }
+    let qpn = connect_with(&mut net, a, b, 0xFF_FF00, |init| QpInit {
+        max_send_wr: 4096,
+        max_recv_wr: 4096,
+        config: cfg.clone(),
+        ..init
+    });
     let (src, ks) = net.alloc_mr(a, 8, Access::NONE);
     let (dst, kd) = net.alloc_mr(b, 8, Access::REMOTE_WRITE);
     let total: u32 = 70_000;

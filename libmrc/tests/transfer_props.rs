@@ -25,6 +25,20 @@ struct Mix {
     corrupt: f64,
 }
 
+impl Mix {
+    /// A plane with these impairments.
+    fn plane(&self) -> PlaneConfig {
+        PlaneConfig {
+            loss: self.loss,
+            reorder: self.reorder,
+            duplicate: self.duplicate,
+            trim: self.trim,
+            corrupt: self.corrupt,
+            ..PlaneConfig::default()
+        }
+    }
+}
+
 fn mix() -> impl Strategy<Value = Mix> {
     (
         0.0..0.30f64,
@@ -64,14 +78,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn run(seed: u64, m: &Mix, ops: &[Op]) -> Result<(), String> {
-    let plane = PlaneConfig {
-        loss: m.loss,
-        reorder: m.reorder,
-        duplicate: m.duplicate,
-        trim: m.trim,
-        corrupt: m.corrupt,
-        ..PlaneConfig::default()
-    };
+    let plane = m.plane();
     let (mut net, qa, qb) = pair(8, plane, seed, &qp_config(8));
     let posted: Vec<Posted> = ops
         .iter()
@@ -142,14 +149,7 @@ fn worst_mix_exercises_every_impairment() {
         trim: 0.2,
         corrupt: 0.05,
     };
-    let plane = PlaneConfig {
-        loss: m.loss,
-        reorder: m.reorder,
-        duplicate: m.duplicate,
-        trim: m.trim,
-        corrupt: m.corrupt,
-        ..PlaneConfig::default()
-    };
+    let plane = m.plane();
     let (mut net, qa, qb) = pair(8, plane, 99, &qp_config(8));
     let ops = [
         Op {
