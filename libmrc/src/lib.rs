@@ -17,6 +17,7 @@
 //! - [`qp`]: queue pairs: state machine, segmentation, placement, completions.
 //! - [`endpoint`]: demultiplexing, transmit scheduling, timers, ports; the API drivers use.
 //! - [`mem`]: protection domains, registered regions, the [`Memory`] trait that moves payload.
+//! - `datapath` (feature `udp`): per-plane UDP sockets, uSID destinations, a progress thread.
 //! - `testing` (feature `testing`): a deterministic in-memory network of N planes with loss, reordering,
 //!   duplication, trimming, corruption and plane/path/port/node failures.
 //!
@@ -27,6 +28,8 @@
 pub mod cc;
 pub mod completion;
 pub mod config;
+#[cfg(feature = "udp")]
+pub mod datapath;
 pub mod endpoint;
 pub mod mem;
 pub mod path;
