@@ -90,6 +90,20 @@ pub struct Completion {
     pub qpn: u32,
 }
 
+impl Default for Completion {
+    /// A placeholder for completion buffers handed to `poll_cq`.
+    fn default() -> Self {
+        Self {
+            wr_id: 0,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Send,
+            byte_len: 0,
+            imm: None,
+            qpn: 0,
+        }
+    }
+}
+
 /// A completion queue handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CqId(pub(crate) u32);

@@ -1,0 +1,586 @@
+//! [`UdpEndpoint`]: an [`Endpoint`] driven over one UDP socket per plane.
+//!
+//! One call to [`UdpEndpoint::poll`] is one round of progress: drain every socket (placing payload straight into
+//! registered memory), read the ICMP error queues (a dead path is retired at once instead of after a timeout),
+//! run due timers, then send everything the engine has, batched per plane with `sendmmsg`. A plane whose
+//! socket buffer is full is left out of the ready mask, so the engine moves that plane's share of traffic to
+//! the others instead of queueing behind it. Drive it from the application (poll mode) or hand it to a
+//! [`Progress`](super::Progress) thread.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddrV6;
+use std::os::fd::{AsRawFd, RawFd};
+
+use crate::config::{ConfigError, EndpointConfig};
+use crate::datapath::config::{NodeConfig, PeerPlane};
+use crate::datapath::memory::HostMemory;
+use crate::datapath::socket::{PlaneSocket, RxBatch, SendError, TxBatch, wait};
+use crate::endpoint::{Endpoint, RecvMeta, TrimMark};
+use crate::mem::{Access, MrKeys, Pd};
+use crate::path::EvConfig;
+use crate::qp::{ConnInfo, ModifyError, PeerId, QpInit, Transition};
+use crate::time::Instant;
+use crate::wire::{
+    Body, PSN_MASK, Packet, ParseOptions, TrafficClass, UsidContainer, traffic_class,
+};
+
+/// Datagrams per `sendmmsg`/`recvmmsg`.
+const BATCH: usize = 32;
+/// Rounds of receive batches per socket per poll before the transmit side gets a turn.
+const RX_ROUNDS: usize = 4;
+
+/// Tuning of the socket layer.
+#[derive(Debug, Clone)]
+pub struct DatapathConfig {
+    /// Socket send and receive buffer size.
+    pub socket_buffer: usize,
+    /// Largest datagram: the QPs' MTU plus headers.
+    pub max_datagram: usize,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        Self {
+            socket_buffer: 8 << 20,
+            max_datagram: 9000,
+        }
+    }
+}
+
+/// Counters of the socket layer (the engine keeps its own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DatapathStats {
+    /// Datagrams sent.
+    pub tx_datagrams: u64,
+    /// `sendmmsg` calls.
+    pub tx_batches: u64,
+    /// Datagrams dropped because sending failed (no route, ...).
+    pub tx_errors: u64,
+    /// Times a plane's socket buffer was full.
+    pub tx_blocked: u64,
+    /// Datagrams received.
+    pub rx_datagrams: u64,
+    /// Received datagrams longer than `max_datagram` (dropped).
+    pub rx_oversize: u64,
+    /// Received datagrams with a trim mark in the traffic class.
+    pub rx_trimmed: u64,
+    /// Received datagrams from an address that belongs to no peer.
+    pub rx_unknown_source: u64,
+    /// ICMP errors and local send errors that retired a path.
+    pub unreachable: u64,
+}
+
+/// What this node tells a peer so the peer can reach it: one entry per plane.
+pub type LocalPlanes = Vec<PeerPlane>;
+
+/// An MRC endpoint over real UDP sockets, one per plane.
+pub struct UdpEndpoint {
+    ep: Endpoint,
+    node: NodeConfig,
+    socks: Vec<PlaneSocket>,
+    peers: Vec<Vec<PeerPlane>>,
+    /// (source address, port) → peer, to tell the engine who sent a datagram.
+    by_source: BTreeMap<(u128, u16), PeerId>,
+    /// Registered memory: the placement target.
+    pub mem: HostMemory,
+    epoch: std::time::Instant,
+    tx: Vec<TxBatch>,
+    scratch: Vec<u8>,
+    rx: RxBatch,
+    stats: DatapathStats,
+    blocked: Vec<bool>,
+    zero_checksum: bool,
+    plane_bits: u8,
+    max_datagram: usize,
+}
+
+impl std::fmt::Debug for UdpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdpEndpoint")
+            .field("planes", &self.socks.len())
+            .field("peers", &self.peers.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Why a [`UdpEndpoint`] could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The configuration is wrong.
+    Config(ConfigError),
+    /// A socket could not be set up.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(e) => write!(f, "configuration: {e}"),
+            StartError::Io(e) => write!(f, "socket: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<ConfigError> for StartError {
+    fn from(e: ConfigError) -> Self {
+        StartError::Config(e)
+    }
+}
+
+impl From<io::Error> for StartError {
+    fn from(e: io::Error) -> Self {
+        StartError::Io(e)
+    }
+}
+
+impl UdpEndpoint {
+    /// Binds one socket per plane of `node` and starts an endpoint with one port per plane.
+    pub fn new(
+        node: NodeConfig,
+        mut cfg: EndpointConfig,
+        dp: DatapathConfig,
+    ) -> Result<Self, StartError> {
+        cfg.ports = node.plane_count() as u8;
+        let ep = Endpoint::new(cfg)?;
+        // SRv6 hops rewrite the destination inside UDP's pseudo-header, so the UDP checksum cannot survive
+        // them: turn it off and rely on MRC's ICRC (spec WIRE-ICRC-1).
+        let zero_checksum = node.usid_block.is_some();
+        let mut socks = Vec::with_capacity(node.plane_count());
+        for p in &node.planes {
+            socks.push(PlaneSocket::bind(p.addr, zero_checksum, dp.socket_buffer)?);
+        }
+        let max_datagram = dp.max_datagram.max(256);
+        let planes = node.plane_count();
+        Ok(Self {
+            ep,
+            plane_bits: EvConfig::with_planes(planes as u8, 1).plane_bits,
+            node,
+            tx: (0..planes)
+                .map(|_| TxBatch::new(BATCH, max_datagram))
+                .collect(),
+            scratch: vec![0; max_datagram],
+            rx: RxBatch::new(BATCH, max_datagram),
+            socks,
+            peers: Vec::new(),
+            by_source: BTreeMap::new(),
+            mem: HostMemory::default(),
+            epoch: std::time::Instant::now(),
+            stats: DatapathStats::default(),
+            blocked: vec![false; planes],
+            zero_checksum,
+            max_datagram,
+        })
+    }
+
+    /// The engine, for QPs, CQs, posting and counters.
+    pub fn endpoint(&mut self) -> &mut Endpoint {
+        &mut self.ep
+    }
+
+    /// The engine, read-only.
+    pub fn endpoint_ref(&self) -> &Endpoint {
+        &self.ep
+    }
+
+    /// The node's configuration.
+    pub fn node(&self) -> &NodeConfig {
+        &self.node
+    }
+
+    /// The EV configuration QPs on this datapath use: one plane per socket.
+    pub fn ev_config(&self, per_plane: u16) -> EvConfig {
+        EvConfig::with_planes(self.node.plane_count() as u8, per_plane)
+    }
+
+    /// Whether UDP checksums are off (uSID mode).
+    pub fn zero_checksum(&self) -> bool {
+        self.zero_checksum
+    }
+
+    /// The engine's clock: nanoseconds since this endpoint started.
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// What peers need to reach this node: the bound address of every plane and the plane's T0.
+    pub fn local_planes(&self) -> LocalPlanes {
+        self.socks
+            .iter()
+            .zip(&self.node.planes)
+            .map(|(s, p)| PeerPlane {
+                addr: s.local_addr(),
+                t0: p.t0,
+            })
+            .collect()
+    }
+
+    /// Adds a peer reachable at `planes` (one entry per plane, from its [`local_planes`](Self::local_planes)).
+    pub fn add_peer(&mut self, planes: LocalPlanes) -> Result<PeerId, ConfigError> {
+        if planes.len() != self.socks.len() {
+            return Err(ConfigError::new(
+                "peer.planes",
+                format!(
+                    "the peer has {} planes and this node {}; both ends need the same planes",
+                    planes.len(),
+                    self.socks.len()
+                ),
+            ));
+        }
+        let id = PeerId(self.peers.len() as u32);
+        for p in &planes {
+            self.by_source
+                .insert((u128::from(*p.addr.ip()), p.addr.port()), id);
+        }
+        self.peers.push(planes);
+        Ok(id)
+    }
+
+    /// Allocates `len` zeroed bytes of datapath-owned memory and registers them with `access`.
+    pub fn alloc_mr(
+        &mut self,
+        pd: Pd,
+        len: usize,
+        access: Access,
+    ) -> Result<(u64, MrKeys), ConfigError> {
+        let addr = self.mem.alloc(len);
+        match self.ep.reg_mr(pd, addr, len as u64, access) {
+            Ok(k) => Ok((addr, k)),
+            Err(e) => {
+                self.mem.forget(addr);
+                Err(ConfigError::new(
+                    "mr",
+                    format!("registration failed: {e:?}"),
+                ))
+            }
+        }
+    }
+
+    /// Creates a QP and brings it to INIT granting `access`; returns its number and the blob the peer needs
+    /// (exchange it out of band, with [`local_planes`](Self::local_planes)).
+    pub fn create_qp(
+        &mut self,
+        init: QpInit,
+        access: Access,
+    ) -> Result<(u32, ConnInfo), ConfigError> {
+        let mtu = init.config.mtu;
+        let mpr = init.config.mpr;
+        let plane_bits = init.config.ev.plane_bits;
+        let now = self.now();
+        let qpn = self.ep.create_qp(init)?;
+        self.ep
+            .modify_qp(qpn, Transition::Init { access }, now)
+            .map_err(|e| ConfigError::new("qp.access", format!("{e:?}")))?;
+        let info = ConnInfo {
+            qpn,
+            psn: initial_psn(),
+            caps: self.ep.config().caps,
+            mtu,
+            mpr,
+            ports: self.ep.ports_up(),
+            plane_bits,
+            addr: self
+                .socks
+                .first()
+                .map_or(0, |s| u128::from(*s.local_addr().ip())),
+        };
+        Ok((qpn, info))
+    }
+
+    /// Connects QP `local.qpn` to the peer's QP described by `remote` (INIT → RTR → RTS).
+    pub fn connect_qp(
+        &mut self,
+        local: &ConnInfo,
+        peer: PeerId,
+        remote: &ConnInfo,
+    ) -> Result<(), ModifyError> {
+        let now = self.now();
+        self.ep.modify_qp(
+            local.qpn,
+            Transition::Rtr {
+                peer,
+                remote_qpn: remote.qpn,
+                rq_psn: remote.psn,
+                remote_caps: remote.caps,
+            },
+            now,
+        )?;
+        self.ep
+            .modify_qp(local.qpn, Transition::Rts { sq_psn: local.psn }, now)
+    }
+
+    /// Counters of the socket layer.
+    pub fn stats(&self) -> DatapathStats {
+        self.stats
+    }
+
+    /// Descriptors to wait on (one per plane).
+    pub fn fds(&self) -> Vec<RawFd> {
+        self.socks.iter().map(AsRawFd::as_raw_fd).collect()
+    }
+
+    /// Planes whose socket buffer was full at the last attempt (wait for them to become writable).
+    pub fn blocked(&self) -> &[bool] {
+        &self.blocked
+    }
+
+    /// One round of progress without waiting; returns whether anything happened (a datagram in or out, or a
+    /// timer), so a caller can spin while busy and sleep when idle.
+    pub fn progress(&mut self) -> io::Result<bool> {
+        let mut busy = self.receive()?;
+        busy |= self.read_errors()?;
+        let now = self.now();
+        if self.ep.poll_timeout().is_some_and(|t| t <= now) {
+            self.ep.handle_timeout(now);
+            busy = true;
+        }
+        busy |= self.transmit()?;
+        Ok(busy)
+    }
+
+    /// How long the engine can wait before its next timer, capped at `max`.
+    pub fn idle_timeout(&self, max: std::time::Duration) -> std::time::Duration {
+        match self.ep.poll_timeout() {
+            None => max,
+            Some(t) => {
+                let now = self.now();
+                std::time::Duration::from_nanos(t.as_nanos().saturating_sub(now.as_nanos()))
+                    .min(max)
+            }
+        }
+    }
+
+    /// Application-driven poll mode: one round of progress, then, if it found nothing to do, waits for a
+    /// datagram, a writable blocked plane or the next timer, at most `max_wait`.
+    pub fn poll(&mut self, max_wait: std::time::Duration) -> io::Result<()> {
+        if self.progress()? {
+            return Ok(());
+        }
+        let wait_for = self.idle_timeout(max_wait);
+        if !wait_for.is_zero() {
+            wait(&self.fds(), &self.blocked, Some(wait_for))?;
+        }
+        Ok(())
+    }
+
+    fn receive(&mut self) -> io::Result<bool> {
+        let mut any = false;
+        for plane in 0..self.socks.len() {
+            for _ in 0..RX_ROUNDS {
+                let n = match self.socks[plane].recv(&mut self.rx) {
+                    Ok(n) => n,
+                    // A queued ICMP error makes recvmmsg fail once; read_errors takes it.
+                    Err(e) if e.raw_os_error().is_some() => 0,
+                    Err(e) => return Err(e),
+                };
+                if n == 0 {
+                    break;
+                }
+                any = true;
+                let now = self.now();
+                for i in 0..n {
+                    let (payload, src, tc, cut) = self.rx.get(i);
+                    self.stats.rx_datagrams += 1;
+                    if cut {
+                        self.stats.rx_oversize += 1;
+                        continue;
+                    }
+                    let peer = self
+                        .by_source
+                        .get(&(u128::from(*src.ip()), src.port()))
+                        .copied();
+                    if peer.is_none() {
+                        self.stats.rx_unknown_source += 1;
+                    }
+                    // spec: WIRE-DSCP-1
+                    let trim = match TrafficClass::from_dscp(tc >> 2) {
+                        Some(TrafficClass::Trimmed) => Some(TrimMark::Fabric),
+                        Some(TrafficClass::TrimmedLastHop) => Some(TrimMark::LastHop),
+                        _ => None,
+                    };
+                    if trim.is_some() {
+                        self.stats.rx_trimmed += 1;
+                    }
+                    let meta = RecvMeta {
+                        peer,
+                        port: plane as u8,
+                        ecn_ce: tc & 3 == 3,
+                        trim,
+                    };
+                    self.ep.handle_datagram(now, meta, payload, &mut self.mem);
+                }
+                if n < BATCH {
+                    break;
+                }
+            }
+        }
+        Ok(any)
+    }
+
+    fn read_errors(&mut self) -> io::Result<bool> {
+        let mut any = false;
+        for plane in 0..self.socks.len() {
+            while let Some(e) = self.socks[plane].recv_error()? {
+                any = true;
+                self.unreachable(plane, &e);
+            }
+        }
+        Ok(any)
+    }
+
+    /// A path failed (ICMP unreachable, or a local send error): retire its EV at once.
+    fn unreachable(&mut self, plane: usize, e: &SendError) {
+        let Some(peer) = self.peer_of_destination(plane, &e.dest) else {
+            return;
+        };
+        let ev = match Packet::parse(
+            &e.payload,
+            ParseOptions {
+                verify_icrc: false,
+                trimmed: true,
+            },
+        )
+        .ok()
+        .map(|p| p.body)
+        {
+            Some(Body::Data(d)) => Some(d.meth.ev),
+            _ => match Packet::parse(&e.payload, ParseOptions::default())
+                .ok()
+                .map(|p| p.body)
+            {
+                Some(Body::Probe(p)) => Some(p.ev),
+                _ => None,
+            },
+        };
+        if let Some(ev) = ev {
+            self.stats.unreachable += 1;
+            let now = self.now();
+            self.ep.report_unreachable(now, peer, ev);
+        }
+    }
+
+    /// The peer a (possibly already partly consumed) destination address leads to.
+    fn peer_of_destination(&self, plane: usize, dest: &SocketAddrV6) -> Option<PeerId> {
+        let host = if self.node.usid_block.is_some() {
+            // The uSID list ends with the peer's host uSID and the entropy, however many hops consumed.
+            let usids: Vec<u16> = UsidContainer::from_ipv6(*dest.ip()).usids().collect();
+            let h = *usids.get(usids.len().checked_sub(2)?)?;
+            Some(h)
+        } else {
+            None
+        };
+        self.peers
+            .iter()
+            .position(|planes| {
+                planes.get(plane).is_some_and(|p| match host {
+                    Some(h) => {
+                        NodeConfig::host_usid(p.addr.ip()) == h && p.addr.port() == dest.port()
+                    }
+                    None => p.addr == *dest,
+                })
+            })
+            .map(|i| PeerId(i as u32))
+    }
+
+    fn transmit(&mut self) -> io::Result<bool> {
+        let mut any = false;
+        // First whatever a full socket left behind.
+        for plane in 0..self.socks.len() {
+            if !self.tx[plane].is_empty() {
+                self.flush(plane)?;
+            }
+        }
+        let now = self.now();
+        loop {
+            let mut ready = 0u32;
+            for (p, b) in self.blocked.iter().enumerate() {
+                if !*b && !self.tx[p].is_full() {
+                    ready |= 1 << p;
+                }
+            }
+            if ready == 0 {
+                break;
+            }
+            let Some(t) = self
+                .ep
+                .poll_transmit_on(now, ready, &mut self.scratch, &mut self.mem)
+            else {
+                break;
+            };
+            any = true;
+            let plane = usize::from(t.plane).min(self.socks.len() - 1);
+            let Some(peer) = self.peers.get(t.peer.0 as usize).and_then(|p| p.get(plane)) else {
+                self.stats.tx_errors += 1;
+                continue;
+            };
+            let dest = self.node.destination(plane, peer, t.ev >> self.plane_bits);
+            let tc = traffic_class(t.class.default_dscp(), 0);
+            // Control packets ignore the ready mask: their plane's batch may be full.
+            if self.tx[plane].is_full() {
+                self.flush(plane)?;
+            }
+            if !self.tx[plane].push(&mut self.scratch, t.len, dest, tc) {
+                self.stats.tx_errors += 1;
+                continue;
+            }
+            if self.tx[plane].is_full() {
+                self.flush(plane)?;
+            }
+        }
+        for plane in 0..self.socks.len() {
+            if !self.tx[plane].is_empty() {
+                self.flush(plane)?;
+            }
+        }
+        Ok(any)
+    }
+
+    /// Sends a plane's batch; keeps what a full socket refused and marks the plane blocked.
+    fn flush(&mut self, plane: usize) -> io::Result<()> {
+        self.blocked[plane] = false;
+        while !self.tx[plane].is_empty() {
+            match self.socks[plane].send(&mut self.tx[plane], 0) {
+                Ok(n) => {
+                    self.stats.tx_datagrams += n as u64;
+                    self.stats.tx_batches += 1;
+                    self.tx[plane].consume(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.stats.tx_blocked += 1;
+                    self.blocked[plane] = true;
+                    return Ok(());
+                }
+                Err(e) => {
+                    // The first datagram cannot go (e.g. no route after a link went down): drop it, retire its
+                    // path, go on with the rest.
+                    self.stats.tx_errors += 1;
+                    let se = SendError {
+                        dest: self.tx[plane].dest(0),
+                        errno: e.raw_os_error().unwrap_or(0),
+                        offender: None,
+                        payload: self.tx[plane].payload(0).to_vec(),
+                    };
+                    self.tx[plane].consume(1);
+                    self.unreachable(plane, &se);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The largest datagram this datapath sends or accepts.
+    pub fn max_datagram(&self) -> usize {
+        self.max_datagram
+    }
+}
+
+/// A random first PSN for a new QP (24 bits), from the clock: not security, just distinct across runs.
+pub fn initial_psn() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    ((t ^ (t >> 24) ^ (t >> 48)) as u32).wrapping_mul(0x9E37_79B9) & PSN_MASK
+}
