@@ -3,8 +3,9 @@
 //! A node has one NIC port per plane; each port is a UDP socket bound to that port's own address. In **plain**
 //! mode (loopback, or any routed network) a packet for plane `p` goes to the peer's plane-`p` address and the EV
 //! only picks the plane. In **uSID** mode the destination is an SRv6 uSID container that names the whole path:
-//! `block : my T0 : a T1 : the peer's T0 : the peer's port : entropy`, so the EV's path index picks the T1 (the
-//! spine the packet crosses) and the entropy keeps every EV a distinct address.
+//! `block : my T0 : a T1 : the peer's T0 : the peer's port`, so the EV's path index picks the T1 (the spine the
+//! packet crosses). No entropy follows the host uSID: Linux delivers UDP only to a socket bound to the exact
+//! destination address, and each plane's socket is bound to its port's address.
 //!
 //! The file format (TOML; `mrc-fabric up` writes one per host):
 //!
@@ -206,9 +207,8 @@ impl NodeConfig {
 
     /// Where a packet to `peer` on `plane`, path index `path`, goes.
     ///
-    /// Plain mode: the peer's port address. uSID mode: `block:myT0:T1[path % n]:peerT0:peerHost:entropy`, with
-    /// `entropy = path / n + 1` (never 0, which would end the list); the peer keeps the bits after its own uSID
-    /// as local, so entropy costs no hop.
+    /// Plain mode: the peer's port address. uSID mode: `block:myT0:T1[path % n]:peerT0:peerHost`; EVs whose
+    /// path indexes agree modulo the number of T1s share a route.
     // spec: WIRE-USID-1
     pub fn destination(&self, plane: usize, peer: &PeerPlane, path: u32) -> SocketAddrV6 {
         let (Some(block), Some(me)) = (self.usid_block, self.planes.get(plane)) else {
@@ -216,9 +216,8 @@ impl NodeConfig {
         };
         let n = me.t1.len().max(1) as u32;
         let t1 = me.t1.get((path % n) as usize).copied().unwrap_or(0);
-        let entropy = ((path / n) % 0xffff + 1) as u16;
         let host = Self::host_usid(peer.addr.ip());
-        match UsidContainer::new(block, &[me.t0, t1, peer.t0, host, entropy]) {
+        match UsidContainer::new(block, &[me.t0, t1, peer.t0, host]) {
             Ok(c) => SocketAddrV6::new(c.to_ipv6(), peer.addr.port(), 0, 0),
             // A zero uSID (only from a hand-made PeerPlane): fall back to the plain route.
             Err(_) => peer.addr,
@@ -275,7 +274,7 @@ t1 = ["2100", "2101"]
         let d = c.destination(1, &peer, 3);
         assert_eq!(
             *d.ip(),
-            "fcbb:bb00:1100:2101:1101:e101:2::"
+            "fcbb:bb00:1100:2101:1101:e101::"
                 .parse::<Ipv6Addr>()
                 .unwrap()
         );

@@ -12,7 +12,8 @@ use std::io;
 use std::net::SocketAddrV6;
 use std::os::fd::{AsRawFd, RawFd};
 
-use crate::config::{ConfigError, EndpointConfig};
+use crate::cc::{CcConfig, NsccConfig};
+use crate::config::{ConfigError, EndpointConfig, QpConfig};
 use crate::datapath::config::{NodeConfig, PeerPlane};
 use crate::datapath::memory::HostMemory;
 use crate::datapath::socket::{PlaneSocket, RxBatch, SendError, TxBatch, wait};
@@ -20,6 +21,7 @@ use crate::endpoint::{Endpoint, RecvMeta, TrimMark};
 use crate::mem::{Access, MrKeys, Pd};
 use crate::path::EvConfig;
 use crate::qp::{ConnInfo, ModifyError, PeerId, QpInit, Transition};
+use crate::time::Duration;
 use crate::time::Instant;
 use crate::wire::{
     Body, PSN_MASK, Packet, ParseOptions, TrafficClass, UsidContainer, traffic_class,
@@ -27,7 +29,7 @@ use crate::wire::{
 
 /// Datagrams per `sendmmsg`/`recvmmsg`.
 const BATCH: usize = 32;
-/// Rounds of receive batches per socket per poll before the transmit side gets a turn.
+/// Rounds of receive batches (one per plane each) per poll before the transmit side gets a turn.
 const RX_ROUNDS: usize = 4;
 
 /// Tuning of the socket layer.
@@ -196,6 +198,28 @@ impl UdpEndpoint {
         EvConfig::with_planes(self.node.plane_count() as u8, per_plane)
     }
 
+    /// Transport settings for a host that moves packets in software: RTTs of tens of µs to a few ms with
+    /// scheduling jitter, batches of 32 datagrams per system call, and sockets read one after another (which
+    /// reorders planes against each other by up to a batch). `rate_bps` is what the host can move.
+    pub fn software_qp_config(&self, mtu: u32, evs_per_plane: u16, rate_bps: u64) -> QpConfig {
+        let base_rtt = Duration::from_micros(500);
+        let mut ev = self.ev_config(evs_per_plane);
+        // A retired path is probed every few ms, not every 100 µs: a software host has no spare packet rate.
+        ev.probe_min = Duration::from_millis(2);
+        ev.probe_max = Duration::from_millis(50);
+        QpConfig {
+            mtu,
+            base_rtt,
+            ev,
+            cc: CcConfig::Nscc(NsccConfig::for_path(u64::from(mtu), base_rtt, rate_bps)),
+            reorder_min: Some(Duration::from_millis(1)),
+            sack_every_packets: 8,
+            sack_every_bytes: 256 * 1024,
+            sack_delay: Duration::from_micros(20),
+            ..QpConfig::default()
+        }
+    }
+
     /// Whether UDP checksums are off (uSID mode).
     pub fn zero_checksum(&self) -> bool {
         self.zero_checksum
@@ -342,20 +366,19 @@ impl UdpEndpoint {
     }
 
     /// How long the engine can wait before its next timer, capped at `max`.
-    pub fn idle_timeout(&self, max: std::time::Duration) -> std::time::Duration {
+    pub fn idle_timeout(&self, max: Duration) -> Duration {
         match self.ep.poll_timeout() {
             None => max,
             Some(t) => {
                 let now = self.now();
-                std::time::Duration::from_nanos(t.as_nanos().saturating_sub(now.as_nanos()))
-                    .min(max)
+                Duration::from_nanos(t.as_nanos().saturating_sub(now.as_nanos())).min(max)
             }
         }
     }
 
     /// Application-driven poll mode: one round of progress, then, if it found nothing to do, waits for a
     /// datagram, a writable blocked plane or the next timer, at most `max_wait`.
-    pub fn poll(&mut self, max_wait: std::time::Duration) -> io::Result<()> {
+    pub fn poll(&mut self, max_wait: Duration) -> io::Result<()> {
         if self.progress()? {
             return Ok(());
         }
@@ -368,56 +391,60 @@ impl UdpEndpoint {
 
     fn receive(&mut self) -> io::Result<bool> {
         let mut any = false;
-        for plane in 0..self.socks.len() {
-            for _ in 0..RX_ROUNDS {
-                let n = match self.socks[plane].recv(&mut self.rx) {
-                    Ok(n) => n,
-                    // A queued ICMP error makes recvmmsg fail once; read_errors takes it.
-                    Err(e) if e.raw_os_error().is_some() => 0,
-                    Err(e) => return Err(e),
-                };
-                if n == 0 {
-                    break;
-                }
-                any = true;
-                let now = self.now();
-                for i in 0..n {
-                    let (payload, src, tc, cut) = self.rx.get(i);
-                    self.stats.rx_datagrams += 1;
-                    if cut {
-                        self.stats.rx_oversize += 1;
-                        continue;
-                    }
-                    let peer = self
-                        .by_source
-                        .get(&(u128::from(*src.ip()), src.port()))
-                        .copied();
-                    if peer.is_none() {
-                        self.stats.rx_unknown_source += 1;
-                    }
-                    // spec: WIRE-DSCP-1
-                    let trim = match TrafficClass::from_dscp(tc >> 2) {
-                        Some(TrafficClass::Trimmed) => Some(TrimMark::Fabric),
-                        Some(TrafficClass::TrimmedLastHop) => Some(TrimMark::LastHop),
-                        _ => None,
-                    };
-                    if trim.is_some() {
-                        self.stats.rx_trimmed += 1;
-                    }
-                    let meta = RecvMeta {
-                        peer,
-                        port: plane as u8,
-                        ecn_ce: tc & 3 == 3,
-                        trim,
-                    };
-                    self.ep.handle_datagram(now, meta, payload, &mut self.mem);
-                }
-                if n < BATCH {
-                    break;
-                }
+        // One batch per plane per round, so the planes interleave about as they would on one NIC queue.
+        for _ in 0..RX_ROUNDS {
+            let mut got = false;
+            for plane in 0..self.socks.len() {
+                got |= self.receive_batch(plane)? > 0;
+            }
+            any |= got;
+            if !got {
+                break;
             }
         }
         Ok(any)
+    }
+
+    fn receive_batch(&mut self, plane: usize) -> io::Result<usize> {
+        let n = match self.socks[plane].recv(&mut self.rx) {
+            Ok(n) => n,
+            // A queued ICMP error makes recvmmsg fail once; read_errors takes it.
+            Err(e) if e.raw_os_error().is_some() => 0,
+            Err(e) => return Err(e),
+        };
+        let now = self.now();
+        for i in 0..n {
+            let (payload, src, tc, cut) = self.rx.get(i);
+            self.stats.rx_datagrams += 1;
+            if cut {
+                self.stats.rx_oversize += 1;
+                continue;
+            }
+            let peer = self
+                .by_source
+                .get(&(u128::from(*src.ip()), src.port()))
+                .copied();
+            if peer.is_none() {
+                self.stats.rx_unknown_source += 1;
+            }
+            // spec: WIRE-DSCP-1
+            let trim = match TrafficClass::from_dscp(tc >> 2) {
+                Some(TrafficClass::Trimmed) => Some(TrimMark::Fabric),
+                Some(TrafficClass::TrimmedLastHop) => Some(TrimMark::LastHop),
+                _ => None,
+            };
+            if trim.is_some() {
+                self.stats.rx_trimmed += 1;
+            }
+            let meta = RecvMeta {
+                peer,
+                port: plane as u8,
+                ecn_ce: tc & 3 == 3,
+                trim,
+            };
+            self.ep.handle_datagram(now, meta, payload, &mut self.mem);
+        }
+        Ok(n)
     }
 
     fn read_errors(&mut self) -> io::Result<bool> {
@@ -465,10 +492,8 @@ impl UdpEndpoint {
     /// The peer a (possibly already partly consumed) destination address leads to.
     fn peer_of_destination(&self, plane: usize, dest: &SocketAddrV6) -> Option<PeerId> {
         let host = if self.node.usid_block.is_some() {
-            // The uSID list ends with the peer's host uSID and the entropy, however many hops consumed.
-            let usids: Vec<u16> = UsidContainer::from_ipv6(*dest.ip()).usids().collect();
-            let h = *usids.get(usids.len().checked_sub(2)?)?;
-            Some(h)
+            // The uSID list ends with the peer's host uSID, however many hops consumed.
+            UsidContainer::from_ipv6(*dest.ip()).usids().last()
         } else {
             None
         };

@@ -1,0 +1,166 @@
+//! `mrc-perf`: perftest-style bandwidth and latency tests of MRC over the UDP datapath.
+//!
+//! Like perftest, one process is the server (no address given) and one the client; they meet over a TCP
+//! connection that carries the connection blobs, plane addresses and memory keys (the out-of-band exchange an
+//! RDMA job does through its launcher), then move data over MRC only.
+
+pub mod oob;
+pub mod run;
+
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// Which verb the test uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Test {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA WRITE with immediate (every message consumes a receive at the server).
+    WriteImm,
+    /// SEND/RECV (MRC extension).
+    Send,
+}
+
+/// Bandwidth or latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Keep `--depth` messages in flight per QP; report goodput.
+    Bw,
+    /// Ping-pong one message at a time; report round-trip/2 percentiles.
+    Lat,
+}
+
+/// Command line of `mrc-perf`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "mrc-perf",
+    about = "Bandwidth and latency of MRC over UDP, perftest style: run without SERVER to be the server",
+    after_help = "Examples:\n  mrc-perf                      # server on loopback, 8 planes\n  mrc-perf ::1 --sweep          # client: WRITE bandwidth, 2 B..8 MiB\n  mrc-perf --config h1.toml     # server on a fabric host (see mrc-fabric)\n  mrc-perf fcbb:bb00:e001:: --config h0.toml --size 1m --duration 5 --json"
+)]
+pub struct Options {
+    /// Server to connect to (its out-of-band TCP address); omit to be the server.
+    pub server: Option<String>,
+    /// TCP port of the out-of-band exchange.
+    #[arg(long, default_value_t = 18515)]
+    pub port: u16,
+    /// Node file (planes and uSID plan, as written by `mrc-fabric up`); omitted: loopback, no configuration.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Planes (UDP sockets on ::1) in loopback mode.
+    #[arg(long, default_value_t = 8)]
+    pub planes: usize,
+    /// Verb to test.
+    #[arg(long, value_enum, default_value_t = Test::Write)]
+    pub test: Test,
+    /// Bandwidth or latency.
+    #[arg(long, value_enum, default_value_t = Mode::Bw)]
+    pub mode: Mode,
+    /// Message size (suffixes k, m: 64k, 1m).
+    #[arg(long, value_parser = parse_size, default_value = "65536")]
+    pub size: u64,
+    /// Test every power of two from 2 B to 8 MiB instead of `--size`.
+    #[arg(long)]
+    pub sweep: bool,
+    /// QPs, each with its own slice of memory.
+    #[arg(long, default_value_t = 1)]
+    pub qps: usize,
+    /// Messages in flight per QP (bandwidth mode).
+    #[arg(long, default_value_t = 64)]
+    pub depth: usize,
+    /// Seconds per message size.
+    #[arg(long, default_value_t = 2.0)]
+    pub duration: f64,
+    /// Stop a size after this many bytes instead of after `--duration` (suffixes k, m, g).
+    #[arg(long, value_parser = parse_size)]
+    pub bytes: Option<u64>,
+    /// Payload bytes per MRC packet; default: the largest that fits the path MTU (1500 B on a node file that
+    /// says nothing, 9000 on the mrc-fabric default, 60000 on loopback).
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// Path MTU of the network (the veth MTU of the fabric).
+    #[arg(long, default_value_t = 9000)]
+    pub link_mtu: u32,
+    /// Active EVs per plane.
+    #[arg(long, default_value_t = 16)]
+    pub evs: u16,
+    /// What this host can move, Gbit/s: sizes the congestion window (rate × 500 µs base RTT).
+    #[arg(long, default_value_t = 20)]
+    pub rate_gbps: u64,
+    /// Live line every this many milliseconds (0: none).
+    #[arg(long, default_value_t = 1000)]
+    pub interval_ms: u64,
+    /// Write goodput per interval to this CSV file (client): t_ms,gbps.
+    #[arg(long)]
+    pub timeline: Option<PathBuf>,
+    /// Check the data: the server hashes what arrived, the client compares with what it sent.
+    #[arg(long)]
+    pub verify: bool,
+    /// Drive the endpoint from a progress thread instead of the application loop.
+    #[arg(long)]
+    pub progress_thread: bool,
+    /// Print one JSON document at the end instead of the text summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Disable MRC's ICRC (only where the UDP checksum protects the path, i.e. loopback).
+    #[arg(long)]
+    pub no_icrc: bool,
+}
+
+/// Parses `4096`, `64k`, `1m`, `2g`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('m') => (&s[..s.len() - 1], 1 << 20),
+        Some('g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| format!("{s:?} is not a size; write e.g. 4096, 64k, 1m or 2g"))
+}
+
+impl Options {
+    /// The message sizes this run tests.
+    pub fn sizes(&self) -> Vec<u64> {
+        if self.sweep {
+            (1..=23).map(|k| 1u64 << k).collect()
+        } else {
+            vec![self.size]
+        }
+    }
+
+    /// Checks what clap cannot; the error names the option and the fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.qps == 0 || self.qps > 256 {
+            return Err(format!("--qps {}: use 1..=256", self.qps));
+        }
+        if self.depth == 0 || self.depth > 4096 {
+            return Err(format!("--depth {}: use 1..=4096", self.depth));
+        }
+        if self.planes == 0 || self.planes > mrc::datapath::config::MAX_PLANES {
+            return Err(format!(
+                "--planes {}: use 1..={}",
+                self.planes,
+                mrc::datapath::config::MAX_PLANES
+            ));
+        }
+        if self.sizes().iter().any(|&s| s == 0 || s > 1 << 30) {
+            return Err("--size: use 1 B ..= 1 GiB".into());
+        }
+        if self.verify && self.mode == Mode::Lat {
+            return Err("--verify checks bandwidth runs; drop it or use --mode bw".into());
+        }
+        if self.duration.is_nan() || self.duration <= 0.0 {
+            return Err(format!(
+                "--duration {}: use a positive number of seconds",
+                self.duration
+            ));
+        }
+        Ok(())
+    }
+}

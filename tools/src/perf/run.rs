@@ -1,0 +1,1007 @@
+//! The client and server of `mrc-perf`.
+
+use std::io::{self, Write as _};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use mrc::datapath::{DatapathConfig, NodeConfig, Progress, UdpEndpoint};
+use mrc::{
+    Access, Completion, ConnInfo, CqId, EndpointConfig, EvState, MrKeys, QpConfig, QpInit, RecvWr,
+    SendOp, SendWr, Sge, WcStatus,
+};
+use serde::Serialize;
+
+use super::oob::{
+    Channel, Ctl, Hello, WireRegion, conn_from_hex, conn_to_hex, hash, planes_from_wire,
+    planes_to_wire,
+};
+use super::{Mode, Options, Test};
+
+/// Largest region one side registers; `--depth` slots are cut down to fit.
+const MAX_REGION: u64 = 256 << 20;
+/// How long the tail of a test may take to drain before the run is declared stuck.
+const DRAIN_LIMIT: Duration = Duration::from_secs(15);
+
+/// A failed run: what to print and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// Message for stderr.
+    pub msg: String,
+    /// 1: the test failed (error completion, bad data, peer gone); 2: bad usage or configuration.
+    pub code: i32,
+}
+
+impl Failure {
+    fn test(msg: impl Into<String>) -> Self {
+        Self {
+            msg: msg.into(),
+            code: 1,
+        }
+    }
+    fn usage(msg: impl Into<String>) -> Self {
+        Self {
+            msg: msg.into(),
+            code: 2,
+        }
+    }
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::test(e.to_string())
+    }
+}
+
+/// The endpoint, driven by the application loop or by a progress thread.
+enum Drive {
+    Poll(Box<UdpEndpoint>),
+    Thread(Progress),
+}
+
+impl Drive {
+    fn with<R>(&mut self, f: impl FnOnce(&mut UdpEndpoint) -> R) -> R {
+        match self {
+            Drive::Poll(ep) => f(ep),
+            Drive::Thread(p) => p.with(f),
+        }
+    }
+
+    /// Makes progress (poll mode) or waits for the thread's (thread mode), at most `idle` when nothing happens.
+    fn step(&mut self, idle: Duration) -> io::Result<()> {
+        match self {
+            Drive::Poll(ep) => ep.poll(idle),
+            Drive::Thread(p) => {
+                if let Some(k) = p.error() {
+                    return Err(io::Error::new(k, "progress thread stopped"));
+                }
+                p.wait_with(idle, |_| ());
+                Ok(())
+            }
+        }
+    }
+}
+
+/// One side's resources.
+struct Side {
+    drive: Drive,
+    cq: CqId,
+    qps: Vec<u32>,
+    conns: Vec<ConnInfo>,
+    region: u64,
+    keys: MrKeys,
+    slots: usize,
+    max_size: u64,
+    /// Per QP, messages of the largest size posted (slot k took message k).
+    written: Vec<usize>,
+}
+
+impl Side {
+    fn q_of(&self, qpn: u32) -> Option<usize> {
+        self.qps.iter().position(|&x| x == qpn)
+    }
+}
+
+fn node_config(o: &Options) -> Result<NodeConfig, Failure> {
+    match &o.config {
+        Some(p) => NodeConfig::load(p)
+            .map_err(|e| Failure::usage(format!("--config {}: {e}", p.display()))),
+        None => Ok(NodeConfig::loopback(o.planes)),
+    }
+}
+
+fn default_mtu(o: &Options, node: &NodeConfig) -> u32 {
+    o.mtu
+        .unwrap_or(if node.usid_block.is_none() && o.config.is_none() {
+            60_000
+        } else {
+            // IPv6 + UDP headers and up to 64 bytes of MRC headers.
+            o.link_mtu.saturating_sub(40 + 8 + 64).max(256)
+        })
+}
+
+/// Builds the endpoint, QPs and memory. `peer` is the other side's hello when known (server).
+fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
+    let node = node_config(o)?;
+    let mut ep = UdpEndpoint::new(
+        node,
+        EndpointConfig::default(),
+        DatapathConfig {
+            max_datagram: hello.mtu as usize + 128,
+            ..DatapathConfig::default()
+        },
+    )
+    .map_err(|e| Failure::usage(e.to_string()))?;
+    let pd = ep.endpoint().alloc_pd();
+    let cq = ep
+        .endpoint()
+        .create_cq(hello.qps * hello.slots.max(64) * 4 + 64);
+    let mut qps = Vec::new();
+    let mut conns = Vec::new();
+    for _ in 0..hello.qps {
+        let mut init = QpInit::new(pd, cq);
+        init.config = QpConfig {
+            icrc: hello.icrc,
+            ..ep.software_qp_config(hello.mtu, hello.evs, o.rate_gbps * 1_000_000_000)
+        };
+        init.max_send_wr = 4096;
+        init.max_recv_wr = 4096;
+        let (qpn, info) = ep
+            .create_qp(init, Access::REMOTE_WRITE)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        qps.push(qpn);
+        conns.push(info);
+    }
+    let len = hello.qps as u64 * hello.slots as u64 * hello.max_size;
+    let (region, keys) = ep
+        .alloc_mr(
+            pd,
+            len as usize,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        )
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    // A pattern that differs per byte and per side, so misplaced data cannot hash right by accident.
+    if let Some(b) = ep.mem.bytes_mut(region) {
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8 ^ hello.seed;
+        }
+    }
+    let drive = if o.progress_thread {
+        Drive::Thread(Progress::spawn(ep)?)
+    } else {
+        Drive::Poll(Box::new(ep))
+    };
+    Ok(Side {
+        drive,
+        cq,
+        qps,
+        conns,
+        region,
+        keys,
+        slots: hello.slots,
+        max_size: hello.max_size,
+        written: vec![0; hello.qps],
+    })
+}
+
+struct HelloParams {
+    qps: usize,
+    slots: usize,
+    max_size: u64,
+    mtu: u32,
+    icrc: bool,
+    evs: u16,
+    seed: u8,
+}
+
+fn hello_of(side: &mut Side, o: &Options, p: &HelloParams, test: Test, mode: Mode) -> Hello {
+    let planes = side.drive.with(|ep| planes_to_wire(&ep.local_planes()));
+    Hello {
+        test,
+        mode,
+        qps: p.qps,
+        max_size: p.max_size,
+        slots: p.slots,
+        mtu: p.mtu,
+        icrc: p.icrc,
+        evs: o.evs,
+        planes,
+        conn: side.conns.iter().map(conn_to_hex).collect(),
+        region: WireRegion {
+            addr: side.region,
+            rkey: side.keys.rkey,
+            len: p.qps as u64 * p.slots as u64 * p.max_size,
+        },
+    }
+}
+
+fn connect(side: &mut Side, peer: &Hello) -> Result<(), Failure> {
+    if peer.conn.len() != side.qps.len() {
+        return Err(Failure::test("the peer created a different number of QPs"));
+    }
+    let planes = planes_from_wire(&peer.planes)?;
+    let remote: Vec<ConnInfo> = peer
+        .conn
+        .iter()
+        .map(|c| conn_from_hex(c))
+        .collect::<Result<_, _>>()?;
+    let locals = side.conns.clone();
+    side.drive.with(|ep| {
+        let id = ep
+            .add_peer(planes)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        for (l, r) in locals.iter().zip(&remote) {
+            ep.connect_qp(l, id, r)
+                .map_err(|e| Failure::test(format!("connecting QP {:#x}: {e:?}", l.qpn)))?;
+        }
+        Ok(())
+    })
+}
+
+/// Posts one message of `size` on QP `q` from slot `k` to the peer's slot `k`.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site per role; a struct would only rename them"
+)]
+fn post(
+    ep: &mut UdpEndpoint,
+    side_region: (u64, u32, usize, u64),
+    qpn: u32,
+    q: usize,
+    k: usize,
+    test: Test,
+    size: u64,
+    remote: &WireRegion,
+    wr_id: u64,
+) -> Result<(), Failure> {
+    let (region, lkey, slots, max_size) = side_region;
+    let off = ((q * slots + k % slots) as u64) * max_size;
+    let sge = [Sge {
+        addr: region + off,
+        len: size as u32,
+        lkey,
+    }];
+    let op = match test {
+        Test::Write => SendOp::Write {
+            remote_addr: remote.addr + off,
+            rkey: remote.rkey,
+        },
+        Test::WriteImm => SendOp::WriteImm {
+            remote_addr: remote.addr + off,
+            rkey: remote.rkey,
+            imm: wr_id as u32,
+        },
+        Test::Send => SendOp::Send { imm: None },
+    };
+    let wr = SendWr {
+        wr_id,
+        op,
+        sges: &sge,
+        signaled: true,
+        solicited: false,
+    };
+    let now = ep.now();
+    ep.endpoint()
+        .post_send(qpn, &wr, now)
+        .map_err(|e| Failure::test(format!("post_send: {e:?}")))
+}
+
+/// Posts a receive on QP `q` into slot `k` (SEND needs a buffer; WRITE_WITH_IMM only the work request).
+fn post_recv(
+    ep: &mut UdpEndpoint,
+    side: (u64, u32, usize, u64),
+    qpn: u32,
+    q: usize,
+    k: usize,
+    test: Test,
+) -> Result<(), Failure> {
+    let (region, lkey, slots, max_size) = side;
+    let sge = [Sge {
+        addr: region + ((q * slots + k % slots) as u64) * max_size,
+        len: max_size as u32,
+        lkey,
+    }];
+    let wr = RecvWr {
+        wr_id: k as u64,
+        sges: if test == Test::Send { &sge } else { &[] },
+    };
+    ep.endpoint()
+        .post_recv(qpn, &wr)
+        .map_err(|e| Failure::test(format!("post_recv: {e:?}")))
+}
+
+/// Per-size result.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeResult {
+    /// Message size.
+    pub size: u64,
+    /// Messages completed.
+    pub messages: u64,
+    /// Payload bytes completed.
+    pub bytes: u64,
+    /// Seconds measured.
+    pub seconds: f64,
+    /// Goodput.
+    pub gbps: f64,
+    /// Messages per second, millions.
+    pub mmsgs: f64,
+    /// Latency (round trip / 2) percentiles in µs (latency mode).
+    pub lat_us: Option<Latency>,
+}
+
+/// Latency percentiles, µs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Latency {
+    /// Samples.
+    pub samples: usize,
+    /// Minimum.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+    /// Mean.
+    pub avg: f64,
+}
+
+/// Per-plane counters summed over the QPs.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PlaneLine {
+    /// Plane.
+    pub plane: usize,
+    /// Data packets sent.
+    pub packets: u64,
+    /// Data bytes sent.
+    pub bytes: u64,
+    /// Retransmissions.
+    pub retransmits: u64,
+    /// Trim NACKs.
+    pub trims: u64,
+    /// Losses detected.
+    pub losses: u64,
+    /// Times the whole plane was retired.
+    pub plane_retirements: u32,
+    /// EVs GOOD / SKIP / ASSUMED_BAD / DENIED now.
+    pub ev_good: usize,
+    /// EVs in SKIP.
+    pub ev_skip: usize,
+    /// EVs ASSUMED_BAD.
+    pub ev_bad: usize,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// "client" or "server".
+    pub role: &'static str,
+    /// The verb.
+    pub test: Test,
+    /// Bandwidth or latency.
+    pub mode: Mode,
+    /// Planes.
+    pub planes: usize,
+    /// QPs.
+    pub qps: usize,
+    /// MRC MTU.
+    pub mtu: u32,
+    /// Driven by a progress thread.
+    pub progress_thread: bool,
+    /// One entry per message size.
+    pub results: Vec<SizeResult>,
+    /// Per plane.
+    pub per_plane: Vec<PlaneLine>,
+    /// Socket-layer counters.
+    pub datapath: DatapathLine,
+    /// `Some(true)` when `--verify` matched.
+    pub verified: Option<bool>,
+}
+
+/// Socket-layer counters for the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct DatapathLine {
+    /// Datagrams sent.
+    pub tx_datagrams: u64,
+    /// Datagrams received.
+    pub rx_datagrams: u64,
+    /// Send errors.
+    pub tx_errors: u64,
+    /// Trimmed datagrams received.
+    pub rx_trimmed: u64,
+    /// Paths retired by ICMP or send errors.
+    pub unreachable: u64,
+    /// Datagrams dropped by the engine as malformed, spoofed or unknown.
+    pub rx_dropped: u64,
+}
+
+fn plane_lines(ep: &UdpEndpoint, qps: &[u32]) -> Vec<PlaneLine> {
+    let planes = ep.node().plane_count();
+    let mut out: Vec<PlaneLine> = (0..planes)
+        .map(|plane| PlaneLine {
+            plane,
+            ..PlaneLine::default()
+        })
+        .collect();
+    for &q in qps {
+        for (p, line) in out.iter_mut().enumerate() {
+            if let Some(s) = ep.endpoint_ref().plane_stats(q, p) {
+                line.packets += s.tx_packets;
+                line.bytes += s.tx_bytes;
+                line.retransmits += s.retransmits;
+                line.trims += s.trims;
+                line.losses += s.losses;
+                line.plane_retirements += s.plane_retirements;
+            }
+        }
+        for e in ep.endpoint_ref().ev_infos(q) {
+            if let Some(line) = out.get_mut(usize::from(e.plane)) {
+                match e.state {
+                    EvState::Good => line.ev_good += 1,
+                    EvState::Skip => line.ev_skip += 1,
+                    EvState::AssumedBad => line.ev_bad += 1,
+                    EvState::Denied => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+fn datapath_line(ep: &UdpEndpoint) -> DatapathLine {
+    let s = ep.stats();
+    let e = ep.endpoint_ref().stats();
+    DatapathLine {
+        tx_datagrams: s.tx_datagrams,
+        rx_datagrams: s.rx_datagrams,
+        tx_errors: s.tx_errors,
+        rx_trimmed: s.rx_trimmed,
+        unreachable: s.unreachable,
+        rx_dropped: e.rx_truncated
+            + e.rx_unknown_qp
+            + e.rx_bad_pkey
+            + e.rx_wrong_peer
+            + e.rx_malformed,
+    }
+}
+
+fn params(
+    o: &Options,
+    node: &NodeConfig,
+    test: Test,
+    mode: Mode,
+    qps: usize,
+    max_size: u64,
+    evs: u16,
+) -> HelloParams {
+    let slots = if mode == Mode::Lat {
+        1
+    } else {
+        (MAX_REGION / (qps as u64 * max_size)).clamp(1, o.depth as u64) as usize
+    };
+    let _ = test;
+    HelloParams {
+        qps,
+        slots,
+        max_size,
+        mtu: default_mtu(o, node),
+        icrc: !o.no_icrc,
+        evs,
+        seed: 0,
+    }
+}
+
+/// Runs the client: connects, tests every size, prints the report. Returns the report.
+pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
+    o.validate().map_err(Failure::usage)?;
+    let node = node_config(o)?;
+    let sizes = o.sizes();
+    let max_size = *sizes.iter().max().unwrap_or(&o.size);
+    let p = params(o, &node, o.test, o.mode, o.qps, max_size, o.evs);
+    let addr = (server, o.port)
+        .to_socket_addrs()
+        .map_err(|e| Failure::usage(format!("server {server:?}: {e}")))?
+        .next()
+        .ok_or_else(|| Failure::usage(format!("server {server:?}: no address")))?;
+    let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+        .map_err(|e| Failure::test(format!("connecting to {addr}: {e}")))?;
+    let mut ch = Channel::new(stream)?;
+    let mut side = setup(o, &p)?;
+    ch.send(&hello_of(&mut side, o, &p, o.test, o.mode))?;
+    let peer: Hello = ch.recv()?;
+    connect(&mut side, &peer)?;
+    let mut timeline = match &o.timeline {
+        Some(path) => Some(
+            std::fs::File::create(path).map_err(|e| Failure::usage(format!("--timeline: {e}")))?,
+        ),
+        None => None,
+    };
+    if let Some(f) = timeline.as_mut() {
+        writeln!(f, "t_ms,gbps")?;
+    }
+    let mut results = Vec::new();
+    let t0 = Instant::now();
+    for &size in &sizes {
+        ch.send(&Ctl::Size { size })?;
+        let r = match o.mode {
+            Mode::Bw => bw(o, &mut side, &peer.region, size, t0, timeline.as_mut())?,
+            Mode::Lat => lat(o, &mut side, &peer.region, size)?,
+        };
+        if !o.json {
+            print_result(o, &r);
+        }
+        results.push(r);
+    }
+    // The server's region must now hold, in every slot the largest size wrote, exactly our source bytes.
+    let slots: Vec<usize> = side.written.iter().map(|&n| n.min(side.slots)).collect();
+    ch.send(&Ctl::Done {
+        verify: o.verify,
+        slots: slots.clone(),
+        len: max_size,
+    })?;
+    let verified = if o.verify {
+        let Ctl::Hash { hashes } = ch.recv()? else {
+            return Err(Failure::test("expected the server's hashes"));
+        };
+        Some(hash_slots(&mut side, &slots, max_size) == hashes)
+    } else {
+        None
+    };
+    let report = side.drive.with(|ep| Report {
+        role: "client",
+        test: o.test,
+        mode: o.mode,
+        planes: ep.node().plane_count(),
+        qps: o.qps,
+        mtu: p.mtu,
+        progress_thread: o.progress_thread,
+        results,
+        per_plane: plane_lines(ep, &side.qps.clone()),
+        datapath: datapath_line(ep),
+        verified,
+    });
+    if o.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(io::Error::other)?
+        );
+    } else {
+        print_planes(&report);
+    }
+    if verified == Some(false) {
+        return Err(Failure::test(
+            "verification FAILED: the server's memory differs from what was sent",
+        ));
+    }
+    Ok(report)
+}
+
+/// Hashes, per QP, the first `len` bytes of its first `slots[q]` slots.
+fn hash_slots(side: &mut Side, slots_written: &[usize], len: u64) -> Vec<u64> {
+    let (slots, max_size, region) = (side.slots, side.max_size as usize, side.region);
+    side.drive.with(|ep| {
+        let b = ep.mem.bytes(region).unwrap_or(&[]);
+        slots_written
+            .iter()
+            .enumerate()
+            .map(|(q, &used)| {
+                let mut h = Vec::new();
+                for k in 0..used.min(slots) {
+                    let off = ((q * slots + k) * max_size).min(b.len());
+                    let end = (off + len as usize).min(b.len());
+                    h.push(hash(&b[off..end]));
+                }
+                hash(&h.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>())
+            })
+            .collect()
+    })
+}
+
+fn bw(
+    o: &Options,
+    side: &mut Side,
+    remote: &WireRegion,
+    size: u64,
+    t0: Instant,
+    mut timeline: Option<&mut std::fs::File>,
+) -> Result<SizeResult, Failure> {
+    let nq = side.qps.len();
+    let mut in_flight = vec![0usize; nq];
+    let mut next = vec![0usize; nq];
+    let mut done_msgs = 0u64;
+    let mut done_bytes = 0u64;
+    let start = Instant::now();
+    let mut last_done = start;
+    let interval = Duration::from_millis(o.interval_ms.max(1));
+    let mut next_line = start + interval;
+    let mut bin_bytes = 0u64;
+    let mut stopping = false;
+    let mut wc = vec![Completion::default(); 256];
+    let region = (side.region, side.keys.lkey, side.slots, side.max_size);
+    let mut posted_bytes = 0u64;
+    loop {
+        let now = Instant::now();
+        if !stopping
+            && (now.duration_since(start).as_secs_f64() >= o.duration
+                || o.bytes.is_some_and(|b| posted_bytes >= b))
+        {
+            stopping = true;
+        }
+        let qps = side.qps.clone();
+        let (n, err) = side.drive.with(|ep| {
+            if !stopping {
+                for q in 0..nq {
+                    while in_flight[q] < o.depth && o.bytes.is_none_or(|b| posted_bytes < b) {
+                        let k = next[q];
+                        if let Err(e) =
+                            post(ep, region, qps[q], q, k, o.test, size, remote, k as u64)
+                        {
+                            return (0, Some(e));
+                        }
+                        next[q] += 1;
+                        in_flight[q] += 1;
+                        posted_bytes += size;
+                    }
+                }
+            }
+            (ep.endpoint().poll_cq(side.cq, &mut wc), None)
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        for c in &wc[..n] {
+            if c.status != WcStatus::Success {
+                return Err(Failure::test(format!(
+                    "error completion {:?} on QP {:#x} (wr {}): the peer is gone or refused the access",
+                    c.status, c.qpn, c.wr_id
+                )));
+            }
+            if let Some(q) = side.q_of(c.qpn) {
+                in_flight[q] = in_flight[q].saturating_sub(1);
+            }
+            done_msgs += 1;
+            done_bytes += size;
+            bin_bytes += size;
+            last_done = Instant::now();
+        }
+        if stopping && in_flight.iter().all(|&x| x == 0) {
+            break;
+        }
+        if stopping
+            && now.duration_since(start).as_secs_f64() > o.duration + DRAIN_LIMIT.as_secs_f64()
+        {
+            return Err(Failure::test(format!(
+                "stuck: {} messages still in flight {} s after the end",
+                in_flight.iter().sum::<usize>(),
+                DRAIN_LIMIT.as_secs()
+            )));
+        }
+        if now >= next_line {
+            let secs = interval.as_secs_f64();
+            let gbps = bin_bytes as f64 * 8.0 / secs / 1e9;
+            if let Some(f) = timeline.as_mut() {
+                writeln!(f, "{},{gbps:.3}", (now - t0).as_millis())?;
+            }
+            if o.interval_ms > 0 && !o.json && o.interval_ms >= 100 {
+                let line = side.drive.with(|ep| live_line(ep, &side.qps));
+                println!(
+                    "[{:7.2}s] size {size:>8}  {gbps:8.2} Gbit/s  {line}",
+                    (now - start).as_secs_f64()
+                );
+            }
+            bin_bytes = 0;
+            next_line += interval;
+        }
+        side.drive.step(Duration::from_millis(1))?;
+    }
+    if size == side.max_size {
+        side.written = next;
+    }
+    let seconds = last_done.duration_since(start).as_secs_f64().max(1e-9);
+    Ok(SizeResult {
+        size,
+        messages: done_msgs,
+        bytes: done_bytes,
+        seconds,
+        gbps: done_bytes as f64 * 8.0 / seconds / 1e9,
+        mmsgs: done_msgs as f64 / seconds / 1e6,
+        lat_us: None,
+    })
+}
+
+fn live_line(ep: &UdpEndpoint, qps: &[u32]) -> String {
+    let lines = plane_lines(ep, qps);
+    let retx: u64 = lines.iter().map(|l| l.retransmits).sum();
+    let trims: u64 = lines.iter().map(|l| l.trims).sum();
+    let evs: Vec<String> = lines
+        .iter()
+        .map(|l| format!("{}/{}/{}", l.ev_good, l.ev_skip, l.ev_bad))
+        .collect();
+    format!(
+        "retx {retx}  trims {trims}  EVs good/skip/bad per plane {}",
+        evs.join(" ")
+    )
+}
+
+fn lat(
+    o: &Options,
+    side: &mut Side,
+    remote: &WireRegion,
+    size: u64,
+) -> Result<SizeResult, Failure> {
+    let test = if o.test == Test::Write {
+        // MRC places packets out of order, so the last byte of a WRITE arriving says nothing about the rest:
+        // latency uses the immediate's receive completion as the arrival signal.
+        Test::WriteImm
+    } else {
+        o.test
+    };
+    let region = (side.region, side.keys.lkey, side.slots, side.max_size);
+    let qpn = side.qps[0];
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    let mut wc = vec![Completion::default(); 16];
+    let mut iter = 0u64;
+    while start.elapsed().as_secs_f64() < o.duration && samples.len() < 1_000_000 {
+        let t = Instant::now();
+        side.drive.with(|ep| {
+            post_recv(ep, region, qpn, 0, 0, test)?;
+            post(ep, region, qpn, 0, 0, test, size, remote, iter)
+        })?;
+        iter += 1;
+        let mut got = false;
+        while !got {
+            let n = side
+                .drive
+                .with(|ep| ep.endpoint().poll_cq(side.cq, &mut wc));
+            for c in &wc[..n] {
+                if c.status != WcStatus::Success {
+                    return Err(Failure::test(format!("error completion {:?}", c.status)));
+                }
+                if matches!(
+                    c.opcode,
+                    mrc::WcOpcode::Recv | mrc::WcOpcode::RecvRdmaWithImm
+                ) {
+                    got = true;
+                }
+            }
+            if t.elapsed() > DRAIN_LIMIT {
+                return Err(Failure::test("no answer from the server"));
+            }
+            if !got {
+                side.drive.step(Duration::ZERO)?;
+            }
+        }
+        samples.push(t.elapsed().as_nanos() as f64 / 2000.0);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let mut s = samples.clone();
+    s.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        s.get(((s.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
+    Ok(SizeResult {
+        size,
+        messages: samples.len() as u64,
+        bytes: samples.len() as u64 * size,
+        seconds,
+        gbps: samples.len() as f64 * size as f64 * 8.0 / seconds / 1e9,
+        mmsgs: samples.len() as f64 / seconds / 1e6,
+        lat_us: Some(Latency {
+            samples: s.len(),
+            min: pct(0.0),
+            p50: pct(0.5),
+            p99: pct(0.99),
+            p999: pct(0.999),
+            max: pct(1.0),
+            avg: s.iter().sum::<f64>() / s.len().max(1) as f64,
+        }),
+    })
+}
+
+fn print_result(o: &Options, r: &SizeResult) {
+    match &r.lat_us {
+        None => println!(
+            "size {:>8} B  {:>10} msgs  {:8.3} Gbit/s  {:8.4} Mmsg/s  ({:?} bw, {} QPs)",
+            r.size, r.messages, r.gbps, r.mmsgs, o.test, o.qps
+        ),
+        Some(l) => println!(
+            "size {:>8} B  {:>8} samples  latency us: min {:.2}  p50 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}",
+            r.size, l.samples, l.min, l.p50, l.p99, l.p999, l.max
+        ),
+    }
+}
+
+fn print_planes(r: &Report) {
+    println!("plane   packets        MiB   retx  trims  losses  retired  EVs good/skip/bad");
+    for l in &r.per_plane {
+        println!(
+            "{:>5} {:>9} {:>10.1} {:>6} {:>6} {:>7} {:>8}  {}/{}/{}",
+            l.plane,
+            l.packets,
+            l.bytes as f64 / 1048576.0,
+            l.retransmits,
+            l.trims,
+            l.losses,
+            l.plane_retirements,
+            l.ev_good,
+            l.ev_skip,
+            l.ev_bad
+        );
+    }
+    let d = &r.datapath;
+    println!(
+        "datapath: {} datagrams out, {} in, {} send errors, {} trimmed in, {} paths retired by ICMP, {} dropped",
+        d.tx_datagrams, d.rx_datagrams, d.tx_errors, d.rx_trimmed, d.unreachable, d.rx_dropped
+    );
+    if let Some(v) = r.verified {
+        println!("verify: {}", if v { "data matches" } else { "MISMATCH" });
+    }
+}
+
+/// Runs the server: waits for one client, serves its test, returns when the client is done.
+pub fn server(o: &Options) -> Result<Report, Failure> {
+    o.validate().map_err(Failure::usage)?;
+    let node = node_config(o)?;
+    let listener = TcpListener::bind(("::", o.port))
+        .map_err(|e| Failure::usage(format!("--port {}: {e}", o.port)))?;
+    if !o.json {
+        println!("mrc-perf server: waiting on TCP port {}", o.port);
+    }
+    let (stream, from) = listener.accept()?;
+    let mut ch = Channel::new(stream)?;
+    let peer: Hello = ch.recv()?;
+    let mut so = o.clone();
+    so.test = peer.test;
+    so.mode = peer.mode;
+    so.mtu = Some(peer.mtu);
+    so.no_icrc = !peer.icrc;
+    let mut p = params(
+        &so,
+        &node,
+        peer.test,
+        peer.mode,
+        peer.qps,
+        peer.max_size,
+        peer.evs,
+    );
+    p.slots = peer.slots;
+    p.seed = 0x5a;
+    let mut side = setup(&so, &p)?;
+    ch.send(&hello_of(&mut side, &so, &p, peer.test, peer.mode))?;
+    connect(&mut side, &peer)?;
+    if !o.json {
+        println!(
+            "client {from}: {:?} {:?}, {} QPs, MTU {}",
+            peer.test, peer.mode, peer.qps, peer.mtu
+        );
+    }
+    let region = (side.region, side.keys.lkey, side.slots, side.max_size);
+    let needs_recv = peer.test != Test::Write || peer.mode == Mode::Lat;
+    let recv_test = if peer.test == Test::Write {
+        Test::WriteImm
+    } else {
+        peer.test
+    };
+    // A multiple of the slot count, so the n-th SEND always lands in the slot the client sent it from.
+    let stock = if peer.mode == Mode::Lat {
+        1
+    } else {
+        side.slots * (1024 / side.slots).max(1)
+    };
+    if needs_recv {
+        let qps = side.qps.clone();
+        side.drive.with(|ep| {
+            for (q, &qpn) in qps.iter().enumerate() {
+                for k in 0..stock {
+                    post_recv(ep, region, qpn, q, k, recv_test)?;
+                }
+            }
+            Ok::<_, Failure>(())
+        })?;
+    }
+    let mut size = peer.max_size;
+    let mut wc = vec![Completion::default(); 256];
+    let mut results = Vec::new();
+    let mut pongs = 0u64;
+    let mut received = 0u64;
+    let verify;
+    loop {
+        match ch.try_recv::<Ctl>() {
+            Ok(Some(Ctl::Size { size: s })) => size = s,
+            Ok(Some(Ctl::Done {
+                verify: v,
+                slots,
+                len,
+            })) => {
+                verify = v.then_some((slots, len));
+                break;
+            }
+            Ok(Some(Ctl::Hash { .. })) | Ok(None) => {}
+            Err(e) => return Err(Failure::test(format!("client went away: {e}"))),
+        }
+        let qps = side.qps.clone();
+        let r = side.drive.with(|ep| {
+            let n = ep.endpoint().poll_cq(side.cq, &mut wc);
+            for c in &wc[..n] {
+                if c.status != WcStatus::Success {
+                    return Err(Failure::test(format!(
+                        "error completion {:?} on QP {:#x}",
+                        c.status, c.qpn
+                    )));
+                }
+                if !matches!(
+                    c.opcode,
+                    mrc::WcOpcode::Recv | mrc::WcOpcode::RecvRdmaWithImm
+                ) {
+                    continue;
+                }
+                received += 1;
+                let Some(q) = qps.iter().position(|&x| x == c.qpn) else {
+                    continue;
+                };
+                post_recv(ep, region, c.qpn, q, c.wr_id as usize, recv_test)?;
+                if peer.mode == Mode::Lat {
+                    post(
+                        ep,
+                        region,
+                        c.qpn,
+                        q,
+                        0,
+                        recv_test,
+                        size,
+                        &peer.region,
+                        pongs,
+                    )?;
+                    pongs += 1;
+                }
+            }
+            Ok(())
+        });
+        r?;
+        side.drive.step(Duration::from_millis(1))?;
+    }
+    if let Some((slots, len)) = verify {
+        let hashes = hash_slots(&mut side, &slots, len);
+        ch.send(&Ctl::Hash { hashes })?;
+    }
+    // Let the last acknowledgements leave before the sockets close.
+    let end = Instant::now() + Duration::from_millis(50);
+    while Instant::now() < end {
+        side.drive.step(Duration::from_millis(1))?;
+    }
+    results.push(SizeResult {
+        size,
+        messages: received,
+        bytes: 0,
+        seconds: 0.0,
+        gbps: 0.0,
+        mmsgs: 0.0,
+        lat_us: None,
+    });
+    let report = side.drive.with(|ep| Report {
+        role: "server",
+        test: peer.test,
+        mode: peer.mode,
+        planes: ep.node().plane_count(),
+        qps: peer.qps,
+        mtu: peer.mtu,
+        progress_thread: o.progress_thread,
+        results,
+        per_plane: plane_lines(ep, &side.qps.clone()),
+        datapath: datapath_line(ep),
+        verified: None,
+    });
+    if o.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(io::Error::other)?
+        );
+    } else {
+        print_planes(&report);
+    }
+    Ok(report)
+}
