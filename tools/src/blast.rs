@@ -444,23 +444,23 @@ pub fn sink(opts: &SinkOpts, mut progress: impl FnMut(&str)) -> io::Result<Summa
         {
             break;
         }
-        if let (Some(t), Some(i)) = (next_tick, opts.interval) {
-            if now >= t {
-                if first.is_some() {
-                    let dt = now.duration_since(tick_start).as_secs_f64();
-                    progress(&format!(
-                        "{:9.3} s  {:8.3} Gbit/s  {:9.1} kpps  total {}",
-                        now.duration_since(start).as_secs_f64(),
-                        iby as f64 * 8.0 / dt / 1e9,
-                        ipk as f64 / dt / 1e3,
-                        sum.packets
-                    ));
-                }
-                ipk = 0;
-                iby = 0;
-                tick_start = now;
-                next_tick = Some(t + i);
+        if let (Some(t), Some(i)) = (next_tick, opts.interval)
+            && now >= t
+        {
+            if first.is_some() {
+                let dt = now.duration_since(tick_start).as_secs_f64();
+                progress(&format!(
+                    "{:9.3} s  {:8.3} Gbit/s  {:9.1} kpps  total {}",
+                    now.duration_since(start).as_secs_f64(),
+                    iby as f64 * 8.0 / dt / 1e9,
+                    ipk as f64 / dt / 1e3,
+                    sum.packets
+                ));
             }
+            ipk = 0;
+            iby = 0;
+            tick_start = now;
+            next_tick = Some(t + i);
         }
         let mut got = false;
         for (fd, plane) in &socks {

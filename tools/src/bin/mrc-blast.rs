@@ -1,7 +1,7 @@
 //! `mrc-blast`: raw per-packet UDP sender and sink over the mrc-fabric planes (or loopback), to measure the
 //! forwarding ceiling. Exit codes: 0 success, 1 failure, 2 bad argument.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -76,7 +76,7 @@ fn bad(arg: &str, msg: String) -> Result<(), (u8, String)> {
     Err((2, format!("invalid value for {arg}: {msg}")))
 }
 
-fn load(p: &PathBuf) -> Result<NodeConfig, (u8, String)> {
+fn load(p: &Path) -> Result<NodeConfig, (u8, String)> {
     NodeConfig::load(p).map_err(|e| (1, format!("{}: {}: {}", p.display(), e.field, e.problem)))
 }
 

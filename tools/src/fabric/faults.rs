@@ -374,7 +374,7 @@ pub fn drop(prefix: &str, plane: usize, link: &str, percent: f64, dir: Dir) -> R
                     table,
                 }),
                 Err(err) => {
-                    undo.iter().for_each(|u| drop_undo(u));
+                    undo.iter().for_each(drop_undo);
                     return Err(nft_hint(err));
                 }
             }

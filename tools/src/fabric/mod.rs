@@ -143,6 +143,9 @@ pub fn up(prefix: &str, topo: Topology, ignore_linkdown: bool) -> Result<Built> 
         build_seconds: 0.0,
     };
     // Written first so that `down` can clean up a half-built fabric.
+    let d = state::dir(prefix);
+    std::fs::create_dir_all(&d)
+        .map_err(|e| Error::msg(format!("cannot create {}: {e}", d.display())))?;
     st.save()?;
     match build(&plan, &topo, &st, ignore_linkdown) {
         Ok(()) => {

@@ -119,10 +119,13 @@ pub fn batch(ns: Option<&str>, lines: &[String]) -> Result<()> {
     wait_batch(&what, spawn_batch(ns, lines, false)?)
 }
 
+/// Sysctl settings: (path under /proc/sys, value).
+pub type Settings = Vec<(String, String)>;
+
 /// Writes `settings` (paths under /proc/sys, value) in every namespace of `namespaces`, from one helper thread
 /// that enters each namespace in turn (no process per namespace).
-pub fn sysctls(namespaces: &[(String, Vec<(String, String)>)]) -> Result<()> {
-    let work: Vec<(String, File, Vec<(String, String)>)> = namespaces
+pub fn sysctls(namespaces: &[(String, Settings)]) -> Result<()> {
+    let work: Vec<(String, File, Settings)> = namespaces
         .iter()
         .map(|(ns, s)| Ok((ns.clone(), open_ns(ns)?, s.clone())))
         .collect::<Result<_>>()?;

@@ -99,10 +99,10 @@ pub enum Undo {
 pub struct Lock(#[allow(dead_code, reason = "held for its flock")] File);
 
 impl Lock {
-    /// Takes the lock of `prefix`, creating the directory.
+    /// Takes the lock of `prefix` (a file next to, not in, its state directory, so `down` can remove that).
     pub fn take(prefix: &str) -> Result<Self> {
-        std::fs::create_dir_all(dir(prefix))
-            .map_err(|e| Error::msg(format!("cannot create {}: {e}", dir(prefix).display())))?;
+        std::fs::create_dir_all(RUN_DIR)
+            .map_err(|e| Error::msg(format!("cannot create {RUN_DIR}: {e}")))?;
         let f = OpenOptions::new()
             .create(true)
             .truncate(false)
