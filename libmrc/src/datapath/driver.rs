@@ -212,7 +212,11 @@ impl UdpEndpoint {
             base_rtt,
             ev,
             cc: CcConfig::Nscc(NsccConfig::for_path(u64::from(mtu), base_rtt, rate_bps)),
-            reorder_min: Some(Duration::from_millis(1)),
+            // A sender spends up to a few hundred µs inside one sendmmsg (veth forwards in its context) and a
+            // receiver may not run for a scheduler tick: RTT samples jitter by milliseconds, so loss by time and
+            // by timeout wait that long before they call a packet lost.
+            reorder_min: Some(Duration::from_millis(2)),
+            rto_min: Some(Duration::from_millis(4)),
             sack_every_packets: 8,
             sack_every_bytes: 256 * 1024,
             sack_delay: Duration::from_micros(20),
@@ -518,7 +522,6 @@ impl UdpEndpoint {
                 self.flush(plane)?;
             }
         }
-        let now = self.now();
         loop {
             let mut ready = 0u32;
             for (p, b) in self.blocked.iter().enumerate() {
@@ -529,6 +532,8 @@ impl UdpEndpoint {
             if ready == 0 {
                 break;
             }
+            // Fresh time per packet: a flush below may have spent hundreds of µs forwarding.
+            let now = self.now();
             let Some(t) = self
                 .ep
                 .poll_transmit_on(now, ready, &mut self.scratch, &mut self.mem)

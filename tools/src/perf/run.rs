@@ -395,8 +395,43 @@ pub struct Report {
     pub per_plane: Vec<PlaneLine>,
     /// Socket-layer counters.
     pub datapath: DatapathLine,
+    /// Transport counters summed over the QPs.
+    pub transport: TransportLine,
     /// `Some(true)` when `--verify` matched.
     pub verified: Option<bool>,
+}
+
+/// Transport counters for the report, summed over the QPs.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TransportLine {
+    /// Data packets sent (first transmissions and retransmissions).
+    pub tx_data_packets: u64,
+    /// Retransmissions.
+    pub tx_retransmits: u64,
+    /// Probes sent.
+    pub tx_probes: u64,
+    /// SACKs sent.
+    pub tx_sacks: u64,
+    /// Data packets received.
+    pub rx_data_packets: u64,
+    /// Duplicates received (a retransmission whose original arrived: a spurious loss).
+    pub rx_duplicates: u64,
+    /// Trim NACKs received.
+    pub rx_trim_nacks: u64,
+}
+
+fn transport_line(ep: &UdpEndpoint, qps: &[u32]) -> TransportLine {
+    let mut t = TransportLine::default();
+    for s in qps.iter().filter_map(|&q| ep.endpoint_ref().qp_stats(q)) {
+        t.tx_data_packets += s.tx_data_packets;
+        t.tx_retransmits += s.tx_retransmits;
+        t.tx_probes += s.tx_probes;
+        t.tx_sacks += s.tx_sacks;
+        t.rx_data_packets += s.rx_data_packets;
+        t.rx_duplicates += s.rx_duplicates;
+        t.rx_trim_nacks += s.rx_trim_nacks;
+    }
+    t
 }
 
 /// Socket-layer counters for the report.
@@ -559,6 +594,7 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
         results,
         per_plane: plane_lines(ep, &side.qps.clone()),
         datapath: datapath_line(ep),
+        transport: transport_line(ep, &side.qps),
         verified,
     });
     if o.json {
@@ -837,6 +873,11 @@ fn print_planes(r: &Report) {
         "datapath: {} datagrams out, {} in, {} send errors, {} trimmed in, {} paths retired by ICMP, {} dropped",
         d.tx_datagrams, d.rx_datagrams, d.tx_errors, d.rx_trimmed, d.unreachable, d.rx_dropped
     );
+    let t = &r.transport;
+    println!(
+        "transport: {} data packets out ({} retransmitted), {} probes, {} SACKs; {} data packets in ({} duplicates), {} trim NACKs",
+        t.tx_data_packets, t.tx_retransmits, t.tx_probes, t.tx_sacks, t.rx_data_packets, t.rx_duplicates, t.rx_trim_nacks
+    );
     if let Some(v) = r.verified {
         println!("verify: {}", if v { "data matches" } else { "MISMATCH" });
     }
@@ -993,6 +1034,7 @@ pub fn server(o: &Options) -> Result<Report, Failure> {
         results,
         per_plane: plane_lines(ep, &side.qps.clone()),
         datapath: datapath_line(ep),
+        transport: transport_line(ep, &side.qps),
         verified: None,
     });
     if o.json {
