@@ -5,23 +5,20 @@
 //! (counted by the T1s' uN route counters), that `cut`/`uncut` and `link-down`/`link-up` work, and that `down`
 //! removes exactly the namespaces it created.
 
-use std::fs::File;
+mod common;
+
 use std::net::{Ipv6Addr, SocketAddrV6};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::{in_ns, is_root};
 use mrc::datapath::{NodeConfig, PeerPlane};
 use mrc_tools::blast::{self, RecvBufs};
 use mrc_tools::fabric::plan::Topology;
 use mrc_tools::fabric::show::usid_counters;
 
 const BIN: &str = env!("CARGO_BIN_EXE_mrc-fabric");
-
-fn is_root() -> bool {
-    // SAFETY: geteuid(2) has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 fn fabric(prefix: &str, args: &[&str]) -> (bool, String) {
     let out = Command::new(BIN)
@@ -55,19 +52,6 @@ impl Drop for Guard {
     fn drop(&mut self) {
         let _ = fabric(&self.0, &["down"]);
     }
-}
-
-/// Runs `f` on a helper thread that has entered namespace `ns`; sockets it opens stay in that namespace.
-fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let h = File::open(format!("/run/netns/{ns}")).expect("open netns");
-    std::thread::spawn(move || {
-        // SAFETY: setns(2) on a descriptor owned by `h`, alive for the call; it moves only this helper thread.
-        let r = unsafe { libc::setns(h.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
-        f()
-    })
-    .join()
-    .expect("netns thread")
 }
 
 struct Hosts {

@@ -204,9 +204,10 @@ impl UdpEndpoint {
     pub fn software_qp_config(&self, mtu: u32, evs_per_plane: u16, rate_bps: u64) -> QpConfig {
         let base_rtt = Duration::from_micros(500);
         let mut ev = self.ev_config(evs_per_plane);
-        // A retired path is probed every few ms, not every 100 µs: a software host has no spare packet rate.
-        ev.probe_min = Duration::from_millis(2);
-        ev.probe_max = Duration::from_millis(50);
+        // A retired path is probed every 10 ms or more, not every 100 µs: a software host has no spare packet
+        // rate, and a probe storm delays acknowledgements, which retires more paths.
+        ev.probe_min = Duration::from_millis(10);
+        ev.probe_max = Duration::from_millis(100);
         QpConfig {
             mtu,
             base_rtt,

@@ -83,8 +83,9 @@ pub struct Options {
     /// Path MTU of the network (the veth MTU of the fabric).
     #[arg(long, default_value_t = 9000)]
     pub link_mtu: u32,
-    /// Active EVs per plane.
-    #[arg(long, default_value_t = 16)]
+    /// Active EVs per plane (each with two backups). A kernel fabric has as many distinct paths per plane as
+    /// T1s, so a few EVs per plane cover them.
+    #[arg(long, default_value_t = 4)]
     pub evs: u16,
     /// What this host can move, Gbit/s: sizes the congestion window (rate × 500 µs base RTT).
     #[arg(long, default_value_t = 20)]

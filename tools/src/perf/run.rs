@@ -876,7 +876,13 @@ fn print_planes(r: &Report) {
     let t = &r.transport;
     println!(
         "transport: {} data packets out ({} retransmitted), {} probes, {} SACKs; {} data packets in ({} duplicates), {} trim NACKs",
-        t.tx_data_packets, t.tx_retransmits, t.tx_probes, t.tx_sacks, t.rx_data_packets, t.rx_duplicates, t.rx_trim_nacks
+        t.tx_data_packets,
+        t.tx_retransmits,
+        t.tx_probes,
+        t.tx_sacks,
+        t.rx_data_packets,
+        t.rx_duplicates,
+        t.rx_trim_nacks
     );
     if let Some(v) = r.verified {
         println!("verify: {}", if v { "data matches" } else { "MISMATCH" });

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# MRC over a real SRv6 uSID fabric against the alternatives, all in one run on the same fabric:
+#   mrc-perf (MRC, 8 planes) | mrc-blast (raw per-packet UDP, sendmmsg, same datagram size, sprayed over the
+#   planes: the forwarding ceiling) | iperf3 TCP on plane 0 | MPTCP (mptcpize iperf3) across the 8 planes
+# in three conditions: lossless; 1% random drop on every plane; plane 0 cut silently mid-run (goodput in 10 ms
+# bins; time until 90% of the surviving capacity is back). Plus loopback: mrc-perf vs iperf3 TCP.
+#
+# Needs root, iperf3 and mptcpize (apt-get install iperf3 mptcpize). Writes benches/results/compare.csv,
+# timeline.csv and compare.svg. Usage: benches/compare.sh [seconds per run, default 5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+T=${1:-5}
+OUT=benches/results
+mkdir -p "$OUT"
+cargo build --release -q -p mrc-tools
+BIN=target/release
+FAB="$BIN/mrc-fabric --prefix cmp"
+PERF=$BIN/mrc-perf
+BLAST=$BIN/mrc-blast
+H0="ip netns exec cmp-h0"
+H1="ip netns exec cmp-h1"
+N0=/run/mrc-fabric/cmp/h0.toml
+N1=/run/mrc-fabric/cmp/h1.toml
+DST=fcbb:bb00:e001::          # h1's plane-0 address
+CSV=$OUT/compare.csv
+
+$FAB down >/dev/null 2>&1 || true
+trap '$FAB down >/dev/null 2>&1 || true' EXIT
+$FAB up --planes 8 --t0s 2 --t1s 1 --mtu 9000 >/dev/null
+echo "condition,tool,gbps" >"$CSV"
+record() { echo "$1,$2,$3" >>"$CSV"; printf '%-10s %-8s %8.3f Gbit/s\n' "$1" "$2" "$3"; }
+json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+run_mrc() {   # condition [extra client args]
+    local cond=$1; shift
+    $H1 $PERF --config $N1 --json >/dev/null 2>&1 &
+    local srv=$!
+    sleep 0.4
+    local g
+    g=$($H0 $PERF $DST --config $N0 --size 1m --duration "$T" --interval-ms 0 --json "$@" | json_get "d['results'][0]['gbps']")
+    wait $srv || true
+    record "$cond" mrc "$g"
+}
+
+run_blast() {
+    local cond=$1
+    $H1 $BLAST sink --config $N1 --duration $((T + 2)) --json >/tmp/cmp-sink.json &
+    local sink=$!
+    sleep 0.3
+    $H0 $BLAST send --config $N0 --peer-config $N1 --size 8952 --duration "$T" --json >/dev/null
+    wait $sink || true
+    record "$cond" udp-blast "$(json_get "d['gbps']" </tmp/cmp-sink.json)"
+}
+
+run_tcp() {   # condition tool(tcp|mptcp)
+    local cond=$1 tool=$2 wrap=""
+    [ "$tool" = mptcp ] && wrap="mptcpize run"
+    $H1 $wrap iperf3 -s -1 >/dev/null 2>&1 &
+    local srv=$!
+    sleep 0.4
+    local g
+    g=$($H0 $wrap iperf3 -c $DST -t "$T" -J | json_get "d['end']['sum_received']['bits_per_second']/1e9")
+    wait $srv || true
+    record "$cond" "$tool" "$g"
+}
+
+# MPTCP: a subflow per plane (h1 announces its plane addresses).
+for h in h0 h1; do ip -n cmp-$h mptcp limits set subflows 8 add_addr_accepted 8; done
+for p in 1 2 3 4 5 6 7; do ip -n cmp-h1 mptcp endpoint add fcbb:bb00:e${p}01:: dev p$p signal; done
+
+echo "== lossless (fabric, 8 planes, MTU 9000)"
+run_mrc lossless; run_blast lossless; run_tcp lossless tcp; run_tcp lossless mptcp
+
+echo "== 1% random drop on every plane (T0 -> T1, the data direction)"
+for p in 0 1 2 3 4 5 6 7; do $FAB drop --plane $p --link t0-0:t1-0 --percent 1 --dir a-to-b >/dev/null; done
+run_mrc drop1; run_blast drop1; run_tcp drop1 tcp; run_tcp drop1 mptcp
+for p in 0 1 2 3 4 5 6 7; do $FAB undrop --plane $p --link t0-0:t1-0 >/dev/null; done
+
+echo "== plane 0 cut silently at 1 s (10 ms bins)"
+FAIL_AT=1.0
+$H1 $PERF --config $N1 --json >/dev/null 2>&1 &
+srv=$!
+sleep 0.4
+$H0 $PERF $DST --config $N0 --size 256k --duration 3 --interval-ms 10 --timeline $OUT/timeline-mrc.csv --json >/dev/null &
+cli=$!
+sleep $FAIL_AT
+$FAB plane-down 0 >/dev/null
+wait $cli || true
+wait $srv || true
+$FAB plane-up 0 >/dev/null
+# MPTCP: iperf3 reports at most every 100 ms.
+$H1 mptcpize run iperf3 -s -1 >/dev/null 2>&1 &
+srv=$!
+sleep 0.4
+$H0 mptcpize run iperf3 -c $DST -t 3 -i 0.1 -J >/tmp/cmp-mptcp.json &
+cli=$!
+sleep $FAIL_AT
+$FAB plane-down 0 >/dev/null
+wait $cli || true
+wait $srv || true
+$FAB plane-up 0 >/dev/null
+python3 - "$OUT" "$FAIL_AT" <<'EOF'
+import json, sys
+out, fail = sys.argv[1], float(sys.argv[2])
+mrc = []
+with open(f"{out}/timeline-mrc.csv") as f:
+    next(f)
+    t0 = None
+    for line in f:
+        t, g = line.strip().split(",")
+        t = float(t) / 1000
+        t0 = t if t0 is None else t0
+        mrc.append((t, float(g)))
+# The client starts 0.4 s after the timeline's clock; align on the first bin.
+start = mrc[0][0] - 0.01
+mrc = [(t - start, g) for t, g in mrc]
+d = json.load(open("/tmp/cmp-mptcp.json"))
+mp = [(i["sum"]["end"], i["sum"]["bits_per_second"] / 1e9) for i in d["intervals"]]
+def recovery(series, bin_s):
+    before = [g for t, g in series if 0.3 <= t < fail]
+    cap = sum(before) / max(len(before), 1) * 7 / 8
+    for t, g in series:
+        if t > fail and g >= 0.9 * cap:
+            return max(t - bin_s - fail, 0.0), cap
+    return float("inf"), cap
+rm, cm = recovery(mrc, 0.01)
+rp, cp = recovery(mp, 0.1)
+with open(f"{out}/timeline.csv", "w") as f:
+    f.write("tool,t_s,gbps\n")
+    for t, g in mrc: f.write(f"mrc,{t:.3f},{g:.3f}\n")
+    for t, g in mp: f.write(f"mptcp,{t:.3f},{g:.3f}\n")
+with open(f"{out}/compare.csv", "a") as f:
+    f.write(f"plane0-down,mrc-recovery-ms,{rm*1000:.0f}\nplane0-down,mptcp-recovery-ms,{rp*1000:.0f}\n")
+print(f"plane 0 down: mrc back to 90% of 7/8 of {cm/(7/8):.2f} Gbit/s within {rm*1000:.0f} ms (10 ms bins)")
+print(f"plane 0 down: mptcp back to 90% of 7/8 of {cp/(7/8):.2f} Gbit/s within {rp*1000:.0f} ms (100 ms bins)")
+# SVG: goodput over time, both tools, failure marked.
+W, H, L, B = 720, 320, 50, 30
+tmax = max(t for t, _ in mrc + mp)
+gmax = max(g for _, g in mrc + mp) * 1.1 or 1
+X = lambda t: L + (W - L - 10) * t / tmax
+Y = lambda g: H - B - (H - B - 10) * g / gmax
+def path(s): return " ".join(f"{'M' if i == 0 else 'L'}{X(t):.1f},{Y(g):.1f}" for i, (t, g) in enumerate(s))
+svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
+       f'<rect width="{W}" height="{H}" fill="white"/>',
+       f'<line x1="{L}" y1="{H-B}" x2="{W-10}" y2="{H-B}" stroke="black"/><line x1="{L}" y1="10" x2="{L}" y2="{H-B}" stroke="black"/>',
+       f'<line x1="{X(fail):.1f}" y1="10" x2="{X(fail):.1f}" y2="{H-B}" stroke="red" stroke-dasharray="4"/>',
+       f'<text x="{X(fail)+4:.1f}" y="22" fill="red">plane 0 cut</text>',
+       f'<path d="{path(mrc)}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>',
+       f'<path d="{path(mp)}" fill="none" stroke="#ff7f0e" stroke-width="1.5"/>',
+       f'<text x="{W-160}" y="24" fill="#1f77b4">mrc (10 ms bins)</text><text x="{W-160}" y="38" fill="#ff7f0e">MPTCP (100 ms bins)</text>',
+       f'<text x="{W/2:.0f}" y="{H-5}">time (s)</text><text x="5" y="15">Gbit/s</text>']
+for k in range(0, 6):
+    g = gmax * k / 5
+    svg.append(f'<text x="5" y="{Y(g)+4:.1f}">{g:.1f}</text>')
+for k in range(0, int(tmax) + 1):
+    svg.append(f'<text x="{X(k)-3:.1f}" y="{H-B+14}">{k}</text>')
+svg.append("</svg>")
+open(f"{out}/compare.svg", "w").write("\n".join(svg))
+EOF
+
+echo "== loopback"
+$PERF --json >/dev/null 2>&1 &
+srv=$!
+sleep 0.4
+g=$($PERF ::1 --size 1m --duration "$T" --interval-ms 0 --json | json_get "d['results'][0]['gbps']")
+wait $srv || true
+record loopback mrc "$g"
+iperf3 -s -1 >/dev/null 2>&1 &
+srv=$!
+sleep 0.4
+g=$(iperf3 -c ::1 -t "$T" -J | json_get "d['end']['sum_received']['bits_per_second']/1e9")
+wait $srv || true
+record loopback tcp "$g"
+
+python3 - "$CSV" <<'EOF'
+import csv, sys
+rows = {(r["condition"], r["tool"]): float(r["gbps"]) for r in csv.DictReader(open(sys.argv[1]))}
+g = lambda c, t: rows.get((c, t), float("nan"))
+print("\n== ratios")
+print(f"fabric lossless: mrc / raw UDP blast = {g('lossless','mrc')/g('lossless','udp-blast'):.2f} (target >= 0.8)")
+print(f"1% drop: mrc keeps {g('drop1','mrc')/g('lossless','mrc'):.2f} of its lossless goodput (target >= 0.9)")
+print(f"1% drop: mrc / TCP = {g('drop1','mrc')/g('drop1','tcp'):.1f}x (target >= 3x); mrc / MPTCP = {g('drop1','mrc')/g('drop1','mptcp'):.1f}x")
+print(f"loopback: mrc / iperf3 TCP = {g('loopback','mrc')/g('loopback','tcp'):.2f} (target >= 0.5)")
+print("note: TCP over veth moves 64 KB super-packets that no hop segments, so its lossless figure is not a per-packet ceiling")
+EOF
+echo "wrote $CSV, $OUT/timeline.csv, $OUT/compare.svg"
