@@ -81,7 +81,8 @@ FAIL_AT=1.0
 $H1 $PERF --config $N1 --json >/dev/null 2>&1 &
 srv=$!
 sleep 0.4
-$H0 $PERF $DST --config $N0 --size 256k --duration 3 --interval-ms 10 --timeline $OUT/timeline-mrc.csv --json >/dev/null &
+# The out-of-band TCP connection goes over plane 7, which stays up.
+$H0 $PERF fcbb:bb00:e701:: --config $N0 --size 256k --duration 3 --interval-ms 10 --timeline $OUT/timeline-mrc.csv --json >/dev/null &
 cli=$!
 sleep $FAIL_AT
 $FAB plane-down 0 >/dev/null

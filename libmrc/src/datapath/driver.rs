@@ -208,11 +208,18 @@ impl UdpEndpoint {
         // rate, and a probe storm delays acknowledgements, which retires more paths.
         ev.probe_min = Duration::from_millis(10);
         ev.probe_max = Duration::from_millis(100);
+        // One late SACK batch can make a burst of packets overdue at once; only a long silence is a dead plane.
+        ev.plane_dead_after = 64;
         QpConfig {
             mtu,
             base_rtt,
             ev,
-            cc: CcConfig::Nscc(NsccConfig::for_path(u64::from(mtu), base_rtt, rate_bps)),
+            cc: CcConfig::Nscc(NsccConfig {
+                // Random loss is a path's problem (the EV is retired), not congestion: a software host has no
+                // trimming switch to tell them apart, so only delay and ECN steer the window.
+                qa_enabled: false,
+                ..NsccConfig::for_path(u64::from(mtu), base_rtt, rate_bps)
+            }),
             // A sender spends up to a few hundred µs inside one sendmmsg (veth forwards in its context) and a
             // receiver may not run for a scheduler tick: RTT samples jitter by milliseconds, so loss by time and
             // by timeout wait that long before they call a packet lost.
