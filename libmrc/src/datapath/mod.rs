@@ -15,6 +15,6 @@ pub mod progress;
 pub mod socket;
 
 pub use config::{NodeConfig, PeerPlane, PlaneAddr};
-pub use driver::{DatapathConfig, DatapathStats, StartError, UdpEndpoint};
+pub use driver::{DatapathConfig, DatapathStats, StartError, UdpEndpoint, software_cc};
 pub use memory::HostMemory;
 pub use progress::Progress;

@@ -87,9 +87,12 @@ pub struct Options {
     /// T1s, so a few EVs per plane cover them.
     #[arg(long, default_value_t = 4)]
     pub evs: u16,
-    /// What this host can move, Gbit/s: sizes the congestion window (rate × 500 µs base RTT).
-    #[arg(long, default_value_t = 20)]
-    pub rate_gbps: u64,
+    /// Packets in flight per QP (a fixed window: the hosts' CPUs are the bottleneck, see `software_cc`).
+    #[arg(long, default_value_t = 64)]
+    pub window: u32,
+    /// Use NSCC congestion control sized for this rate (Gbit/s) instead of the fixed window.
+    #[arg(long)]
+    pub rate_gbps: Option<u64>,
     /// Live line every this many milliseconds (0: none).
     #[arg(long, default_value_t = 1000)]
     pub interval_ms: u64,

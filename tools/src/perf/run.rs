@@ -4,7 +4,7 @@ use std::io::{self, Write as _};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use mrc::datapath::{DatapathConfig, NodeConfig, Progress, UdpEndpoint};
+use mrc::datapath::{DatapathConfig, NodeConfig, Progress, UdpEndpoint, software_cc};
 use mrc::{
     Access, Completion, ConnInfo, CqId, EndpointConfig, EvState, MrKeys, QpConfig, QpInit, RecvWr,
     SendOp, SendWr, Sge, WcStatus,
@@ -141,7 +141,11 @@ fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
         let mut init = QpInit::new(pd, cq);
         init.config = QpConfig {
             icrc: hello.icrc,
-            ..ep.software_qp_config(hello.mtu, hello.evs, o.rate_gbps * 1_000_000_000)
+            ..ep.software_qp_config(
+                hello.mtu,
+                hello.evs,
+                software_cc(hello.mtu, o.window, o.rate_gbps.map(|g| g * 1_000_000_000)),
+            )
         };
         init.max_send_wr = 4096;
         init.max_recv_wr = 4096;
