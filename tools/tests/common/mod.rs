@@ -4,13 +4,13 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 
 /// Namespaces, nft and tc need root.
-pub fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
 
 /// Runs `f` on a helper thread that has entered namespace `ns`; sockets it opens stay in that namespace.
-pub fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+pub(crate) fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let h = File::open(format!("/run/netns/{ns}")).expect("open netns");
     std::thread::spawn(move || {
         // SAFETY: setns(2) on a descriptor owned by `h`, alive for the call; it moves only this helper thread.
