@@ -249,6 +249,10 @@ pub struct TransportCfg {
     /// Unloaded RTT in ns given to the engine; default computed from the topology.
     #[serde(default)]
     pub base_rtt_ns: Option<u64>,
+    /// Smallest reorder window of time-based loss detection in ns; default 2 × base RTT, since 1-BDP
+    /// queues at two tiers can reorder sprayed packets by about that much.
+    #[serde(default)]
+    pub reorder_ns: Option<u64>,
     /// Check every placed packet against the address it was read from (cheap; on by default).
     #[serde(default = "yes")]
     pub check_placement: bool,
@@ -274,6 +278,7 @@ impl Default for TransportCfg {
             cc: CcKind::default(),
             recovery: Recovery::default(),
             base_rtt_ns: None,
+            reorder_ns: None,
             check_placement: true,
         }
     }

@@ -7,9 +7,6 @@
 //! plain calls. Packets live in one arena and move between intrusive FIFO lists (queue, wire) by index; they
 //! carry only their headers (payload bytes are regenerated from the source address at delivery).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use mrc::cc::CcConfig;
 use mrc::cc::NsccConfig;
 use mrc::mem::Memory;
@@ -21,8 +18,9 @@ use mrc::{
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::queue::EventQueue;
 use crate::scenario::{CcKind, Recovery, TransportCfg};
-use crate::topo::{PortKind, Topology, ser_ps};
+use crate::topo::{PortKind, Topology};
 use crate::workload::Transfer;
 
 const NONE: u32 = u32::MAX;
@@ -45,22 +43,23 @@ impl List {
 }
 
 /// A directed port: output queues (high priority for control and trimmed headers, low for data) and a wire.
+/// Fields used on every packet come first.
 #[derive(Clone)]
+#[repr(C)]
 struct Port {
-    to: u32,
-    rate_bps: u64,
-    base_rate_bps: u64,
-    latency_ps: u64,
-    buffer: u64,
-    kmin: u64,
-    kmax: u64,
-    low_bytes: u64,
-    high_bytes: u64,
+    wire: List,
     low: List,
     high: List,
-    wire: List,
     /// Packet being serialized.
     tx: u32,
+    to: u32,
+    low_bytes: u64,
+    high_bytes: u64,
+    /// Serialization time per byte, ps × 2^16 (no division per packet).
+    ps_per_byte_q16: u64,
+    latency_ps: u64,
+    /// When the link last came up (nothing that entered the wire earlier may arrive).
+    last_up: u64,
     /// Reasons the link is down (link, switch, flap...).
     down_refs: u16,
     /// The packet being serialized was caught by a failure.
@@ -68,35 +67,43 @@ struct Port {
     ecn: bool,
     trim: bool,
     kind: PortKind,
+    buffer: u64,
+    kmin: u64,
+    kmax: u64,
+    base_rate_bps: u64,
     loss: f64,
-    /// When the link last came up (nothing that entered the wire earlier may arrive).
-    last_up: u64,
 }
 
+fn q16(rate_bps: u64) -> u64 {
+    ((8_000_000_000_000u128 << 16) / u128::from(rate_bps.max(1))) as u64
+}
+
+/// Hot fields first: forwarding touches only the first cache line.
 #[derive(Clone, Copy)]
+#[repr(C)]
 struct Pkt {
-    hdr: [u8; HDR],
-    /// Source address of the payload (valid when `plen > 0`).
-    tag: u64,
     /// When it leaves the wire it is on.
     arrive: u64,
-    src: u32,
+    /// Source address of the payload (valid when `plen > 0`).
+    tag: u64,
+    next: u32,
     dst: u32,
     path: u32,
-    next: u32,
+    /// Wire bytes.
+    wire: u32,
+    src: u32,
     /// Datagram length.
     dlen: u32,
     /// Payload offset and length inside the datagram (0 when none or trimmed).
     poff: u32,
     plen: u32,
-    /// Wire bytes.
-    wire: u32,
     /// Overflow storage for long control packets.
     big: u32,
     plane: u8,
     class: u8,
     /// bit 0: CE, bit 1: trimmed in the fabric, bit 2: trimmed at the last hop.
     flags: u8,
+    hdr: [u8; HDR],
 }
 
 const CLASS_DATA: u8 = 0;
@@ -275,8 +282,7 @@ pub struct Sim {
     free: Vec<u32>,
     big: Vec<Vec<u8>>,
     free_big: Vec<u32>,
-    heap: BinaryHeap<Reverse<(u64, u64, u64)>>,
-    seq: u64,
+    q: EventQueue,
     now: u64,
     hosts: Vec<Host>,
     conns: Vec<Conn>,
@@ -302,8 +308,11 @@ pub struct Sim {
     rxbuf: Vec<u8>,
     cqe: Vec<mrc::Completion>,
     evs_per_qp: usize,
+    kinds: [u64; 5],
+    max_heap: usize,
 }
 
+const DEBUG_COUNTS: bool = false;
 const EV_TXDONE: u64 = 0;
 const EV_ARRIVE: u64 = 1;
 const EV_TIMER: u64 = 2;
@@ -353,7 +362,7 @@ impl Sim {
                 let switch = p.kind != PortKind::HostUp;
                 Port {
                     to: p.to,
-                    rate_bps: p.rate_bps,
+                    ps_per_byte_q16: q16(p.rate_bps),
                     base_rate_bps: p.rate_bps,
                     latency_ps: p.latency_ps,
                     buffer: if switch { p.buffer } else { u64::MAX / 4 },
@@ -405,6 +414,9 @@ impl Sim {
             cc,
             mpr,
             icrc: false,
+            reorder_min: Some(mrc::Duration::from_nanos(
+                tr.reorder_ns.unwrap_or(2 * base_rtt_ns),
+            )),
             ..QpConfig::default()
         };
         qcfg.validate()
@@ -475,8 +487,7 @@ impl Sim {
             free: Vec::new(),
             big: Vec::new(),
             free_big: Vec::new(),
-            heap: BinaryHeap::new(),
-            seq: 0,
+            q: EventQueue::new(),
             now: 0,
             hosts,
             conns,
@@ -512,6 +523,8 @@ impl Sim {
                 64
             ],
             evs_per_qp,
+            kinds: [0; 5],
+            max_heap: 0,
             topo,
         };
         for i in 0..sim.actions.len() {
@@ -532,21 +545,25 @@ impl Sim {
         &self.topo
     }
 
+    #[inline]
     fn push(&mut self, t: u64, e: u64) {
-        self.seq += 1;
-        self.heap.push(Reverse((t, self.seq, e)));
+        self.q.push(t, e);
     }
 
     /// Runs until every transfer finished or `limit_ps`; `progress` is called now and then with the time.
     pub fn run(mut self, limit_ps: u64, mut progress: impl FnMut(u64)) -> Outcome {
         let mut n = 0u64;
-        while let Some(&Reverse((t, _, e))) = self.heap.peek() {
+        while let Some(t) = self.q.peek_time() {
             if t > limit_ps || self.remaining == 0 {
                 break;
             }
-            self.heap.pop();
+            let Some((t, e)) = self.q.pop() else { break };
             self.now = t;
             n += 1;
+            if DEBUG_COUNTS {
+                self.kinds[(e >> 32) as usize] += 1;
+                self.max_heap = self.max_heap.max(self.q.len());
+            }
             let id = e as u32;
             match e >> 32 {
                 EV_TXDONE => self.tx_done(id),
@@ -560,6 +577,9 @@ impl Sim {
             }
         }
         self.c.events = n;
+        if DEBUG_COUNTS {
+            eprintln!("kinds {:?} max heap {}", self.kinds, self.max_heap);
+        }
         self.finish(limit_ps)
     }
 
@@ -831,7 +851,7 @@ impl Sim {
         }
         port.tx = i;
         port.doomed = false;
-        let t = self.now + ser_ps(wire, port.rate_bps);
+        let t = self.now + ((wire * port.ps_per_byte_q16) >> 16);
         self.push(t, ev(EV_TXDONE, pi));
     }
 
@@ -976,7 +996,7 @@ impl Sim {
             Action::Slow { ports, fraction } => {
                 for &p in ports {
                     let port = &mut self.ports[p as usize];
-                    port.rate_bps = ((port.base_rate_bps as f64) * fraction).max(1.0) as u64;
+                    port.ps_per_byte_q16 = q16(((port.base_rate_bps as f64) * fraction).max(1.0) as u64);
                 }
             }
         }

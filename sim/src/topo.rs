@@ -134,6 +134,10 @@ pub struct Topology {
     pub ports: Vec<PortSpec>,
     /// First port of each switch (indexed by node − hosts).
     pub first_port: Vec<u32>,
+    /// Identity of each switch (indexed by node − hosts).
+    pub sw: Vec<SwitchId>,
+    /// Per host: (pod, T0 index in pod, slot under the T0).
+    pub loc: Vec<(u32, u32, u32)>,
     /// Host link rate in bit/s.
     pub host_rate_bps: u64,
     /// Unloaded RTT of the longest path for a full packet and a small ack, in ps.
@@ -282,10 +286,17 @@ impl Topology {
             hosts,
             ports,
             first_port,
+            sw: Vec::new(),
+            loc: (0..hosts)
+                .map(|h| (h / (shape.t0 * shape.hpt0), (h / shape.hpt0) % shape.t0, h % shape.hpt0))
+                .collect(),
             host_rate_bps: host_rate,
             base_rtt_ps,
             max_hops,
         };
+        t.sw = (0..planes * sw_pp)
+            .map(|k| t.switch_id(hosts + k))
+            .collect();
         // Reverse directions, by arithmetic on the other end's port layout.
         for i in 0..t.ports.len() {
             let rev = t.reverse_of(i as u32);
@@ -372,14 +383,14 @@ impl Topology {
     #[inline]
     pub fn forward(&self, node: u32, dst: u32, path: u32) -> u32 {
         let s = &self.shape;
-        let id = self.switch_id(node);
-        let fp = self.first_port[(node - self.hosts) as usize];
-        let dpod = dst / (s.t0 * s.hpt0);
-        let da = (dst / s.hpt0) % s.t0;
+        let k = (node - self.hosts) as usize;
+        let id = self.sw[k];
+        let fp = self.first_port[k];
+        let (dpod, da, slot) = self.loc[dst as usize];
         match id.tier {
             0 => {
                 if dpod == id.pod && da == id.index {
-                    fp + dst % s.hpt0
+                    fp + slot
                 } else {
                     fp + s.hpt0 + path % s.t1
                 }
