@@ -22,7 +22,11 @@ pub const METRICS: &[(&str, &str)] = &[
     ("goodput_gbps", "payload bytes placed / jct, Gbit/s"),
     (
         "affected_throughput_fraction",
-        "transfers of hosts with a failed NIC port, started after it failed: baseline time / time",
+        "transfers of hosts with a failed NIC port, running when it failed: baseline time / time",
+    ),
+    (
+        "late_goodput_fraction",
+        "goodput from settle_us after the first failure to 90% of the shorter job, over the baseline's",
     ),
     ("waste_fraction", "1 − payload placed / payload sent (retransmissions and discards)"),
     ("retransmit_fraction", "retransmitted data packets / data packets sent"),
@@ -244,7 +248,7 @@ impl Report {
                 let (bs, be) = b.times_us[i];
                 let hit = affected
                     .iter()
-                    .any(|&(h, at)| (t.src == h || t.dst == h) && s0 >= at);
+                    .any(|&(h, at)| (t.src == h || t.dst == h) && (e0 < 0.0 || e0 > at));
                 if hit && e0 >= 0.0 && be >= 0.0 {
                     tf += e0 - s0;
                     tb += be - bs;
@@ -252,6 +256,27 @@ impl Report {
             }
             if tf > 0.0 {
                 m.insert("affected_throughput_fraction".into(), tb / tf);
+            }
+        }
+        if let (Some(b), Some(first)) = (
+            &baseline,
+            s.failures.iter().map(|f| f.at_us).min_by(f64::total_cmp),
+        ) {
+            let from = first + s.run.settle_us;
+            let to = 0.9 * run.jct_us.min(b.jct_us);
+            let mean = |r: &RunSummary| {
+                let (mut sum, mut n) = (0.0, 0);
+                for (i, row) in r.goodput_gbps.iter().enumerate() {
+                    let t = i as f64 * r.bin_us;
+                    if t >= from && t + r.bin_us <= to {
+                        sum += row.iter().sum::<f64>();
+                        n += 1;
+                    }
+                }
+                (n > 0).then(|| sum / f64::from(n))
+            };
+            if let (Some(x), Some(y)) = (mean(&run), mean(b)) {
+                m.insert("late_goodput_fraction".into(), x / y);
             }
         }
         m.insert(

@@ -576,6 +576,11 @@ impl Scenario {
         Ok(s)
     }
 
+    /// The scenario as TOML text.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+
     /// Parses and checks scenario text.
     pub fn parse(text: &str) -> Result<Self, ScenarioError> {
         let s: Self = toml::from_str(text).map_err(|e| {

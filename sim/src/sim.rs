@@ -308,11 +308,8 @@ pub struct Sim {
     rxbuf: Vec<u8>,
     cqe: Vec<mrc::Completion>,
     evs_per_qp: usize,
-    kinds: [u64; 5],
-    max_heap: usize,
 }
 
-const DEBUG_COUNTS: bool = false;
 const EV_TXDONE: u64 = 0;
 const EV_ARRIVE: u64 = 1;
 const EV_TIMER: u64 = 2;
@@ -523,8 +520,6 @@ impl Sim {
                 64
             ],
             evs_per_qp,
-            kinds: [0; 5],
-            max_heap: 0,
             topo,
         };
         for i in 0..sim.actions.len() {
@@ -560,10 +555,7 @@ impl Sim {
             let Some((t, e)) = self.q.pop() else { break };
             self.now = t;
             n += 1;
-            if DEBUG_COUNTS {
-                self.kinds[(e >> 32) as usize] += 1;
-                self.max_heap = self.max_heap.max(self.q.len());
-            }
+
             let id = e as u32;
             match e >> 32 {
                 EV_TXDONE => self.tx_done(id),
@@ -577,9 +569,7 @@ impl Sim {
             }
         }
         self.c.events = n;
-        if DEBUG_COUNTS {
-            eprintln!("kinds {:?} max heap {}", self.kinds, self.max_heap);
-        }
+
         self.finish(limit_ps)
     }
 
@@ -1341,4 +1331,28 @@ fn connect(
         ep.modify_qp(qpn[k], Transition::Rts { sq_psn: PSN0 }, Instant::ZERO)?;
     }
     Ok((qpn[0], qpn[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The placement check catches bytes written at another address than they were read from.
+    #[test]
+    fn placement_markers_catch_misplacement() {
+        let mut m = PatMem {
+            check: true,
+            ..PatMem::default()
+        };
+        let addr = 5u64 << 32;
+        let mut buf = vec![0u8; 64];
+        buf[..8].copy_from_slice(&(addr ^ SALT).to_le_bytes());
+        buf[56..].copy_from_slice(&((addr + 56) ^ SALT).to_le_bytes());
+        m.write(addr, &buf);
+        assert_eq!((m.errors, m.written), (0, 64));
+        m.write(addr + 8, &buf);
+        assert_eq!(m.errors, 1);
+        m.write(addr, &buf[..32]);
+        assert_eq!(m.errors, 2);
+    }
 }
