@@ -12,7 +12,11 @@ use mrc_sim::scenario::FailureSet;
 use mrc_sim::{Report, Scenario, run_scenario};
 
 #[derive(Parser)]
-#[command(name = "mrc-sim", version, about = "Fabric simulator running the MRC transport engine")]
+#[command(
+    name = "mrc-sim",
+    version,
+    about = "Fabric simulator running the MRC transport engine"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -95,9 +99,11 @@ fn load(p: &Path, seed: Option<u64>) -> Result<Scenario, String> {
 fn bar(len: u64, msg: &str) -> ProgressBar {
     let b = ProgressBar::new(len);
     b.set_style(
-        ProgressStyle::with_template("{msg:>14} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg:>14} [{bar:40}] {pos}/{len} {elapsed_precise} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     b.set_message(msg.to_string());
     b
@@ -136,15 +142,20 @@ fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
         let part = part.trim();
         if let Some((a, b)) = part.split_once('-') {
             let (a, b): (u64, u64) = (
-                a.parse().map_err(|_| format!("--seeds: bad number `{a}`"))?,
-                b.parse().map_err(|_| format!("--seeds: bad number `{b}`"))?,
+                a.parse()
+                    .map_err(|_| format!("--seeds: bad number `{a}`"))?,
+                b.parse()
+                    .map_err(|_| format!("--seeds: bad number `{b}`"))?,
             );
             if b < a || b - a > 1_000_000 {
                 return Err("--seeds: use A-B with A <= B (at most a million)".into());
             }
             v.extend(a..=b);
         } else {
-            v.push(part.parse().map_err(|_| format!("--seeds: bad number `{part}`; use e.g. 1-8 or 1,5,9"))?);
+            v.push(
+                part.parse()
+                    .map_err(|_| format!("--seeds: bad number `{part}`; use e.g. 1-8 or 1,5,9"))?,
+            );
         }
     }
     Ok(v)
@@ -160,7 +171,10 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     Ok((i, n))
 }
 
-fn sweep_items(s: &Scenario, seeds: Option<&str>) -> Result<Vec<(u64, Option<FailureSet>)>, String> {
+fn sweep_items(
+    s: &Scenario,
+    seeds: Option<&str>,
+) -> Result<Vec<(u64, Option<FailureSet>)>, String> {
     let seeds = match seeds {
         Some(x) => parse_seeds(x)?,
         None if !s.sweep.seeds.is_empty() => s.sweep.seeds.clone(),
@@ -198,7 +212,8 @@ fn real_main() -> Result<ExitCode, String> {
         } => {
             let s = load(&scenario, seed)?;
             let r = run_with_progress(&s, s.run.baseline && !no_baseline)?;
-            r.write(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+            r.write(&out)
+                .map_err(|e| format!("{}: {e}", out.display()))?;
             print!("{}", r.summary());
             println!("wrote {}", out.display());
             let inv = r.invariant_violations();
@@ -225,7 +240,11 @@ fn real_main() -> Result<ExitCode, String> {
                         v.value,
                         v.min.map_or("-inf".into(), |x| x.to_string()),
                         v.max.map_or("inf".into(), |x| x.to_string()),
-                        if v.why.is_empty() { String::new() } else { format!("  {}", v.why) }
+                        if v.why.is_empty() {
+                            String::new()
+                        } else {
+                            format!("  {}", v.why)
+                        }
                     );
                 }
                 let inv = r.invariant_violations();
@@ -235,7 +254,11 @@ fn real_main() -> Result<ExitCode, String> {
                 }
                 ok &= r.passed();
             }
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Cmd::Sweep {
             scenario,
@@ -274,8 +297,9 @@ fn real_main() -> Result<ExitCode, String> {
                                 sc.failures = f.failures.clone();
                                 sc.name = format!("{}-{}", s.name, f.name);
                             }
-                            let r = run_scenario(&sc, s.run.baseline && !no_baseline, &mut |_, _| {})
-                                .map_err(|e| e.to_string());
+                            let r =
+                                run_scenario(&sc, s.run.baseline && !no_baseline, &mut |_, _| {})
+                                    .map_err(|e| e.to_string());
                             if let Ok(mut g) = results.lock() {
                                 g[k] = Some(r);
                             }
@@ -285,16 +309,25 @@ fn real_main() -> Result<ExitCode, String> {
                 }
             });
             pb.finish_and_clear();
-            let results = results.into_inner().map_err(|_| "a sweep worker panicked".to_string())?;
+            let results = results
+                .into_inner()
+                .map_err(|_| "a sweep worker panicked".to_string())?;
             std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
-            let mut csv = String::from("item,name,seed,finished,jct_us,jct_slowdown,fct_p99_us,waste_fraction,ev_retirements,checks_passed\n");
+            let mut csv = String::from(
+                "item,name,seed,finished,jct_us,jct_slowdown,fct_p99_us,waste_fraction,ev_retirements,checks_passed\n",
+            );
             let mut ok = true;
             for (k, r) in results.into_iter().enumerate() {
                 let idx = mine[k];
                 let r = r.ok_or("missing sweep result")??;
                 let dir = out.join(format!("item-{idx:05}"));
-                r.write(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-                let m = |n: &str| r.metrics.get(n).map_or(String::new(), |v| format!("{v:.6}"));
+                r.write(&dir)
+                    .map_err(|e| format!("{}: {e}", dir.display()))?;
+                let m = |n: &str| {
+                    r.metrics
+                        .get(n)
+                        .map_or(String::new(), |v| format!("{v:.6}"))
+                };
                 csv.push_str(&format!(
                     "{idx},{},{},{},{},{},{},{},{},{}\n",
                     r.name,
@@ -309,10 +342,18 @@ fn real_main() -> Result<ExitCode, String> {
                 ));
                 ok &= r.invariant_violations().is_empty();
             }
-            let name = if sn == 1 { "sweep.csv".to_string() } else { format!("sweep-shard-{si}-of-{sn}.csv") };
+            let name = if sn == 1 {
+                "sweep.csv".to_string()
+            } else {
+                format!("sweep-shard-{si}-of-{sn}.csv")
+            };
             std::fs::write(out.join(&name), csv).map_err(|e| e.to_string())?;
             println!("{} runs; wrote {}", mine.len(), out.join(name).display());
-            Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+            Ok(if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Cmd::Slurm {
             scenario,

@@ -14,8 +14,14 @@ use crate::workload::Transfer;
 
 /// Metrics a scenario can put thresholds on, with what they mean.
 pub const METRICS: &[(&str, &str)] = &[
-    ("jct_us", "time from the first transfer start to the last completion, µs"),
-    ("jct_slowdown", "jct / jct of the same scenario without failures − 1"),
+    (
+        "jct_us",
+        "time from the first transfer start to the last completion, µs",
+    ),
+    (
+        "jct_slowdown",
+        "jct / jct of the same scenario without failures − 1",
+    ),
     ("fct_p50_us", "median transfer completion time, µs"),
     ("fct_p99_us", "99th percentile transfer completion time, µs"),
     ("fct_max_us", "longest transfer completion time, µs"),
@@ -28,19 +34,43 @@ pub const METRICS: &[(&str, &str)] = &[
         "late_goodput_fraction",
         "goodput from settle_us after the first failure to 90% of the shorter job, over the baseline's",
     ),
-    ("waste_fraction", "1 − payload placed / payload sent (retransmissions and discards)"),
-    ("retransmit_fraction", "retransmitted data packets / data packets sent"),
-    ("victim_slowdown", "victim completion time / its time alone − 1"),
-    ("lasting_data_drops", "data packets lost at failed parts later than settle_us after the last failure"),
+    (
+        "waste_fraction",
+        "1 − payload placed / payload sent (retransmissions and discards)",
+    ),
+    (
+        "retransmit_fraction",
+        "retransmitted data packets / data packets sent",
+    ),
+    (
+        "victim_slowdown",
+        "victim completion time / its time alone − 1",
+    ),
+    (
+        "lasting_data_drops",
+        "data packets lost at failed parts later than settle_us after the last failure",
+    ),
     ("ev_retirements", "EVs retired (ASSUMED_BAD)"),
     ("ev_recoveries", "EVs restored by probes"),
     ("trimmed_pkts", "packets trimmed by switches"),
-    ("unfinished_transfers", "transfers not complete at the time limit"),
+    (
+        "unfinished_transfers",
+        "transfers not complete at the time limit",
+    ),
     ("failed_transfers", "transfers completed with an error"),
     ("qp_errors", "QPs that went to the error state"),
-    ("placement_errors", "payload written elsewhere than it was read from (must be 0)"),
-    ("failed_link_crossings", "packets that crossed a link after it failed (must be 0)"),
-    ("conservation_error", "|sent − delivered − dropped − trimmed − in flight| in bytes plus packets (must be 0)"),
+    (
+        "placement_errors",
+        "payload written elsewhere than it was read from (must be 0)",
+    ),
+    (
+        "failed_link_crossings",
+        "packets that crossed a link after it failed (must be 0)",
+    ),
+    (
+        "conservation_error",
+        "|sent − delivered − dropped − trimmed − in flight| in bytes plus packets (must be 0)",
+    ),
 ];
 
 /// Transfer completion time statistics in µs.
@@ -316,10 +346,15 @@ impl Report {
         m.insert("failed_transfers".into(), c.failed_transfers as f64);
         m.insert("qp_errors".into(), c.qp_errors as f64);
         m.insert("placement_errors".into(), c.placement_errors as f64);
-        m.insert("failed_link_crossings".into(), c.failed_link_crossings as f64);
+        m.insert(
+            "failed_link_crossings".into(),
+            c.failed_link_crossings as f64,
+        );
         let cons = run.conservation_error()
             + baseline.as_ref().map_or(0, RunSummary::conservation_error)
-            + victim_alone.as_ref().map_or(0, RunSummary::conservation_error);
+            + victim_alone
+                .as_ref()
+                .map_or(0, RunSummary::conservation_error);
         m.insert("conservation_error".into(), cons as f64);
         let checks = s
             .validate
@@ -357,7 +392,11 @@ impl Report {
     /// The invariants every run must keep: conservation, no crossing of failed links, exact placement.
     pub fn invariant_violations(&self) -> Vec<String> {
         let mut v = Vec::new();
-        for k in ["conservation_error", "failed_link_crossings", "placement_errors"] {
+        for k in [
+            "conservation_error",
+            "failed_link_crossings",
+            "placement_errors",
+        ] {
             let x = self.metrics.get(k).copied().unwrap_or(0.0);
             if x != 0.0 {
                 v.push(format!("{k} = {x}"));
@@ -396,7 +435,11 @@ impl Report {
         let _ = writeln!(
             o,
             "job: {} in {:.1} us{}",
-            if r.finished { "finished" } else { "NOT finished" },
+            if r.finished {
+                "finished"
+            } else {
+                "NOT finished"
+            },
             r.jct_us,
             match &self.baseline {
                 Some(b) => format!(
@@ -432,9 +475,16 @@ impl Report {
             c.ev_recoveries,
             c.qp_errors
         );
-        let _ = writeln!(o, "per plane (data pkts / retx / trims / losses / plane retirements):");
+        let _ = writeln!(
+            o,
+            "per plane (data pkts / retx / trims / losses / plane retirements):"
+        );
         for (p, x) in r.plane_tx.iter().enumerate() {
-            let _ = writeln!(o, "  plane {p}: {} / {} / {} / {} / {}", x[0], x[1], x[2], x[3], x[4]);
+            let _ = writeln!(
+                o,
+                "  plane {p}: {} / {} / {} / {} / {}",
+                x[0], x[1], x[2], x[3], x[4]
+            );
         }
         let inv = self.invariant_violations();
         let _ = writeln!(
@@ -532,7 +582,10 @@ impl Report {
             svg_lines("Per-plane goodput", "time (us)", "Gbit/s", &series),
         )?;
         let mut cdfs = Vec::new();
-        for (name, run) in [("with failures", Some(r)), ("baseline", self.baseline.as_ref())] {
+        for (name, run) in [
+            ("with failures", Some(r)),
+            ("baseline", self.baseline.as_ref()),
+        ] {
             let Some(run) = run else { continue };
             let mut f: Vec<f64> = run
                 .times_us
@@ -552,7 +605,12 @@ impl Report {
         }
         std::fs::write(
             dir.join("fct_cdf.svg"),
-            svg_lines("Transfer completion time CDF", "FCT (us)", "fraction", &cdfs),
+            svg_lines(
+                "Transfer completion time CDF",
+                "FCT (us)",
+                "fraction",
+                &cdfs,
+            ),
         )?;
         let qs: Vec<(String, Vec<(f64, f64)>)> = PortKind::ALL
             .iter()

@@ -298,14 +298,9 @@ pub fn run_scenario(
     };
     let hosts = p.topo.hosts;
     let planes = p.topo.shape.planes;
-    let main = run_one(
-        p.topo,
-        p.xfers.clone(),
-        p.actions,
-        &p.rs,
-        limit,
-        &mut |t| progress("run", t),
-    )?;
+    let main = run_one(p.topo, p.xfers.clone(), p.actions, &p.rs, limit, &mut |t| {
+        progress("run", t)
+    })?;
     let main = RunSummary::new(&main, &p.xfers, bin);
     Ok(Report::new(s, hosts, planes, &p.xfers, main, base, alone))
 }

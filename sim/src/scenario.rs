@@ -760,11 +760,11 @@ impl Scenario {
 }
 
 fn check_failure(at: &str, f: &FailureCfg) -> Result<(), ScenarioError> {
-    if !(f.at_us >= 0.0) {
+    if f.at_us.is_nan() || f.at_us < 0.0 {
         return Err(ScenarioError::new(format!("{at}.at_us"), "must be >= 0"));
     }
     if let Some(u) = f.until_us
-        && !(u > f.at_us)
+        && (u.is_nan() || u <= f.at_us)
     {
         return Err(ScenarioError::new(
             format!("{at}.until_us"),
@@ -775,7 +775,10 @@ fn check_failure(at: &str, f: &FailureCfg) -> Result<(), ScenarioError> {
         if ok {
             Ok(())
         } else {
-            Err(ScenarioError::new(format!("{at}.{field}"), what.to_string()))
+            Err(ScenarioError::new(
+                format!("{at}.{field}"),
+                what.to_string(),
+            ))
         }
     };
     match f.kind {

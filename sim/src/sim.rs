@@ -351,7 +351,8 @@ impl Sim {
     ) -> Result<Self, crate::scenario::ScenarioError> {
         let tr = &rs.transport;
         let planes = topo.shape.planes;
-        let frame = u64::from(tr.mtu + tr.frame_overhead) + mrc::wire::MAX_DATA_HEADER_LEN as u64 + 4;
+        let frame =
+            u64::from(tr.mtu + tr.frame_overhead) + mrc::wire::MAX_DATA_HEADER_LEN as u64 + 4;
         let ports: Vec<Port> = topo
             .ports
             .iter()
@@ -386,10 +387,7 @@ impl Sim {
             .unwrap_or(topo.base_rtt_ps.div_ceil(1000))
             .max(1);
         let paths = topo.shape.paths_per_plane();
-        let per_plane = tr
-            .evs_per_plane
-            .unwrap_or(paths.min(32) as u16)
-            .max(1);
+        let per_plane = tr.evs_per_plane.unwrap_or(paths.min(32) as u16).max(1);
         let mut evc = EvConfig::with_planes(planes as u8, per_plane);
         evc.backup_per_plane = tr.backup_evs_per_plane;
         evc.min_active_per_plane = (per_plane / 4).max(1);
@@ -416,8 +414,9 @@ impl Sim {
             )),
             ..QpConfig::default()
         };
-        qcfg.validate()
-            .map_err(|e| crate::scenario::ScenarioError::new(format!("transport ({})", e.field), e.problem))?;
+        qcfg.validate().map_err(|e| {
+            crate::scenario::ScenarioError::new(format!("transport ({})", e.field), e.problem)
+        })?;
         let evs_per_qp = usize::from(per_plane + tr.backup_evs_per_plane) * planes as usize;
         let mut hosts = Vec::with_capacity(topo.hosts as usize);
         for _ in 0..topo.hosts {
@@ -456,7 +455,10 @@ impl Sim {
             if last != Some((s, d)) {
                 last = Some((s, d));
                 let (sq, rq) = connect(&mut hosts, s, d, &qcfg).map_err(|e| {
-                    crate::scenario::ScenarioError::new("transport", format!("QP setup failed: {e}"))
+                    crate::scenario::ScenarioError::new(
+                        "transport",
+                        format!("QP setup failed: {e}"),
+                    )
                 })?;
                 let c = conns.len() as u32;
                 hosts[s as usize].qps.push((sq, c));
@@ -873,7 +875,9 @@ impl Sim {
         let port = &self.ports[pi as usize];
         if port.kind == PortKind::HostUp {
             let host = self.topo.ports[pi as usize].from;
-            if self.hosts[host as usize].blocked && port.low_bytes + port.high_bytes < self.ready_bytes {
+            if self.hosts[host as usize].blocked
+                && port.low_bytes + port.high_bytes < self.ready_bytes
+            {
                 self.pump(host);
             }
         }
@@ -962,16 +966,21 @@ impl Sim {
         if changed && p.kind == PortKind::HostUp {
             let now = Instant::from_nanos(self.now / 1000);
             let h = p.from;
-            self.hosts[h as usize].ep.set_port_state(now, p.plane, !down);
+            self.hosts[h as usize]
+                .ep
+                .set_port_state(now, p.plane, !down);
             self.pump(h);
         }
     }
 
     fn action(&mut self, idx: usize) {
-        let a = std::mem::replace(&mut self.actions[idx].1, Action::Loss {
-            ports: Vec::new(),
-            rate: 0.0,
-        });
+        let a = std::mem::replace(
+            &mut self.actions[idx].1,
+            Action::Loss {
+                ports: Vec::new(),
+                rate: 0.0,
+            },
+        );
         match &a {
             Action::Links { ports, down } => {
                 for &p in ports {
@@ -986,7 +995,8 @@ impl Sim {
             Action::Slow { ports, fraction } => {
                 for &p in ports {
                     let port = &mut self.ports[p as usize];
-                    port.ps_per_byte_q16 = q16(((port.base_rate_bps as f64) * fraction).max(1.0) as u64);
+                    port.ps_per_byte_q16 =
+                        q16(((port.base_rate_bps as f64) * fraction).max(1.0) as u64);
                 }
             }
         }
@@ -1274,7 +1284,6 @@ impl Sim {
             }
         }
     }
-
 }
 
 /// Most work requests posted per QP at once.

@@ -197,7 +197,9 @@ impl Topology {
         if hosts < 2 || nodes > u64::from(u32::MAX / 4) {
             return Err(ScenarioError::new(
                 "topology",
-                format!("{hosts} hosts and {nodes} nodes; need at least 2 hosts and fewer than 1e9 nodes"),
+                format!(
+                    "{hosts} hosts and {nodes} nodes; need at least 2 hosts and fewer than 1e9 nodes"
+                ),
             ));
         }
         let hosts = hosts as u32;
@@ -221,8 +223,9 @@ impl Topology {
         let planes = shape.planes;
         let sw_pp = shape.switches_per_plane();
         let t0_node = |p: u32, pod: u32, a: u32| hosts + p * sw_pp + pod * shape.t0 + a;
-        let t1_node =
-            |p: u32, pod: u32, b: u32| hosts + p * sw_pp + shape.pods * shape.t0 + pod * shape.t1 + b;
+        let t1_node = |p: u32, pod: u32, b: u32| {
+            hosts + p * sw_pp + shape.pods * shape.t0 + pod * shape.t1 + b
+        };
         let t2_node = |p: u32, b: u32, c: u32| {
             hosts + p * sw_pp + shape.pods * (shape.t0 + shape.t1) + b * shape.t2_per_t1 + c
         };
@@ -288,7 +291,13 @@ impl Topology {
             first_port,
             sw: Vec::new(),
             loc: (0..hosts)
-                .map(|h| (h / (shape.t0 * shape.hpt0), (h / shape.hpt0) % shape.t0, h % shape.hpt0))
+                .map(|h| {
+                    (
+                        h / (shape.t0 * shape.hpt0),
+                        (h / shape.hpt0) % shape.t0,
+                        h % shape.hpt0,
+                    )
+                })
                 .collect(),
             host_rate_bps: host_rate,
             base_rtt_ps,
@@ -441,7 +450,11 @@ impl Topology {
                 }
             }
             LinkTier::T0T1 => {
-                for (f, v, n) in [("t0", r.t0, s.t0), ("t1", r.t1, s.t1), ("pod", r.pod, s.pods)] {
+                for (f, v, n) in [
+                    ("t0", r.t0, s.t0),
+                    ("t1", r.t1, s.t1),
+                    ("pod", r.pod, s.pods),
+                ] {
                     if let Some(v) = v
                         && v >= n
                     {
@@ -632,12 +645,17 @@ pub fn parse_htsim_topo(text: &str) -> Result<(Shape, [LinkCfg; 3]), ScenarioErr
             }
         }
     }
-    let e = |f: &str, m: &str| Err(ScenarioError::new(format!("topology.file {f}"), m.to_string()));
+    let e = |f: &str, m: &str| {
+        Err(ScenarioError::new(
+            format!("topology.file {f}"),
+            m.to_string(),
+        ))
+    };
     if !(2..=3).contains(&tiers) {
         return e("Tiers", "must be 2 or 3");
     }
     let hpt0 = t[0].down;
-    if hpt0 == 0 || nodes == 0 || nodes % hpt0 != 0 {
+    if hpt0 == 0 || nodes == 0 || !nodes.is_multiple_of(hpt0) {
         return e("Tier 0 Radix_Down", "must divide Nodes");
     }
     let bundle = t[0].bundle.max(1);
@@ -658,8 +676,11 @@ pub fn parse_htsim_topo(text: &str) -> Result<(Shape, [LinkCfg; 3]), ScenarioErr
         }
     } else {
         let ps = if podsize == 0 { nodes } else { podsize };
-        if ps % hpt0 != 0 || nodes % ps != 0 {
-            return e("Podsize", "must be a multiple of Tier 0 Radix_Down and divide Nodes");
+        if !ps.is_multiple_of(hpt0) || !nodes.is_multiple_of(ps) {
+            return e(
+                "Podsize",
+                "must be a multiple of Tier 0 Radix_Down and divide Nodes",
+            );
         }
         Shape {
             planes: 1,
@@ -708,7 +729,11 @@ mod tests {
             let t = Topology::build(&cfg(kind), 4200).unwrap();
             for (i, p) in t.ports.iter().enumerate() {
                 let r = t.ports[p.rev as usize];
-                assert_eq!((r.from, r.to, r.rev), (p.to, p.from, i as u32), "{kind:?} port {i}");
+                assert_eq!(
+                    (r.from, r.to, r.rev),
+                    (p.to, p.from, i as u32),
+                    "{kind:?} port {i}"
+                );
             }
             for src in 0..t.hosts {
                 for dst in 0..t.hosts {

@@ -126,13 +126,14 @@ fn bad_fields_are_named() {
     assert!(e.to_string().contains("two_tier"), "{e}");
     let e = Scenario::parse(&format!("{}\nbogus = 1\n", scenario("").to_toml())).unwrap_err();
     assert!(e.to_string().contains("bogus"), "{e}");
-    let e = Scenario::parse(&scenario("").to_toml().replace("planes = 2", "planes = 40")).unwrap_err();
+    let e =
+        Scenario::parse(&scenario("").to_toml().replace("planes = 2", "planes = 40")).unwrap_err();
     assert_eq!(e.field, "topology.planes");
     let mut s = scenario(
         "[[failures]]\nkind = \"switch_down\"\nat_us = 1\nswitch = { tier = 1, plane = 0, index = 9 }\n",
     );
     s.seed = 1;
-    let e = run_scenario(&s, false, &mut |_, _| {}).err().expect("bad index");
+    let e = run_scenario(&s, false, &mut |_, _| {}).expect_err("bad index");
     assert_eq!(e.field, "failures[0].switch");
     assert!(e.problem.contains("index 0..4"), "{e}");
 }
