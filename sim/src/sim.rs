@@ -451,10 +451,14 @@ impl Sim {
         let mut conns: Vec<Conn> = Vec::new();
         let mut xconn = vec![0u32; xfers.len()];
         let mut last: Option<(u32, u32)> = None;
+        let mut ev_rng = Xoshiro256PlusPlus::seed_from_u64(rs.seed ^ 0x4556_5321);
         for &(s, d, i) in &pairs {
             if last != Some((s, d)) {
                 last = Some((s, d));
-                let (sq, rq) = connect(&mut hosts, s, d, &qcfg).map_err(|e| {
+                // Each QP starts its EVs at its own random path index, so QPs spread over all T1s/T2s.
+                let mut cfg = qcfg.clone();
+                cfg.ev.first_index = (ev_rng.next_u64() % u64::from(paths.max(1))) as u32;
+                let (sq, rq) = connect(&mut hosts, s, d, &cfg).map_err(|e| {
                     crate::scenario::ScenarioError::new(
                         "transport",
                         format!("QP setup failed: {e}"),
