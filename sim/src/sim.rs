@@ -903,7 +903,7 @@ impl Sim {
         let port = &self.ports[pi as usize];
         let entered = self.pkts[i as usize].arrive - port.latency_ps;
         if port.down_refs > 0 || entered < port.last_up {
-            // spec-free invariant: no packet crosses a failed link after its failure time.
+            // Invariant: no packet crosses a failed link after its failure time.
             self.c.failed_link_crossings += 1;
             self.drop_pkt(i, Drop::Failure);
             return;
