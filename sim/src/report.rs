@@ -1,0 +1,731 @@
+//! Results: metrics, the JSON/CSV files, SVG plots and the text summary. Nothing here reads a clock, so
+//! the same scenario and seed give the same files byte for byte.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::scenario::{FailureKind, LinkTier, Scenario};
+use crate::sim::{Counters, Outcome};
+use crate::topo::PortKind;
+use crate::workload::Transfer;
+
+/// Metrics a scenario can put thresholds on, with what they mean.
+pub const METRICS: &[(&str, &str)] = &[
+    (
+        "jct_us",
+        "time from the first transfer start to the last completion, µs",
+    ),
+    (
+        "jct_slowdown",
+        "jct / jct of the same scenario without failures − 1",
+    ),
+    ("fct_p50_us", "median transfer completion time, µs"),
+    ("fct_p99_us", "99th percentile transfer completion time, µs"),
+    ("fct_max_us", "longest transfer completion time, µs"),
+    ("goodput_gbps", "payload bytes placed / jct, Gbit/s"),
+    (
+        "affected_throughput_fraction",
+        "transfers of hosts with a failed NIC port, running when it failed: baseline time / time",
+    ),
+    (
+        "late_goodput_fraction",
+        "goodput from settle_us after the first failure to 90% of the shorter job, over the baseline's",
+    ),
+    (
+        "waste_fraction",
+        "1 − payload placed / payload sent (retransmissions and discards)",
+    ),
+    (
+        "retransmit_fraction",
+        "retransmitted data packets / data packets sent",
+    ),
+    (
+        "victim_slowdown",
+        "victim completion time / its time alone − 1",
+    ),
+    (
+        "lasting_data_drops",
+        "data packets lost at failed parts later than settle_us after the last failure",
+    ),
+    ("ev_retirements", "EVs retired (ASSUMED_BAD)"),
+    ("ev_recoveries", "EVs restored by probes"),
+    ("trimmed_pkts", "packets trimmed by switches"),
+    (
+        "unfinished_transfers",
+        "transfers not complete at the time limit",
+    ),
+    ("failed_transfers", "transfers completed with an error"),
+    ("qp_errors", "QPs that went to the error state"),
+    (
+        "placement_errors",
+        "payload written elsewhere than it was read from (must be 0)",
+    ),
+    (
+        "failed_link_crossings",
+        "packets that crossed a link after it failed (must be 0)",
+    ),
+    (
+        "conservation_error",
+        "|sent − delivered − dropped − trimmed − in flight| in bytes plus packets (must be 0)",
+    ),
+];
+
+/// Transfer completion time statistics in µs.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct FctStats {
+    /// Completed transfers.
+    pub count: usize,
+    /// Median.
+    pub p50_us: f64,
+    /// 99th percentile.
+    pub p99_us: f64,
+    /// Largest.
+    pub max_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+}
+
+/// One run (failed, baseline or victim alone).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunSummary {
+    /// Every transfer completed.
+    pub finished: bool,
+    /// Job completion time, µs.
+    pub jct_us: f64,
+    /// Counters.
+    pub counters: Counters,
+    /// FCTs.
+    pub fct: FctStats,
+    /// Per plane: data packets sent, retransmits, trims, losses, plane retirements.
+    pub plane_tx: Vec<[u64; 5]>,
+    /// Payload bytes sent (first sends and retransmissions).
+    pub tx_payload_bytes: u64,
+    /// Payload bytes placed.
+    pub placed_bytes: u64,
+    /// EVs per QP (active + backup).
+    pub evs_per_qp: usize,
+    /// Timeline bin, µs.
+    pub bin_us: f64,
+    /// Per bin and plane: goodput, Gbit/s.
+    pub goodput_gbps: Vec<Vec<f64>>,
+    /// Per bin: largest queue per port kind (host_up, t0_down, t0_up, t1_down, t1_up, t2_down), bytes.
+    pub queue_max_bytes: Vec<[u64; 6]>,
+    /// Per transfer: (start, end) in µs; end is −1 when unfinished.
+    #[serde(skip)]
+    pub times_us: Vec<(f64, f64)>,
+}
+
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+impl RunSummary {
+    /// Summarizes an outcome.
+    pub fn new(o: &Outcome, xfers: &[Transfer], bin_ps: u64) -> Self {
+        let times_us: Vec<(f64, f64)> = o
+            .times
+            .iter()
+            .map(|&(s, e)| {
+                (
+                    if s == u64::MAX { -1.0 } else { s as f64 / 1e6 },
+                    if e == u64::MAX { -1.0 } else { e as f64 / 1e6 },
+                )
+            })
+            .collect();
+        let mut f: Vec<f64> = times_us
+            .iter()
+            .filter(|t| t.1 >= 0.0 && t.0 >= 0.0)
+            .map(|t| t.1 - t.0)
+            .collect();
+        f.sort_by(f64::total_cmp);
+        let fct = FctStats {
+            count: f.len(),
+            p50_us: pct(&f, 0.5),
+            p99_us: pct(&f, 0.99),
+            max_us: f.last().copied().unwrap_or(0.0),
+            mean_us: if f.is_empty() {
+                0.0
+            } else {
+                f.iter().sum::<f64>() / f.len() as f64
+            },
+        };
+        let first = xfers.iter().map(|t| t.start_ps).min().unwrap_or(0) as f64 / 1e6;
+        let bin_us = bin_ps as f64 / 1e6;
+        let to_gbps = 8.0 / (bin_ps as f64 / 1e3);
+        Self {
+            finished: o.finished,
+            jct_us: o.end_ps as f64 / 1e6 - first,
+            counters: o.c.clone(),
+            fct,
+            plane_tx: o.plane_tx.clone(),
+            tx_payload_bytes: o.tx_payload_bytes,
+            placed_bytes: o.placed_bytes,
+            evs_per_qp: o.evs_per_qp,
+            bin_us,
+            goodput_gbps: o
+                .goodput
+                .iter()
+                .map(|r| r.iter().map(|&b| b as f64 * to_gbps).collect())
+                .collect(),
+            queue_max_bytes: o.queues.clone(),
+            times_us,
+        }
+    }
+
+    /// |sent − delivered − dropped − trimmed − in flight|, bytes plus packets.
+    pub fn conservation_error(&self) -> u64 {
+        let c = &self.counters;
+        let b = (c.delivered_bytes + c.dropped_bytes + c.trimmed_bytes + c.inflight_bytes)
+            .abs_diff(c.injected_bytes);
+        let dropped = c.dropped_failure_pkts + c.dropped_loss_pkts + c.dropped_overflow_pkts;
+        let p = (c.delivered_pkts + dropped + c.inflight_pkts).abs_diff(c.injected_pkts);
+        b + p
+    }
+}
+
+/// A threshold's verdict.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Verdict {
+    /// Metric.
+    pub metric: String,
+    /// Value.
+    pub value: f64,
+    /// Bounds.
+    pub min: Option<f64>,
+    /// Upper bound.
+    pub max: Option<f64>,
+    /// Within bounds.
+    pub pass: bool,
+    /// Why this bound.
+    pub why: String,
+}
+
+/// The results file.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Report {
+    /// Scenario name.
+    pub name: String,
+    /// Seed.
+    pub seed: u64,
+    /// The scenario as run (replay it with `mrc-sim run`).
+    pub scenario: Scenario,
+    /// Hosts.
+    pub hosts: u32,
+    /// Planes.
+    pub planes: u32,
+    /// Transfers.
+    pub transfers: usize,
+    /// The run with failures.
+    pub run: RunSummary,
+    /// The same without failures.
+    pub baseline: Option<RunSummary>,
+    /// The victim flow alone.
+    pub victim_alone: Option<RunSummary>,
+    /// Metrics by name.
+    pub metrics: BTreeMap<String, f64>,
+    /// Threshold verdicts.
+    pub checks: Vec<Verdict>,
+}
+
+impl Report {
+    /// Computes metrics and verdicts.
+    pub fn new(
+        s: &Scenario,
+        hosts: u32,
+        planes: u32,
+        xfers: &[Transfer],
+        run: RunSummary,
+        baseline: Option<RunSummary>,
+        victim_alone: Option<RunSummary>,
+    ) -> Self {
+        let mut m = BTreeMap::new();
+        let c = &run.counters;
+        m.insert("jct_us".into(), run.jct_us);
+        if let Some(b) = &baseline {
+            m.insert("jct_slowdown".into(), run.jct_us / b.jct_us - 1.0);
+        }
+        m.insert("fct_p50_us".into(), run.fct.p50_us);
+        m.insert("fct_p99_us".into(), run.fct.p99_us);
+        m.insert("fct_max_us".into(), run.fct.max_us);
+        m.insert(
+            "goodput_gbps".into(),
+            run.placed_bytes as f64 * 8.0 / (run.jct_us * 1e3).max(1e-9),
+        );
+        // Hosts with a failed NIC port, and when.
+        let mut affected: Vec<(u32, f64)> = Vec::new();
+        for f in &s.failures {
+            match (f.kind, f.host, f.link) {
+                (FailureKind::NicPortDown, Some(h), _) => affected.push((h, f.at_us)),
+                (FailureKind::LinkDown | FailureKind::LinkFlap, _, Some(l))
+                    if l.tier == LinkTier::Host && l.host.is_some() =>
+                {
+                    affected.push((l.host.unwrap_or(0), f.at_us));
+                }
+                _ => {}
+            }
+        }
+        if let (Some(b), false) = (&baseline, affected.is_empty()) {
+            let (mut tb, mut tf) = (0.0, 0.0);
+            for (i, t) in xfers.iter().enumerate() {
+                let (s0, e0) = run.times_us[i];
+                let (bs, be) = b.times_us[i];
+                let hit = affected
+                    .iter()
+                    .any(|&(h, at)| (t.src == h || t.dst == h) && (e0 < 0.0 || e0 > at));
+                if hit && e0 >= 0.0 && be >= 0.0 {
+                    tf += e0 - s0;
+                    tb += be - bs;
+                }
+            }
+            if tf > 0.0 {
+                m.insert("affected_throughput_fraction".into(), tb / tf);
+            }
+        }
+        if let (Some(b), Some(first)) = (
+            &baseline,
+            s.failures.iter().map(|f| f.at_us).min_by(f64::total_cmp),
+        ) {
+            let from = first + s.run.settle_us;
+            let to = 0.9 * run.jct_us.min(b.jct_us);
+            let mean = |r: &RunSummary| {
+                let (mut sum, mut n) = (0.0, 0);
+                for (i, row) in r.goodput_gbps.iter().enumerate() {
+                    let t = i as f64 * r.bin_us;
+                    if t >= from && t + r.bin_us <= to {
+                        sum += row.iter().sum::<f64>();
+                        n += 1;
+                    }
+                }
+                (n > 0).then(|| sum / f64::from(n))
+            };
+            if let (Some(x), Some(y)) = (mean(&run), mean(b)) {
+                m.insert("late_goodput_fraction".into(), x / y);
+            }
+        }
+        m.insert(
+            "waste_fraction".into(),
+            if run.tx_payload_bytes == 0 {
+                0.0
+            } else {
+                1.0 - run.placed_bytes as f64 / run.tx_payload_bytes as f64
+            },
+        );
+        let sent: u64 = run.plane_tx.iter().map(|r| r[0]).sum();
+        let retx: u64 = run.plane_tx.iter().map(|r| r[1]).sum();
+        m.insert(
+            "retransmit_fraction".into(),
+            if sent == 0 {
+                0.0
+            } else {
+                retx as f64 / sent as f64
+            },
+        );
+        if let Some(a) = &victim_alone
+            && let Some(i) = xfers.iter().position(|t| t.victim)
+        {
+            let (s0, e0) = run.times_us[i];
+            let alone = a.fct.max_us;
+            let fct = if e0 >= 0.0 { e0 - s0 } else { f64::INFINITY };
+            m.insert("victim_slowdown".into(), fct / alone - 1.0);
+        }
+        m.insert("lasting_data_drops".into(), c.lasting_data_drops as f64);
+        m.insert("ev_retirements".into(), c.ev_retirements as f64);
+        m.insert("ev_recoveries".into(), c.ev_recoveries as f64);
+        m.insert("trimmed_pkts".into(), c.trimmed_pkts as f64);
+        m.insert(
+            "unfinished_transfers".into(),
+            run.times_us.iter().filter(|t| t.1 < 0.0).count() as f64,
+        );
+        m.insert("failed_transfers".into(), c.failed_transfers as f64);
+        m.insert("qp_errors".into(), c.qp_errors as f64);
+        m.insert("placement_errors".into(), c.placement_errors as f64);
+        m.insert(
+            "failed_link_crossings".into(),
+            c.failed_link_crossings as f64,
+        );
+        let cons = run.conservation_error()
+            + baseline.as_ref().map_or(0, RunSummary::conservation_error)
+            + victim_alone
+                .as_ref()
+                .map_or(0, RunSummary::conservation_error);
+        m.insert("conservation_error".into(), cons as f64);
+        let checks = s
+            .validate
+            .iter()
+            .map(|th| {
+                let value = m.get(&th.metric).copied().unwrap_or(f64::NAN);
+                let pass = !value.is_nan()
+                    && th.min.is_none_or(|x| value >= x)
+                    && th.max.is_none_or(|x| value <= x);
+                Verdict {
+                    metric: th.metric.clone(),
+                    value,
+                    min: th.min,
+                    max: th.max,
+                    pass,
+                    why: th.why.clone(),
+                }
+            })
+            .collect();
+        Self {
+            name: s.name.clone(),
+            seed: s.seed,
+            scenario: s.clone(),
+            hosts,
+            planes,
+            transfers: xfers.len(),
+            run,
+            baseline,
+            victim_alone,
+            metrics: m,
+            checks,
+        }
+    }
+
+    /// The invariants every run must keep: conservation, no crossing of failed links, exact placement.
+    pub fn invariant_violations(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for k in [
+            "conservation_error",
+            "failed_link_crossings",
+            "placement_errors",
+        ] {
+            let x = self.metrics.get(k).copied().unwrap_or(0.0);
+            if x != 0.0 {
+                v.push(format!("{k} = {x}"));
+            }
+        }
+        v
+    }
+
+    /// All thresholds pass.
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.pass)
+    }
+
+    /// The results file as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// The short text summary.
+    pub fn summary(&self) -> String {
+        let mut o = String::new();
+        let r = &self.run;
+        let c = &r.counters;
+        let _ = writeln!(o, "scenario {} (seed {})", self.name, self.seed);
+        if !self.scenario.description.is_empty() {
+            let _ = writeln!(o, "  {}", self.scenario.description.trim());
+        }
+        let _ = writeln!(
+            o,
+            "fabric: {} hosts x {} planes; {} transfers; {} failure entries",
+            self.hosts,
+            self.planes,
+            self.transfers,
+            self.scenario.failures.len()
+        );
+        let _ = writeln!(
+            o,
+            "job: {} in {:.1} us{}",
+            if r.finished {
+                "finished"
+            } else {
+                "NOT finished"
+            },
+            r.jct_us,
+            match &self.baseline {
+                Some(b) => format!(
+                    " (without failures {:.1} us: slowdown {:+.2}%)",
+                    b.jct_us,
+                    (r.jct_us / b.jct_us - 1.0) * 100.0
+                ),
+                None => String::new(),
+            }
+        );
+        let _ = writeln!(
+            o,
+            "FCT: p50 {:.1} us, p99 {:.1} us, max {:.1} us ({} transfers)",
+            r.fct.p50_us, r.fct.p99_us, r.fct.max_us, r.fct.count
+        );
+        let _ = writeln!(
+            o,
+            "packets: {} injected, {} trimmed, {} ECN-marked, drops {} failure / {} loss / {} overflow",
+            c.injected_pkts,
+            c.trimmed_pkts,
+            c.ecn_marked,
+            c.dropped_failure_pkts,
+            c.dropped_loss_pkts,
+            c.dropped_overflow_pkts
+        );
+        let retx: u64 = r.plane_tx.iter().map(|x| x[1]).sum();
+        let _ = writeln!(
+            o,
+            "transport: {} retransmits, waste {:.3}%, EVs retired {} / restored {}, QP errors {}",
+            retx,
+            self.metrics.get("waste_fraction").copied().unwrap_or(0.0) * 100.0,
+            c.ev_retirements,
+            c.ev_recoveries,
+            c.qp_errors
+        );
+        let _ = writeln!(
+            o,
+            "per plane (data pkts / retx / trims / losses / plane retirements):"
+        );
+        for (p, x) in r.plane_tx.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "  plane {p}: {} / {} / {} / {} / {}",
+                x[0], x[1], x[2], x[3], x[4]
+            );
+        }
+        let inv = self.invariant_violations();
+        let _ = writeln!(
+            o,
+            "invariants: {}",
+            if inv.is_empty() {
+                "conservation, no failed-link crossing, exact placement: OK".to_string()
+            } else {
+                format!("VIOLATED: {}", inv.join(", "))
+            }
+        );
+        for v in &self.checks {
+            let _ = writeln!(
+                o,
+                "check {:<30} {:>12.4} in [{}, {}]  {}{}",
+                v.metric,
+                v.value,
+                v.min.map_or("-inf".into(), |x| x.to_string()),
+                v.max.map_or("inf".into(), |x| x.to_string()),
+                if v.pass { "PASS" } else { "FAIL" },
+                if v.why.is_empty() {
+                    String::new()
+                } else {
+                    format!("  ({})", v.why)
+                }
+            );
+        }
+        let _ = writeln!(
+            o,
+            "replay: mrc-sim run scenario.toml (the scenario is echoed beside this file)"
+        );
+        o
+    }
+
+    /// Writes report.json, summary.txt, scenario.toml, CSVs and SVG plots into `dir`.
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("report.json"), self.to_json())?;
+        std::fs::write(dir.join("summary.txt"), self.summary())?;
+        std::fs::write(
+            dir.join("scenario.toml"),
+            toml::to_string(&self.scenario).unwrap_or_default(),
+        )?;
+        let r = &self.run;
+        let mut f = String::from("transfer,src,dst,bytes,start_us,end_us,fct_us\n");
+        let xs = crate::workload::build(&self.scenario.workload, self.hosts, self.seed)
+            .unwrap_or_default();
+        for (i, (s, e)) in r.times_us.iter().enumerate() {
+            let (src, dst, b) = xs.get(i).map_or((0, 0, 0), |t| (t.src, t.dst, t.bytes));
+            let fct = if *e >= 0.0 { e - s } else { -1.0 };
+            let _ = writeln!(f, "{i},{src},{dst},{b},{s:.4},{e:.4},{fct:.4}");
+        }
+        std::fs::write(dir.join("flows.csv"), f)?;
+        let mut g = String::from("bin_start_us");
+        for p in 0..self.planes {
+            let _ = write!(g, ",plane{p}_gbps");
+        }
+        g.push('\n');
+        for (b, row) in r.goodput_gbps.iter().enumerate() {
+            let _ = write!(g, "{:.3}", b as f64 * r.bin_us);
+            for x in row {
+                let _ = write!(g, ",{x:.3}");
+            }
+            g.push('\n');
+        }
+        std::fs::write(dir.join("goodput.csv"), g)?;
+        let mut q = String::from("bin_start_us");
+        for k in PortKind::ALL {
+            let _ = write!(q, ",{}_max_bytes", k.name());
+        }
+        q.push('\n');
+        for (b, row) in r.queue_max_bytes.iter().enumerate() {
+            let _ = write!(q, "{:.3}", b as f64 * r.bin_us);
+            for x in row {
+                let _ = write!(q, ",{x}");
+            }
+            q.push('\n');
+        }
+        std::fs::write(dir.join("queues.csv"), q)?;
+        // Plots.
+        let series: Vec<(String, Vec<(f64, f64)>)> = (0..self.planes as usize)
+            .map(|p| {
+                (
+                    format!("plane {p}"),
+                    r.goodput_gbps
+                        .iter()
+                        .enumerate()
+                        .map(|(b, row)| (b as f64 * r.bin_us, row.get(p).copied().unwrap_or(0.0)))
+                        .collect(),
+                )
+            })
+            .collect();
+        std::fs::write(
+            dir.join("goodput.svg"),
+            svg_lines("Per-plane goodput", "time (us)", "Gbit/s", &series),
+        )?;
+        let mut cdfs = Vec::new();
+        for (name, run) in [
+            ("with failures", Some(r)),
+            ("baseline", self.baseline.as_ref()),
+        ] {
+            let Some(run) = run else { continue };
+            let mut f: Vec<f64> = run
+                .times_us
+                .iter()
+                .filter(|t| t.1 >= 0.0)
+                .map(|t| t.1 - t.0)
+                .collect();
+            f.sort_by(f64::total_cmp);
+            let n = f.len() as f64;
+            cdfs.push((
+                name.to_string(),
+                f.iter()
+                    .enumerate()
+                    .map(|(i, &x)| (x, (i + 1) as f64 / n))
+                    .collect(),
+            ));
+        }
+        std::fs::write(
+            dir.join("fct_cdf.svg"),
+            svg_lines(
+                "Transfer completion time CDF",
+                "FCT (us)",
+                "fraction",
+                &cdfs,
+            ),
+        )?;
+        let qs: Vec<(String, Vec<(f64, f64)>)> = PortKind::ALL
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| r.queue_max_bytes.iter().any(|row| row[*k] > 0))
+            .map(|(k, kind)| {
+                (
+                    kind.name().to_string(),
+                    r.queue_max_bytes
+                        .iter()
+                        .enumerate()
+                        .map(|(b, row)| (b as f64 * r.bin_us, row[k] as f64 / 1024.0))
+                        .collect(),
+                )
+            })
+            .collect();
+        std::fs::write(
+            dir.join("queues.svg"),
+            svg_lines("Largest queue per port kind", "time (us)", "KiB", &qs),
+        )?;
+        Ok(())
+    }
+}
+
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// A minimal line plot.
+pub fn svg_lines(title: &str, xl: &str, yl: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
+    let (w, h, l, r, t, b) = (720.0, 400.0, 70.0, 130.0, 40.0, 50.0);
+    let pts = series.iter().flat_map(|s| s.1.iter());
+    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+    for &(x, y) in pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if !x0.is_finite() {
+        (x0, x1) = (0.0, 1.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    if y1 <= 0.0 {
+        y1 = 1.0;
+    }
+    y1 *= 1.05;
+    let px = |x: f64| l + (x - x0) / (x1 - x0) * (w - l - r);
+    let py = |y: f64| h - b - y / y1 * (h - t - b);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{title}</text>\n",
+        w / 2.0
+    );
+    let _ = writeln!(
+        s,
+        "<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/><line x1=\"{l}\" y1=\"{t}\" x2=\"{l}\" y2=\"{}\" stroke=\"black\"/>",
+        h - b,
+        w - r,
+        h - b,
+        h - b
+    );
+    for i in 0..=5 {
+        let fx = x0 + (x1 - x0) * f64::from(i) / 5.0;
+        let fy = y1 * f64::from(i) / 5.0;
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+             <line x1=\"{l}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"#ddd\"/>",
+            px(fx),
+            h - b + 16.0,
+            fmt_tick(fx),
+            l - 6.0,
+            py(fy) + 4.0,
+            fmt_tick(fy),
+            py(fy),
+            w - r,
+            py(fy)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{xl}</text><text x=\"16\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {})\">{yl}</text>",
+        (l + w - r) / 2.0,
+        h - 12.0,
+        (t + h - b) / 2.0,
+        (t + h - b) / 2.0
+    );
+    for (k, (name, v)) in series.iter().enumerate() {
+        let c = COLORS[k % COLORS.len()];
+        let mut d = String::new();
+        for &(x, y) in v {
+            let _ = write!(d, "{:.1},{:.1} ", px(x), py(y));
+        }
+        let _ = writeln!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\" points=\"{}\"/>\
+             <text x=\"{}\" y=\"{}\" fill=\"{c}\">{name}</text>",
+            d.trim_end(),
+            w - r + 8.0,
+            t + 16.0 * k as f64 + 10.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn fmt_tick(v: f64) -> String {
+    if v.abs() >= 100.0 || v == 0.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}

@@ -1,0 +1,306 @@
+//! Running a scenario: build the topology and workload, expand failures into timed actions, run the
+//! failed scenario and (optionally) its healthy baseline and the incast victim alone.
+
+use crate::report::{Report, RunSummary};
+use crate::scenario::{FailureCfg, FailureKind, LinkRef, Scenario, ScenarioError};
+use crate::sim::{Action, Outcome, RunSettings, Sim};
+use crate::topo::Topology;
+use crate::workload::{self, Transfer};
+
+fn ps(us: f64) -> u64 {
+    (us * 1e6).round() as u64
+}
+
+/// Wire bytes of a full data packet.
+pub fn frame_bytes(s: &Scenario) -> u64 {
+    u64::from(s.transport.mtu + s.transport.frame_overhead)
+        + mrc::wire::MAX_DATA_HEADER_LEN as u64
+        + 4
+}
+
+/// Turns failures into timed actions, checking every reference against the topology.
+pub fn expand_failures(
+    t: &Topology,
+    failures: &[FailureCfg],
+    field: &str,
+) -> Result<Vec<(u64, Action)>, ScenarioError> {
+    let mut out = Vec::new();
+    for (i, f) in failures.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        let links = |r: &Option<LinkRef>| -> Result<Vec<u32>, ScenarioError> {
+            match r {
+                Some(r) => t.select_links(r, &format!("{at}.link")),
+                None => Err(ScenarioError::new(format!("{at}.link"), "missing")),
+            }
+        };
+        let start = ps(f.at_us);
+        let end = f.until_us.map(ps);
+        match f.kind {
+            FailureKind::LinkDown | FailureKind::LinkUp => {
+                let ports = links(&f.link)?;
+                let down = f.kind == FailureKind::LinkDown;
+                out.push((
+                    start,
+                    Action::Links {
+                        ports: ports.clone(),
+                        down,
+                    },
+                ));
+                if let (Some(e), true) = (end, down) {
+                    out.push((e, Action::Links { ports, down: false }));
+                }
+            }
+            FailureKind::LinkFlap => {
+                let ports = links(&f.link)?;
+                let period = ps(f.period_us.unwrap_or(1.0)).max(1);
+                let up_for = (period as f64 * f.duty.unwrap_or(0.5)) as u64;
+                let end = end.unwrap_or(start);
+                let mut t0 = start;
+                let mut n = 0;
+                while t0 < end {
+                    out.push((
+                        t0,
+                        Action::Links {
+                            ports: ports.clone(),
+                            down: true,
+                        },
+                    ));
+                    let up = (t0 + period - up_for).min(end);
+                    out.push((
+                        up,
+                        Action::Links {
+                            ports: ports.clone(),
+                            down: false,
+                        },
+                    ));
+                    t0 += period;
+                    n += 1;
+                    if n > 1_000_000 {
+                        return Err(ScenarioError::new(
+                            format!("{at}.period_us"),
+                            "more than a million flaps; use a longer period or a shorter span",
+                        ));
+                    }
+                }
+            }
+            FailureKind::SwitchDown | FailureKind::SwitchUp => {
+                let Some(r) = f.switch else {
+                    return Err(ScenarioError::new(format!("{at}.switch"), "missing"));
+                };
+                let node = t.switch_ref(&r, &format!("{at}.switch"))?;
+                let ports: Vec<u32> = t
+                    .switch_links(node)
+                    .into_iter()
+                    .map(|p| up_port(t, p))
+                    .collect();
+                let down = f.kind == FailureKind::SwitchDown;
+                out.push((
+                    start,
+                    Action::Links {
+                        ports: ports.clone(),
+                        down,
+                    },
+                ));
+                if let (Some(e), true) = (end, down) {
+                    out.push((e, Action::Links { ports, down: false }));
+                }
+            }
+            FailureKind::PlaneDown => {
+                let p = f.plane.unwrap_or(0);
+                if u32::from(p) >= t.shape.planes {
+                    return Err(ScenarioError::new(
+                        format!("{at}.plane"),
+                        format!("plane {p}; use 0..{}", t.shape.planes),
+                    ));
+                }
+                let mut ports = Vec::new();
+                let per = t.shape.switches_per_plane();
+                for k in 0..per {
+                    let node = t.hosts + u32::from(p) * per + k;
+                    for q in t.switch_links(node) {
+                        ports.push(up_port(t, q));
+                    }
+                }
+                ports.sort_unstable();
+                ports.dedup();
+                out.push((
+                    start,
+                    Action::Links {
+                        ports: ports.clone(),
+                        down: true,
+                    },
+                ));
+                if let Some(e) = end {
+                    out.push((e, Action::Links { ports, down: false }));
+                }
+            }
+            FailureKind::NicPortDown => {
+                let r = LinkRef {
+                    tier: crate::scenario::LinkTier::Host,
+                    plane: f.plane,
+                    host: f.host,
+                    t0: None,
+                    t1: None,
+                    pod: None,
+                    t2: None,
+                    direction: crate::scenario::Direction::Both,
+                };
+                let ports = t.select_links(&r, &at)?;
+                out.push((
+                    start,
+                    Action::Links {
+                        ports: ports.clone(),
+                        down: true,
+                    },
+                ));
+                if let Some(e) = end {
+                    out.push((e, Action::Links { ports, down: false }));
+                }
+            }
+            FailureKind::LinkLoss | FailureKind::LinkSlow => {
+                let r = f.link.unwrap_or(LinkRef {
+                    tier: crate::scenario::LinkTier::Host,
+                    plane: None,
+                    host: None,
+                    t0: None,
+                    t1: None,
+                    pod: None,
+                    t2: None,
+                    direction: crate::scenario::Direction::Both,
+                });
+                let ports = t.directed(&links(&f.link)?, r.direction);
+                let (a, b) = if f.kind == FailureKind::LinkLoss {
+                    (
+                        Action::Loss {
+                            ports: ports.clone(),
+                            rate: f.rate.unwrap_or(0.0),
+                        },
+                        Action::Loss { ports, rate: 0.0 },
+                    )
+                } else {
+                    (
+                        Action::Slow {
+                            ports: ports.clone(),
+                            fraction: f.fraction.unwrap_or(1.0),
+                        },
+                        Action::Slow {
+                            ports,
+                            fraction: 1.0,
+                        },
+                    )
+                };
+                out.push((start, a));
+                if let Some(e) = end {
+                    out.push((e, b));
+                }
+            }
+        }
+    }
+    // Stable order by time keeps same-time actions in file order.
+    out.sort_by_key(|a| a.0);
+    Ok(out)
+}
+
+/// The port of a link that points towards the spine (host ports and T0/T1 up ports).
+fn up_port(t: &Topology, p: u32) -> u32 {
+    use crate::topo::PortKind::*;
+    match t.ports[p as usize].kind {
+        HostUp | T0Up | T1Up => p,
+        T0Down | T1Down | T2Down => t.ports[p as usize].rev,
+    }
+}
+
+/// Everything needed to run one variant.
+pub struct Prepared {
+    /// Topology.
+    pub topo: Topology,
+    /// Transfers.
+    pub xfers: Vec<Transfer>,
+    /// Failure actions.
+    pub actions: Vec<(u64, Action)>,
+    /// Settings.
+    pub rs: RunSettings,
+}
+
+/// Builds topology, workload and actions.
+pub fn prepare(s: &Scenario) -> Result<Prepared, ScenarioError> {
+    let topo = Topology::build(&s.topology, frame_bytes(s))?;
+    let xfers = workload::build(&s.workload, topo.hosts, s.seed)?;
+    let actions = expand_failures(&topo, &s.failures, "failures")?;
+    let q = s.topology.queue;
+    let rs = RunSettings {
+        transport: s.transport.clone(),
+        ecn: q.ecn,
+        trimming: q.trimming,
+        kmin: q.ecn_kmin,
+        kmax: q.ecn_kmax,
+        seed: s.seed,
+        bin_ps: ps(s.run.bin_us),
+        settle_ps: ps(s.run.settle_us),
+    };
+    Ok(Prepared {
+        topo,
+        xfers,
+        actions,
+        rs,
+    })
+}
+
+/// Runs one variant.
+pub fn run_one(
+    topo: Topology,
+    xfers: Vec<Transfer>,
+    actions: Vec<(u64, Action)>,
+    rs: &RunSettings,
+    limit_ps: u64,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Outcome, ScenarioError> {
+    let sim = Sim::new(topo, xfers, actions, rs)?;
+    Ok(sim.run(limit_ps, progress))
+}
+
+/// Runs a scenario: the failed run, and unless turned off the healthy baseline and the victim alone.
+pub fn run_scenario(
+    s: &Scenario,
+    baseline: bool,
+    progress: &mut dyn FnMut(&str, u64),
+) -> Result<Report, ScenarioError> {
+    let p = prepare(s)?;
+    let limit = ps(s.run.limit_us);
+    let bin = ps(s.run.bin_us);
+    let victim: Vec<Transfer> = p.xfers.iter().filter(|t| t.victim).cloned().collect();
+    let has_failures = !p.actions.is_empty();
+    let base = if baseline && has_failures {
+        let o = run_one(
+            p.topo.clone(),
+            p.xfers.clone(),
+            Vec::new(),
+            &p.rs,
+            limit,
+            &mut |t| progress("baseline", t),
+        )?;
+        Some(RunSummary::new(&o, &p.xfers, bin))
+    } else {
+        None
+    };
+    let alone = if baseline && !victim.is_empty() {
+        let o = run_one(
+            p.topo.clone(),
+            victim.clone(),
+            Vec::new(),
+            &p.rs,
+            limit,
+            &mut |t| progress("victim alone", t),
+        )?;
+        Some(RunSummary::new(&o, &victim, bin))
+    } else {
+        None
+    };
+    let hosts = p.topo.hosts;
+    let planes = p.topo.shape.planes;
+    let main = run_one(p.topo, p.xfers.clone(), p.actions, &p.rs, limit, &mut |t| {
+        progress("run", t)
+    })?;
+    let main = RunSummary::new(&main, &p.xfers, bin);
+    Ok(Report::new(s, hosts, planes, &p.xfers, main, base, alone))
+}

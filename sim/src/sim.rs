@@ -1,0 +1,1371 @@
+//! The event core and the models: ports (output queue + wire), switches, hosts running `mrc` endpoints.
+//!
+//! Time is integer picoseconds. One binary heap orders events by (time, insertion sequence), so ties break
+//! deterministically. Events carry no data beyond a component index: a port has at most two pending events
+//! (end of serialization of its head packet, arrival of the oldest packet on its wire) and a host at most one
+//! live timer. Switch forwarding, ECN marking, trimming and enqueueing happen inside the arrival event as
+//! plain calls. Packets live in one arena and move between intrusive FIFO lists (queue, wire) by index; they
+//! carry only their headers (payload bytes are regenerated from the source address at delivery).
+
+use mrc::cc::CcConfig;
+use mrc::cc::NsccConfig;
+use mrc::mem::Memory;
+use mrc::wire::TrafficClass;
+use mrc::{
+    Access, Caps, CqId, Endpoint, EndpointConfig, EvConfig, EvState, Event, Instant, Pd, PeerId,
+    QpConfig, QpInit, RecvMeta, SendOp, SendWr, Sge, Transition, TrimMark,
+};
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::queue::EventQueue;
+use crate::scenario::{CcKind, Recovery, TransportCfg};
+use crate::topo::{PortKind, Topology};
+use crate::workload::Transfer;
+
+const NONE: u32 = u32::MAX;
+/// Header bytes a packet keeps inline: a data header, a trimmed packet, most control packets.
+const HDR: usize = 64;
+/// Salt of the placement markers.
+const SALT: u64 = 0x9E37_79B9_7F4A_7C15;
+
+#[derive(Clone, Copy, Default)]
+struct List {
+    head: u32,
+    tail: u32,
+}
+
+impl List {
+    const EMPTY: Self = Self {
+        head: NONE,
+        tail: NONE,
+    };
+}
+
+/// A directed port: output queues (high priority for control and trimmed headers, low for data) and a wire.
+/// Fields used on every packet come first.
+#[derive(Clone)]
+#[repr(C)]
+struct Port {
+    wire: List,
+    low: List,
+    high: List,
+    /// Packet being serialized.
+    tx: u32,
+    to: u32,
+    low_bytes: u64,
+    high_bytes: u64,
+    /// Serialization time per byte, ps × 2^16 (no division per packet).
+    ps_per_byte_q16: u64,
+    latency_ps: u64,
+    /// When the link last came up (nothing that entered the wire earlier may arrive).
+    last_up: u64,
+    /// Reasons the link is down (link, switch, flap...).
+    down_refs: u16,
+    /// The packet being serialized was caught by a failure.
+    doomed: bool,
+    ecn: bool,
+    trim: bool,
+    kind: PortKind,
+    buffer: u64,
+    kmin: u64,
+    kmax: u64,
+    base_rate_bps: u64,
+    loss: f64,
+}
+
+fn q16(rate_bps: u64) -> u64 {
+    ((8_000_000_000_000u128 << 16) / u128::from(rate_bps.max(1))) as u64
+}
+
+/// Hot fields first: forwarding touches only the first cache line.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Pkt {
+    /// When it leaves the wire it is on.
+    arrive: u64,
+    /// Source address of the payload (valid when `plen > 0`).
+    tag: u64,
+    next: u32,
+    dst: u32,
+    path: u32,
+    /// Wire bytes.
+    wire: u32,
+    src: u32,
+    /// Datagram length.
+    dlen: u32,
+    /// Payload offset and length inside the datagram (0 when none or trimmed).
+    poff: u32,
+    plen: u32,
+    /// Overflow storage for long control packets.
+    big: u32,
+    plane: u8,
+    class: u8,
+    /// bit 0: CE, bit 1: trimmed in the fabric, bit 2: trimmed at the last hop.
+    flags: u8,
+    hdr: [u8; HDR],
+}
+
+const CLASS_DATA: u8 = 0;
+const CLASS_CTRL: u8 = 1;
+const F_CE: u8 = 1;
+const F_TRIM: u8 = 2;
+const F_TRIM_LAST: u8 = 4;
+
+/// Host memory that stores nothing: reads record where a payload came from; writes check that the bytes
+/// landed at the address they were read from (every transfer uses the same address at both ends), using
+/// markers the simulator regenerates at delivery.
+#[derive(Debug, Default)]
+struct PatMem {
+    read_addr: u64,
+    read_ptr: usize,
+    read_len: usize,
+    reads: u32,
+    written: u64,
+    errors: u64,
+    check: bool,
+}
+
+impl Memory for PatMem {
+    fn read(&mut self, addr: u64, dst: &mut [u8]) {
+        if self.reads == 0 {
+            self.read_addr = addr;
+            self.read_ptr = dst.as_ptr() as usize;
+        }
+        self.read_len += dst.len();
+        self.reads += 1;
+    }
+    fn write(&mut self, addr: u64, src: &[u8]) {
+        self.written += src.len() as u64;
+        if self.check && src.len() >= 8 {
+            let head = u64::from_le_bytes(src[..8].try_into().unwrap_or([0; 8]));
+            let n = src.len();
+            let tail = u64::from_le_bytes(src[n - 8..].try_into().unwrap_or([0; 8]));
+            if head != addr ^ SALT || tail != (addr + n as u64 - 8) ^ SALT {
+                self.errors += 1;
+            }
+        }
+    }
+}
+
+struct Host {
+    ep: Endpoint,
+    mem: PatMem,
+    cq: CqId,
+    pd: Pd,
+    /// Earliest pending timer event.
+    timer_at: u64,
+    /// Some port had no room at the last pump.
+    blocked: bool,
+    /// (local QPN, connection) sorted by QPN.
+    qps: Vec<(u32, u32)>,
+}
+
+/// A QP pair.
+struct Conn {
+    src: u32,
+    dst: u32,
+    sq: u32,
+    rq: u32,
+    /// Go-back-N receiver: next PSN accepted.
+    expect: u32,
+    /// Transfers waiting for send-queue room.
+    backlog: Vec<u32>,
+    posted: u32,
+}
+
+/// What happens at a failure time.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Links (ports towards the spine; both directions change) go down or up.
+    Links {
+        /// Ports.
+        ports: Vec<u32>,
+        /// Down (true) or up.
+        down: bool,
+    },
+    /// Random loss on directed ports.
+    Loss {
+        /// Directed ports.
+        ports: Vec<u32>,
+        /// Probability.
+        rate: f64,
+    },
+    /// Rate fraction on directed ports.
+    Slow {
+        /// Directed ports.
+        ports: Vec<u32>,
+        /// Fraction of the base rate.
+        fraction: f64,
+    },
+}
+
+/// Counters of one run.
+#[derive(Debug, Clone, Default, serde::Serialize, PartialEq)]
+pub struct Counters {
+    /// Events processed.
+    pub events: u64,
+    /// Packets and wire bytes hosts put on the fabric.
+    pub injected_pkts: u64,
+    /// Wire bytes injected.
+    pub injected_bytes: u64,
+    /// Packets delivered to hosts.
+    pub delivered_pkts: u64,
+    /// Wire bytes delivered.
+    pub delivered_bytes: u64,
+    /// Dropped because a link or switch was down.
+    pub dropped_failure_pkts: u64,
+    /// Dropped by grey loss.
+    pub dropped_loss_pkts: u64,
+    /// Dropped by a full queue (no trimming, or a full header queue).
+    pub dropped_overflow_pkts: u64,
+    /// Wire bytes of all drops.
+    pub dropped_bytes: u64,
+    /// Packets trimmed.
+    pub trimmed_pkts: u64,
+    /// Wire bytes cut off by trimming.
+    pub trimmed_bytes: u64,
+    /// Packets CE-marked.
+    pub ecn_marked: u64,
+    /// Data packets dropped at failed components later than the settle time after the last failure.
+    pub lasting_data_drops: u64,
+    /// Data packets a go-back-N receiver discarded (out of order).
+    pub gbn_discards: u64,
+    /// Packets in flight at the end, and their wire bytes.
+    pub inflight_pkts: u64,
+    /// Wire bytes in flight at the end.
+    pub inflight_bytes: u64,
+    /// Packets that arrived over a link that had failed after they entered it (must be 0).
+    pub failed_link_crossings: u64,
+    /// Payload writes whose bytes did not match their address (must be 0).
+    pub placement_errors: u64,
+    /// EVs retired (to ASSUMED_BAD).
+    pub ev_retirements: u64,
+    /// EVs restored by probes.
+    pub ev_recoveries: u64,
+    /// QPs that went to the error state.
+    pub qp_errors: u64,
+    /// Transfers completed with an error status.
+    pub failed_transfers: u64,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Counters.
+    pub c: Counters,
+    /// Per transfer: (start, end) in ps; end is `u64::MAX` if it did not finish.
+    pub times: Vec<(u64, u64)>,
+    /// Time the last transfer finished (or the limit), ps.
+    pub end_ps: u64,
+    /// All transfers finished.
+    pub finished: bool,
+    /// Per bin and plane: payload bytes placed.
+    pub goodput: Vec<Vec<u64>>,
+    /// Per bin and port kind: largest queue (bytes) seen.
+    pub queues: Vec<[u64; 6]>,
+    /// Per plane (summed over QPs): data packets sent, retransmits, trims, losses, plane retirements.
+    pub plane_tx: Vec<[u64; 5]>,
+    /// Payload bytes the senders transmitted (first sends and retransmissions).
+    pub tx_payload_bytes: u64,
+    /// Payload bytes the receivers placed (duplicates excluded).
+    pub placed_bytes: u64,
+    /// Peak memory of one QP estimate is left to the caller; EV count per QP.
+    pub evs_per_qp: usize,
+}
+
+/// The simulator.
+pub struct Sim {
+    topo: Topology,
+    ports: Vec<Port>,
+    pkts: Vec<Pkt>,
+    free: Vec<u32>,
+    big: Vec<Vec<u8>>,
+    free_big: Vec<u32>,
+    q: EventQueue,
+    now: u64,
+    hosts: Vec<Host>,
+    conns: Vec<Conn>,
+    xfers: Vec<Transfer>,
+    waits: Vec<u32>,
+    xconn: Vec<u32>,
+    times: Vec<(u64, u64)>,
+    remaining: usize,
+    actions: Vec<(u64, Action)>,
+    rng: Xoshiro256PlusPlus,
+    c: Counters,
+    gbn: bool,
+    overhead: u32,
+    ready_bytes: u64,
+    planes: u32,
+    plane_bits: u8,
+    bin_ps: u64,
+    goodput: Vec<Vec<u64>>,
+    queues: Vec<[u64; 6]>,
+    last_down_at: Option<u64>,
+    settle_ps: u64,
+    txbuf: Vec<u8>,
+    rxbuf: Vec<u8>,
+    cqe: Vec<mrc::Completion>,
+    evs_per_qp: usize,
+}
+
+const EV_TXDONE: u64 = 0;
+const EV_ARRIVE: u64 = 1;
+const EV_TIMER: u64 = 2;
+const EV_ACTION: u64 = 3;
+const EV_START: u64 = 4;
+
+fn ev(kind: u64, id: u32) -> u64 {
+    (kind << 32) | u64::from(id)
+}
+
+/// Settings of one run besides topology and workload.
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    /// Transport.
+    pub transport: TransportCfg,
+    /// ECN on switch ports (never the last hop).
+    pub ecn: bool,
+    /// Trimming.
+    pub trimming: bool,
+    /// ECN thresholds as fractions of the buffer.
+    pub kmin: f64,
+    /// Upper threshold.
+    pub kmax: f64,
+    /// Seed.
+    pub seed: u64,
+    /// Timeline bin, ps.
+    pub bin_ps: u64,
+    /// Settle time after failures, ps.
+    pub settle_ps: u64,
+}
+
+impl Sim {
+    /// Builds hosts, QPs and queues; `actions` are failure actions at their times.
+    pub fn new(
+        topo: Topology,
+        xfers: Vec<Transfer>,
+        actions: Vec<(u64, Action)>,
+        rs: &RunSettings,
+    ) -> Result<Self, crate::scenario::ScenarioError> {
+        let tr = &rs.transport;
+        let planes = topo.shape.planes;
+        let frame =
+            u64::from(tr.mtu + tr.frame_overhead) + mrc::wire::MAX_DATA_HEADER_LEN as u64 + 4;
+        let ports: Vec<Port> = topo
+            .ports
+            .iter()
+            .map(|p| {
+                let switch = p.kind != PortKind::HostUp;
+                Port {
+                    to: p.to,
+                    ps_per_byte_q16: q16(p.rate_bps),
+                    base_rate_bps: p.rate_bps,
+                    latency_ps: p.latency_ps,
+                    buffer: if switch { p.buffer } else { u64::MAX / 4 },
+                    kmin: (p.buffer as f64 * rs.kmin) as u64,
+                    kmax: (p.buffer as f64 * rs.kmax) as u64,
+                    low_bytes: 0,
+                    high_bytes: 0,
+                    low: List::EMPTY,
+                    high: List::EMPTY,
+                    wire: List::EMPTY,
+                    tx: NONE,
+                    down_refs: 0,
+                    doomed: false,
+                    ecn: rs.ecn && switch && p.kind != PortKind::T0Down,
+                    trim: rs.trimming && switch,
+                    kind: p.kind,
+                    loss: 0.0,
+                    last_up: 0,
+                }
+            })
+            .collect();
+        let base_rtt_ns = tr
+            .base_rtt_ns
+            .unwrap_or(topo.base_rtt_ps.div_ceil(1000))
+            .max(1);
+        let paths = topo.shape.paths_per_plane();
+        let per_plane = tr.evs_per_plane.unwrap_or(paths.min(32) as u16).max(1);
+        let mut evc = EvConfig::with_planes(planes as u8, per_plane);
+        evc.backup_per_plane = tr.backup_evs_per_plane;
+        evc.min_active_per_plane = (per_plane / 4).max(1);
+        let plane_bits = evc.plane_bits;
+        let rate = topo.host_rate_bps * u64::from(planes);
+        let base_rtt = mrc::Duration::from_nanos(base_rtt_ns);
+        let bdp = (u128::from(base_rtt_ns) * u128::from(rate) / 8_000_000_000) as u64;
+        let cc = match tr.cc {
+            CcKind::Nscc => CcConfig::Nscc(NsccConfig::for_path(u64::from(tr.mtu), base_rtt, rate)),
+            CcKind::Fixed => CcConfig::Fixed {
+                window: bdp.max(u64::from(tr.mtu)),
+            },
+        };
+        let mpr = (bdp / u64::from(tr.mtu) * 4 / 128).clamp(8, 255) as u8;
+        let qcfg = QpConfig {
+            mtu: tr.mtu,
+            base_rtt,
+            ev: evc,
+            cc,
+            mpr,
+            icrc: false,
+            reorder_min: Some(mrc::Duration::from_nanos(
+                tr.reorder_ns.unwrap_or(2 * base_rtt_ns),
+            )),
+            ..QpConfig::default()
+        };
+        qcfg.validate().map_err(|e| {
+            crate::scenario::ScenarioError::new(format!("transport ({})", e.field), e.problem)
+        })?;
+        let evs_per_qp = usize::from(per_plane + tr.backup_evs_per_plane) * planes as usize;
+        let mut hosts = Vec::with_capacity(topo.hosts as usize);
+        for _ in 0..topo.hosts {
+            let mut ep = Endpoint::new(EndpointConfig {
+                ports: planes as u8,
+                caps: Caps::MRC_1_0,
+                ..EndpointConfig::default()
+            })
+            .map_err(|e| crate::scenario::ScenarioError::new(e.field, e.problem))?;
+            let pd = ep.alloc_pd();
+            let cq = ep.create_cq(1024);
+            hosts.push(Host {
+                ep,
+                mem: PatMem {
+                    check: tr.check_placement,
+                    ..PatMem::default()
+                },
+                cq,
+                pd,
+                timer_at: u64::MAX,
+                blocked: false,
+                qps: Vec::new(),
+            });
+        }
+        // One QP pair per ordered (src, dst) pair that has transfers.
+        let mut pairs: Vec<(u32, u32, u32)> = xfers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.src, t.dst, i as u32))
+            .collect();
+        pairs.sort_unstable();
+        let mut conns: Vec<Conn> = Vec::new();
+        let mut xconn = vec![0u32; xfers.len()];
+        let mut last: Option<(u32, u32)> = None;
+        let mut ev_rng = Xoshiro256PlusPlus::seed_from_u64(rs.seed ^ 0x4556_5321);
+        for &(s, d, i) in &pairs {
+            if last != Some((s, d)) {
+                last = Some((s, d));
+                // Each QP starts its EVs at its own random path index, so QPs spread over all T1s/T2s.
+                let mut cfg = qcfg.clone();
+                cfg.ev.first_index = (ev_rng.next_u64() % u64::from(paths.max(1))) as u32;
+                let (sq, rq) = connect(&mut hosts, s, d, &cfg).map_err(|e| {
+                    crate::scenario::ScenarioError::new(
+                        "transport",
+                        format!("QP setup failed: {e}"),
+                    )
+                })?;
+                let c = conns.len() as u32;
+                hosts[s as usize].qps.push((sq, c));
+                hosts[d as usize].qps.push((rq, c));
+                conns.push(Conn {
+                    src: s,
+                    dst: d,
+                    sq,
+                    rq,
+                    expect: PSN0,
+                    backlog: Vec::new(),
+                    posted: 0,
+                });
+            }
+            xconn[i as usize] = conns.len() as u32 - 1;
+        }
+        for h in &mut hosts {
+            h.qps.sort_unstable();
+        }
+        let waits = xfers.iter().map(|t| t.waits).collect();
+        let n = xfers.len();
+        let mut sim = Self {
+            ports,
+            pkts: Vec::new(),
+            free: Vec::new(),
+            big: Vec::new(),
+            free_big: Vec::new(),
+            q: EventQueue::new(),
+            now: 0,
+            hosts,
+            conns,
+            xfers,
+            waits,
+            xconn,
+            times: vec![(u64::MAX, u64::MAX); n],
+            remaining: n,
+            actions,
+            rng: Xoshiro256PlusPlus::seed_from_u64(rs.seed),
+            c: Counters::default(),
+            gbn: tr.recovery == Recovery::GoBackN,
+            overhead: tr.frame_overhead,
+            ready_bytes: frame,
+            planes,
+            plane_bits,
+            bin_ps: rs.bin_ps.max(1),
+            goodput: Vec::new(),
+            queues: Vec::new(),
+            last_down_at: None,
+            settle_ps: rs.settle_ps,
+            txbuf: vec![0; tr.mtu as usize + 256],
+            rxbuf: vec![0; tr.mtu as usize + 256],
+            cqe: vec![
+                mrc::Completion {
+                    wr_id: 0,
+                    status: mrc::WcStatus::Success,
+                    opcode: mrc::WcOpcode::RdmaWrite,
+                    byte_len: 0,
+                    imm: None,
+                    qpn: 0
+                };
+                64
+            ],
+            evs_per_qp,
+            topo,
+        };
+        for i in 0..sim.actions.len() {
+            let t = sim.actions[i].0;
+            sim.push(t, ev(EV_ACTION, i as u32));
+        }
+        for i in 0..n {
+            if sim.xfers[i].waits == 0 {
+                let t = sim.xfers[i].start_ps;
+                sim.push(t, ev(EV_START, i as u32));
+            }
+        }
+        Ok(sim)
+    }
+
+    /// The topology.
+    pub fn topo(&self) -> &Topology {
+        &self.topo
+    }
+
+    #[inline]
+    fn push(&mut self, t: u64, e: u64) {
+        self.q.push(t, e);
+    }
+
+    /// Runs until every transfer finished or `limit_ps`; `progress` is called now and then with the time.
+    pub fn run(mut self, limit_ps: u64, mut progress: impl FnMut(u64)) -> Outcome {
+        let mut n = 0u64;
+        while let Some(t) = self.q.peek_time() {
+            if t > limit_ps || self.remaining == 0 {
+                break;
+            }
+            let Some((t, e)) = self.q.pop() else { break };
+            self.now = t;
+            n += 1;
+
+            let id = e as u32;
+            match e >> 32 {
+                EV_TXDONE => self.tx_done(id),
+                EV_ARRIVE => self.arrive(id),
+                EV_TIMER => self.timer(id),
+                EV_ACTION => self.action(id as usize),
+                _ => self.start(id),
+            }
+            if n & 0xF_FFFF == 0 {
+                progress(self.now);
+            }
+        }
+        self.c.events = n;
+
+        self.finish(limit_ps)
+    }
+
+    fn finish(mut self, limit_ps: u64) -> Outcome {
+        let finished = self.remaining == 0;
+        if std::env::var_os("MRC_SIM_DEBUG").is_some() {
+            for (x, t) in self.times.iter().enumerate() {
+                if t.1 == u64::MAX {
+                    let c = &self.conns[self.xconn[x] as usize];
+                    let s = &self.hosts[c.src as usize].ep;
+                    eprintln!(
+                        "unfinished {x}: {}->{} start {} state {:?} stats {:?} transport {:?} timeout {:?} timer_at {}",
+                        c.src,
+                        c.dst,
+                        t.0,
+                        s.qp_state(c.sq),
+                        s.qp_stats(c.sq),
+                        s.qp_transport(c.sq),
+                        s.poll_timeout(),
+                        self.hosts[c.src as usize].timer_at
+                    );
+                    for e in s.ev_infos(c.sq) {
+                        eprintln!("   ev {:?}", e);
+                    }
+                    break;
+                }
+            }
+        }
+        let end_ps = if finished {
+            self.times.iter().map(|t| t.1).max().unwrap_or(0)
+        } else {
+            limit_ps
+        };
+        // In flight: everything still in the arena.
+        let live = self.pkts.len() - self.free.len();
+        self.c.inflight_pkts = live as u64;
+        let mut is_free = vec![false; self.pkts.len()];
+        for &f in &self.free {
+            is_free[f as usize] = true;
+        }
+        self.c.inflight_bytes = self
+            .pkts
+            .iter()
+            .zip(&is_free)
+            .filter(|(_, f)| !**f)
+            .map(|(p, _)| u64::from(p.wire))
+            .sum();
+        let mut plane_tx = vec![[0u64; 5]; self.planes as usize];
+        let mut tx_payload = 0;
+        let mut placed = 0;
+        for c in &self.conns {
+            let s = &self.hosts[c.src as usize].ep;
+            if let Some(st) = s.qp_stats(c.sq) {
+                tx_payload += st.tx_data_bytes;
+            }
+            if let Some(st) = self.hosts[c.dst as usize].ep.qp_stats(c.rq) {
+                placed += st.rx_data_bytes;
+            }
+            for (p, row) in plane_tx.iter_mut().enumerate() {
+                if let Some(ps) = s.plane_stats(c.sq, p) {
+                    row[0] += ps.tx_packets;
+                    row[1] += ps.retransmits;
+                    row[2] += ps.trims;
+                    row[3] += ps.losses;
+                    row[4] += u64::from(ps.plane_retirements);
+                }
+            }
+        }
+        for h in &self.hosts {
+            self.c.placement_errors += h.mem.errors;
+        }
+        Outcome {
+            c: self.c,
+            times: self.times,
+            end_ps,
+            finished,
+            goodput: self.goodput,
+            queues: self.queues,
+            plane_tx,
+            tx_payload_bytes: tx_payload,
+            placed_bytes: placed,
+            evs_per_qp: self.evs_per_qp,
+        }
+    }
+
+    // ---- packets -------------------------------------------------------------------------------------------
+
+    fn alloc(&mut self) -> u32 {
+        if let Some(i) = self.free.pop() {
+            return i;
+        }
+        self.pkts.push(Pkt {
+            hdr: [0; HDR],
+            tag: 0,
+            arrive: 0,
+            src: 0,
+            dst: 0,
+            path: 0,
+            next: NONE,
+            dlen: 0,
+            poff: 0,
+            plen: 0,
+            wire: 0,
+            big: NONE,
+            plane: 0,
+            class: 0,
+            flags: 0,
+        });
+        self.pkts.len() as u32 - 1
+    }
+
+    fn release(&mut self, i: u32) {
+        let b = self.pkts[i as usize].big;
+        if b != NONE {
+            self.free_big.push(b);
+            self.pkts[i as usize].big = NONE;
+        }
+        self.free.push(i);
+    }
+
+    fn drop_pkt(&mut self, i: u32, why: Drop) {
+        let p = &self.pkts[i as usize];
+        self.c.dropped_bytes += u64::from(p.wire);
+        match why {
+            Drop::Failure => {
+                self.c.dropped_failure_pkts += 1;
+                if p.class == CLASS_DATA
+                    && p.flags & (F_TRIM | F_TRIM_LAST) == 0
+                    && self
+                        .last_down_at
+                        .is_some_and(|t| self.now > t + self.settle_ps)
+                {
+                    self.c.lasting_data_drops += 1;
+                }
+            }
+            Drop::Loss => self.c.dropped_loss_pkts += 1,
+            Drop::Overflow => self.c.dropped_overflow_pkts += 1,
+        }
+        self.release(i);
+    }
+
+    fn list_push(&mut self, l: List, i: u32) -> List {
+        self.pkts[i as usize].next = NONE;
+        if l.tail == NONE {
+            List { head: i, tail: i }
+        } else {
+            self.pkts[l.tail as usize].next = i;
+            List {
+                head: l.head,
+                tail: i,
+            }
+        }
+    }
+
+    fn list_pop(&mut self, l: List) -> (List, u32) {
+        let i = l.head;
+        if i == NONE {
+            return (l, NONE);
+        }
+        let next = self.pkts[i as usize].next;
+        let l = if next == NONE {
+            List::EMPTY
+        } else {
+            List {
+                head: next,
+                tail: l.tail,
+            }
+        };
+        (l, i)
+    }
+
+    // ---- ports ---------------------------------------------------------------------------------------------
+
+    /// Enqueues packet `i` at port `pi`: trimming, ECN and drops happen here.
+    fn enqueue(&mut self, pi: u32, i: u32) {
+        let port = &self.ports[pi as usize];
+        if port.down_refs > 0 {
+            self.drop_pkt(i, Drop::Failure);
+            return;
+        }
+        let p = &mut self.pkts[i as usize];
+        let high = p.class != CLASS_DATA || p.flags & (F_TRIM | F_TRIM_LAST) != 0;
+        let mut to_high = high;
+        if !high {
+            let wire = u64::from(p.wire);
+            if port.low_bytes + wire > port.buffer {
+                if !port.trim {
+                    self.drop_pkt(i, Drop::Overflow);
+                    return;
+                }
+                // Cut to a header and send it with priority (spec WIRE-ICRC-2 keeps the first 64 bytes).
+                let keep = p.dlen.min(mrc::wire::TRIM_KEEP_LEN as u32);
+                let new_wire = keep + (p.wire - p.dlen);
+                self.c.trimmed_pkts += 1;
+                self.c.trimmed_bytes += u64::from(p.wire - new_wire);
+                p.wire = new_wire;
+                p.dlen = keep;
+                p.plen = 0;
+                p.flags |= if port.kind == PortKind::T0Down {
+                    F_TRIM_LAST
+                } else {
+                    F_TRIM
+                };
+                to_high = true;
+            } else if port.ecn && port.low_bytes > port.kmin {
+                let mark = port.low_bytes >= port.kmax || {
+                    let span = (port.kmax - port.kmin).max(1);
+                    let x = self.rng.next_u64() % span;
+                    x < port.low_bytes - port.kmin
+                };
+                if mark && p.flags & F_CE == 0 {
+                    p.flags |= F_CE;
+                    self.c.ecn_marked += 1;
+                }
+            }
+        }
+        let p = &self.pkts[i as usize];
+        let wire = u64::from(p.wire);
+        let port = &mut self.ports[pi as usize];
+        if to_high {
+            if port.high_bytes + wire > port.buffer {
+                self.drop_pkt(i, Drop::Overflow);
+                return;
+            }
+            port.high_bytes += wire;
+            let l = port.high;
+            let l = self.list_push(l, i);
+            self.ports[pi as usize].high = l;
+        } else {
+            port.low_bytes += wire;
+            let l = port.low;
+            let l = self.list_push(l, i);
+            self.ports[pi as usize].low = l;
+        }
+        let port = &self.ports[pi as usize];
+        let occ = port.low_bytes + port.high_bytes;
+        let kind = port.kind as usize;
+        let bin = (self.now / self.bin_ps) as usize;
+        if self.queues.len() <= bin {
+            self.queues.resize(bin + 1, [0; 6]);
+        }
+        let q = &mut self.queues[bin][kind];
+        *q = (*q).max(occ);
+        if self.ports[pi as usize].tx == NONE {
+            self.start_tx(pi);
+        }
+    }
+
+    fn start_tx(&mut self, pi: u32) {
+        let port = &self.ports[pi as usize];
+        let (l, i, high) = if port.high.head != NONE {
+            let (l, i) = self.list_pop(port.high);
+            (l, i, true)
+        } else {
+            let (l, i) = self.list_pop(port.low);
+            (l, i, false)
+        };
+        if i == NONE {
+            return;
+        }
+        let wire = u64::from(self.pkts[i as usize].wire);
+        let port = &mut self.ports[pi as usize];
+        if high {
+            port.high = l;
+            port.high_bytes -= wire;
+        } else {
+            port.low = l;
+            port.low_bytes -= wire;
+        }
+        port.tx = i;
+        port.doomed = false;
+        let t = self.now + ((wire * port.ps_per_byte_q16) >> 16);
+        self.push(t, ev(EV_TXDONE, pi));
+    }
+
+    fn tx_done(&mut self, pi: u32) {
+        let port = &mut self.ports[pi as usize];
+        let i = port.tx;
+        if i == NONE {
+            return;
+        }
+        port.tx = NONE;
+        if port.doomed || port.down_refs > 0 {
+            port.doomed = false;
+            self.drop_pkt(i, Drop::Failure);
+        } else if port.loss > 0.0 && uniform(&mut self.rng) < port.loss {
+            self.drop_pkt(i, Drop::Loss);
+        } else {
+            let port = &self.ports[pi as usize];
+            let arrive = self.now + port.latency_ps;
+            let was_empty = port.wire.head == NONE;
+            self.pkts[i as usize].arrive = arrive;
+            let l = port.wire;
+            let l = self.list_push(l, i);
+            self.ports[pi as usize].wire = l;
+            if was_empty {
+                self.push(arrive, ev(EV_ARRIVE, pi));
+            }
+        }
+        self.start_tx(pi);
+        let port = &self.ports[pi as usize];
+        if port.kind == PortKind::HostUp {
+            let host = self.topo.ports[pi as usize].from;
+            if self.hosts[host as usize].blocked
+                && port.low_bytes + port.high_bytes < self.ready_bytes
+            {
+                self.pump(host);
+            }
+        }
+    }
+
+    fn arrive(&mut self, pi: u32) {
+        let port = &self.ports[pi as usize];
+        let i = port.wire.head;
+        if i == NONE || self.pkts[i as usize].arrive > self.now {
+            return; // a stale wake-up: the wire was flushed by a failure
+        }
+        let (l, _) = self.list_pop(port.wire);
+        let port = &mut self.ports[pi as usize];
+        port.wire = l;
+        if l.head != NONE {
+            let t = self.pkts[l.head as usize].arrive;
+            self.push(t, ev(EV_ARRIVE, pi));
+        }
+        let port = &self.ports[pi as usize];
+        let entered = self.pkts[i as usize].arrive - port.latency_ps;
+        if port.down_refs > 0 || entered < port.last_up {
+            // Invariant: no packet crosses a failed link after its failure time.
+            self.c.failed_link_crossings += 1;
+            self.drop_pkt(i, Drop::Failure);
+            return;
+        }
+        let to = port.to;
+        if to < self.topo.hosts {
+            self.host_rx(to, i);
+        } else {
+            let p = &self.pkts[i as usize];
+            let out = self.topo.forward(to, p.dst, p.path);
+            self.enqueue(out, i);
+        }
+    }
+
+    // ---- failures ------------------------------------------------------------------------------------------
+
+    fn set_link(&mut self, up_port: u32, down: bool) {
+        let rev = self.topo.ports[up_port as usize].rev;
+        let mut changed = false;
+        for pi in [up_port, rev] {
+            let port = &mut self.ports[pi as usize];
+            let was = port.down_refs > 0;
+            if down {
+                port.down_refs += 1;
+            } else {
+                port.down_refs = port.down_refs.saturating_sub(1);
+            }
+            let is = port.down_refs > 0;
+            if was == is {
+                continue;
+            }
+            changed = true;
+            if is {
+                // Everything queued or on the wire is lost; the packet being serialized too.
+                if port.tx != NONE {
+                    port.doomed = true;
+                }
+                for which in 0..3 {
+                    let port = &mut self.ports[pi as usize];
+                    let l = match which {
+                        0 => std::mem::replace(&mut port.low, List::EMPTY),
+                        1 => std::mem::replace(&mut port.high, List::EMPTY),
+                        _ => std::mem::replace(&mut port.wire, List::EMPTY),
+                    };
+                    let mut cur = l.head;
+                    while cur != NONE {
+                        let next = self.pkts[cur as usize].next;
+                        self.drop_pkt(cur, Drop::Failure);
+                        cur = next;
+                    }
+                }
+                let port = &mut self.ports[pi as usize];
+                port.low_bytes = 0;
+                port.high_bytes = 0;
+            } else {
+                port.last_up = self.now;
+            }
+        }
+        if down && changed {
+            self.last_down_at = Some(self.now);
+        }
+        // A host link is a NIC port: the NIC sees the carrier change at once.
+        let p = self.topo.ports[up_port as usize];
+        if changed && p.kind == PortKind::HostUp {
+            let now = Instant::from_nanos(self.now / 1000);
+            let h = p.from;
+            self.hosts[h as usize]
+                .ep
+                .set_port_state(now, p.plane, !down);
+            self.pump(h);
+        }
+    }
+
+    fn action(&mut self, idx: usize) {
+        let a = std::mem::replace(
+            &mut self.actions[idx].1,
+            Action::Loss {
+                ports: Vec::new(),
+                rate: 0.0,
+            },
+        );
+        match &a {
+            Action::Links { ports, down } => {
+                for &p in ports {
+                    self.set_link(p, *down);
+                }
+            }
+            Action::Loss { ports, rate } => {
+                for &p in ports {
+                    self.ports[p as usize].loss = *rate;
+                }
+            }
+            Action::Slow { ports, fraction } => {
+                for &p in ports {
+                    let port = &mut self.ports[p as usize];
+                    port.ps_per_byte_q16 =
+                        q16(((port.base_rate_bps as f64) * fraction).max(1.0) as u64);
+                }
+            }
+        }
+        self.actions[idx].1 = a;
+    }
+
+    // ---- hosts ---------------------------------------------------------------------------------------------
+
+    fn start(&mut self, x: u32) {
+        let c = self.xconn[x as usize];
+        self.times[x as usize].0 = self.now;
+        self.conns[c as usize].backlog.push(x);
+        self.post_backlog(c);
+        let s = self.conns[c as usize].src;
+        self.pump(s);
+    }
+
+    fn post_backlog(&mut self, c: u32) {
+        let now = Instant::from_nanos(self.now / 1000);
+        let conn = &mut self.conns[c as usize];
+        let (s, d, sq) = (conn.src, conn.dst, conn.sq);
+        while conn.posted < MAX_WR && !conn.backlog.is_empty() {
+            let x = conn.backlog.remove(0);
+            let t = &self.xfers[x as usize];
+            let addr = (u64::from(x) + 1) << 32;
+            let len = t.bytes;
+            let hs = &mut self.hosts[s as usize];
+            let Ok(ks) = hs.ep.reg_mr(hs.pd, addr, len, Access::LOCAL_WRITE) else {
+                self.c.failed_transfers += 1;
+                continue;
+            };
+            let hd = &mut self.hosts[d as usize];
+            let Ok(kd) = hd
+                .ep
+                .reg_mr(hd.pd, addr, len, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+            else {
+                self.c.failed_transfers += 1;
+                continue;
+            };
+            let sge = [Sge {
+                addr,
+                len: len as u32,
+                lkey: ks.lkey,
+            }];
+            let wr = SendWr {
+                wr_id: u64::from(x),
+                op: SendOp::Write {
+                    remote_addr: addr,
+                    rkey: kd.rkey,
+                },
+                sges: &sge,
+                signaled: true,
+                solicited: false,
+            };
+            if self.hosts[s as usize].ep.post_send(sq, &wr, now).is_err() {
+                self.c.failed_transfers += 1;
+                self.times[x as usize].1 = self.now;
+                self.remaining -= 1;
+                continue;
+            }
+            conn.posted += 1;
+        }
+    }
+
+    fn complete(&mut self, x: u32, ok: bool) {
+        let xi = x as usize;
+        if self.times[xi].1 != u64::MAX {
+            return;
+        }
+        if !ok {
+            self.c.failed_transfers += 1;
+        }
+        self.times[xi].1 = self.now;
+        self.remaining -= 1;
+        let c = self.xconn[xi];
+        self.conns[c as usize].posted -= 1;
+        if !self.conns[c as usize].backlog.is_empty() {
+            self.post_backlog(c);
+        }
+        let sig = std::mem::take(&mut self.xfers[xi].signals);
+        for &y in &sig {
+            let w = &mut self.waits[y as usize];
+            if *w == 0 {
+                continue; // a oneshot trigger that already fired
+            }
+            *w -= 1;
+            if *w == 0 {
+                let t = &self.xfers[y as usize];
+                let at = (self.now + t.delay_ps).max(t.start_ps);
+                self.push(at, ev(EV_START, y));
+            }
+        }
+        self.xfers[xi].signals = sig;
+    }
+
+    fn timer(&mut self, h: u32) {
+        let host = &mut self.hosts[h as usize];
+        if host.timer_at <= self.now {
+            host.timer_at = u64::MAX;
+        }
+        let now = Instant::from_nanos(self.now / 1000);
+        if host.ep.poll_timeout().is_some_and(|t| t <= now) {
+            host.ep.handle_timeout(now);
+        }
+        self.pump(h);
+    }
+
+    fn host_rx(&mut self, h: u32, i: u32) {
+        let p = self.pkts[i as usize];
+        self.c.delivered_pkts += 1;
+        self.c.delivered_bytes += u64::from(p.wire);
+        let trimmed = p.flags & (F_TRIM | F_TRIM_LAST) != 0;
+        // Rebuild the datagram: stored header, then placement markers where the payload was.
+        let n = p.dlen as usize;
+        if p.big != NONE {
+            let b = &self.big[p.big as usize];
+            self.rxbuf[..n].copy_from_slice(&b[..n]);
+        } else {
+            let k = n.min(HDR);
+            self.rxbuf[..k].copy_from_slice(&p.hdr[..k]);
+        }
+        if p.plen >= 8 {
+            let o = p.poff as usize;
+            let l = p.plen as usize;
+            self.rxbuf[o..o + 8].copy_from_slice(&(p.tag ^ SALT).to_le_bytes());
+            self.rxbuf[o + l - 8..o + l]
+                .copy_from_slice(&((p.tag + l as u64 - 8) ^ SALT).to_le_bytes());
+        }
+        self.release(i);
+        if self.gbn && p.class == CLASS_DATA && !trimmed && n >= 12 {
+            let qpn = u32::from_be_bytes([0, self.rxbuf[5], self.rxbuf[6], self.rxbuf[7]]);
+            let psn = u32::from_be_bytes([0, self.rxbuf[9], self.rxbuf[10], self.rxbuf[11]]);
+            let host = &self.hosts[h as usize];
+            if let Ok(k) = host.qps.binary_search_by_key(&qpn, |x| x.0) {
+                let c = host.qps[k].1 as usize;
+                let d = psn.wrapping_sub(self.conns[c].expect) & 0xFF_FFFF;
+                if d == 0 {
+                    self.conns[c].expect = (self.conns[c].expect + 1) & 0xFF_FFFF;
+                } else if d < 0x80_0000 {
+                    // Ahead of the first hole: a go-back-N receiver throws it away.
+                    self.c.gbn_discards += 1;
+                    return;
+                }
+            }
+        }
+        let meta = RecvMeta {
+            peer: Some(PeerId(p.src)),
+            port: p.plane,
+            ecn_ce: p.flags & F_CE != 0,
+            trim: if p.flags & F_TRIM_LAST != 0 {
+                Some(TrimMark::LastHop)
+            } else if p.flags & F_TRIM != 0 {
+                Some(TrimMark::Fabric)
+            } else {
+                None
+            },
+        };
+        let now = Instant::from_nanos(self.now / 1000);
+        let host = &mut self.hosts[h as usize];
+        host.mem.written = 0;
+        host.ep
+            .handle_datagram(now, meta, &self.rxbuf[..n], &mut host.mem);
+        let w = host.mem.written;
+        if w > 0 {
+            let bin = (self.now / self.bin_ps) as usize;
+            if self.goodput.len() <= bin {
+                self.goodput.resize(bin + 1, vec![0; self.planes as usize]);
+            }
+            self.goodput[bin][p.plane as usize] += w;
+        }
+        self.pump(h);
+    }
+
+    /// Drains a host's transmissions, completions and events, and re-arms its timer.
+    fn pump(&mut self, h: u32) {
+        let now = Instant::from_nanos(self.now / 1000);
+        let planes = self.planes;
+        let base = h * planes;
+        let mut buf = std::mem::take(&mut self.txbuf);
+        loop {
+            let mut mask = 0u32;
+            let mut up = 0u32;
+            for p in 0..planes {
+                let port = &self.ports[(base + p) as usize];
+                if port.down_refs == 0 {
+                    up |= 1 << p;
+                    if port.low_bytes + port.high_bytes < self.ready_bytes {
+                        mask |= 1 << p;
+                    }
+                }
+            }
+            let host = &mut self.hosts[h as usize];
+            host.blocked = mask != up;
+            host.mem.reads = 0;
+            host.mem.read_len = 0;
+            let Some(t) = host.ep.poll_transmit_on(now, mask, &mut buf, &mut host.mem) else {
+                break;
+            };
+            let (reads, raddr, rptr, rlen) = (
+                host.mem.reads,
+                host.mem.read_addr,
+                host.mem.read_ptr,
+                host.mem.read_len,
+            );
+            let i = self.alloc();
+            let data = matches!(t.class, TrafficClass::Data | TrafficClass::DataRetx);
+            let p = &mut self.pkts[i as usize];
+            p.src = h;
+            p.dst = t.peer.0;
+            p.plane = t.plane;
+            p.path = t.ev >> self.plane_bits;
+            p.class = if data { CLASS_DATA } else { CLASS_CTRL };
+            p.flags = 0;
+            p.dlen = t.len as u32;
+            p.wire = t.len as u32 + self.overhead;
+            p.big = NONE;
+            p.plen = 0;
+            p.poff = 0;
+            let off = rptr.wrapping_sub(buf.as_ptr() as usize);
+            if reads > 0 && off <= HDR && off + rlen <= t.len {
+                p.tag = raddr;
+                p.poff = off as u32;
+                p.plen = rlen as u32;
+                p.hdr[..off].copy_from_slice(&buf[..off]);
+            } else if t.len <= HDR {
+                p.hdr[..t.len].copy_from_slice(&buf[..t.len]);
+            } else {
+                let b = match self.free_big.pop() {
+                    Some(b) => b,
+                    None => {
+                        self.big.push(Vec::new());
+                        self.big.len() as u32 - 1
+                    }
+                };
+                let v = &mut self.big[b as usize];
+                v.clear();
+                v.extend_from_slice(&buf[..t.len]);
+                self.pkts[i as usize].big = b;
+            }
+            let wire = u64::from(self.pkts[i as usize].wire);
+            self.c.injected_pkts += 1;
+            self.c.injected_bytes += wire;
+            let pi = base + u32::from(t.plane);
+            if u32::from(t.plane) >= planes || t.peer.0 >= self.topo.hosts {
+                self.drop_pkt(i, Drop::Failure);
+                continue;
+            }
+            self.enqueue(pi, i);
+        }
+        self.txbuf = buf;
+        // Completions and events.
+        loop {
+            let host = &mut self.hosts[h as usize];
+            let n = host.ep.poll_cq(host.cq, &mut self.cqe);
+            if n == 0 {
+                break;
+            }
+            for k in 0..n {
+                let c = self.cqe[k];
+                if c.opcode == mrc::WcOpcode::RdmaWrite {
+                    self.complete(c.wr_id as u32, c.status == mrc::WcStatus::Success);
+                }
+            }
+        }
+        let host = &mut self.hosts[h as usize];
+        while let Some(e) = host.ep.poll_event() {
+            match e {
+                Event::EvChanged { change, .. } => {
+                    if change.to == EvState::AssumedBad && change.from != EvState::AssumedBad {
+                        self.c.ev_retirements += 1;
+                    } else if change.from == EvState::AssumedBad && change.to == EvState::Good {
+                        self.c.ev_recoveries += 1;
+                    }
+                }
+                Event::QpError { .. } => self.c.qp_errors += 1,
+                _ => {}
+            }
+        }
+        if let Some(t) = host.ep.poll_timeout() {
+            let ps = t.as_nanos().saturating_mul(1000);
+            let ps = ps.max(self.now);
+            if ps < host.timer_at {
+                host.timer_at = ps;
+                self.push(ps, ev(EV_TIMER, h));
+            }
+        }
+    }
+}
+
+/// Most work requests posted per QP at once.
+const MAX_WR: u32 = 200;
+const PSN0: u32 = 0x10_0000;
+
+#[derive(Clone, Copy)]
+enum Drop {
+    Failure,
+    Loss,
+    Overflow,
+}
+
+fn uniform(rng: &mut Xoshiro256PlusPlus) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Creates a connected QP pair (both sides RTS); returns (sender QPN, receiver QPN).
+fn connect(
+    hosts: &mut [Host],
+    a: u32,
+    b: u32,
+    cfg: &QpConfig,
+) -> Result<(u32, u32), Box<dyn std::error::Error>> {
+    let mut qpn = [0u32; 2];
+    for (k, &n) in [a, b].iter().enumerate() {
+        let h = &mut hosts[n as usize];
+        let mut init = QpInit::new(h.pd, h.cq);
+        init.config = cfg.clone();
+        init.max_send_wr = MAX_WR;
+        init.max_recv_wr = 1;
+        init.max_sge = 1;
+        qpn[k] = h.ep.create_qp(init)?;
+        h.ep.modify_qp(
+            qpn[k],
+            Transition::Init {
+                access: Access::REMOTE_WRITE,
+            },
+            Instant::ZERO,
+        )?;
+    }
+    for (k, &(n, peer)) in [(a, b), (b, a)].iter().enumerate() {
+        let ep = &mut hosts[n as usize].ep;
+        ep.modify_qp(
+            qpn[k],
+            Transition::Rtr {
+                peer: PeerId(peer),
+                remote_qpn: qpn[1 - k],
+                rq_psn: PSN0,
+                remote_caps: Caps::MRC_1_0,
+            },
+            Instant::ZERO,
+        )?;
+        ep.modify_qp(qpn[k], Transition::Rts { sq_psn: PSN0 }, Instant::ZERO)?;
+    }
+    Ok((qpn[0], qpn[1]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The placement check catches bytes written at another address than they were read from.
+    #[test]
+    fn placement_markers_catch_misplacement() {
+        let mut m = PatMem {
+            check: true,
+            ..PatMem::default()
+        };
+        let addr = 5u64 << 32;
+        let mut buf = vec![0u8; 64];
+        buf[..8].copy_from_slice(&(addr ^ SALT).to_le_bytes());
+        buf[56..].copy_from_slice(&((addr + 56) ^ SALT).to_le_bytes());
+        m.write(addr, &buf);
+        assert_eq!((m.errors, m.written), (0, 64));
+        m.write(addr + 8, &buf);
+        assert_eq!(m.errors, 1);
+        m.write(addr, &buf[..32]);
+        assert_eq!(m.errors, 2);
+    }
+}
