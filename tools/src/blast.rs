@@ -382,8 +382,8 @@ pub fn send(opts: &SendOpts) -> io::Result<Summary> {
 #[derive(Debug, Clone)]
 pub struct SinkOpts {
     /// Each plane's port address. In uSID mode (`usid` true) the sink binds the wildcard address on each distinct
-    /// port and tells planes apart by the destination's host uSID: a socket bound to `block:host::` would not get
-    /// datagrams for `block:host:entropy::` (UDP matches the bound address exactly), which is what MRC sends.
+    /// port and tells planes apart by the destination's host uSID, so it counts datagrams for any address of the
+    /// host, whatever follows the host uSID.
     pub binds: Vec<SocketAddrV6>,
     /// uSID mode (see `binds`).
     pub usid: bool,

@@ -22,7 +22,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Receive on every plane of a node file (or on [::1]:PORT) and report goodput.
+    /// Receive on every plane of a node file (or on `[::1]:PORT`) and report goodput.
     Sink {
         /// This host's node file (from `mrc-fabric up`); omit for loopback.
         #[arg(long)]

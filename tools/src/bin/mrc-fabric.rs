@@ -16,7 +16,7 @@ use mrc_tools::fabric::{self, Error, faults, plan::Topology, show, state::State}
     about = "SRv6 uSID multi-plane netns fabric with fault injection"
 )]
 struct Cli {
-    /// Namespace prefix (1-12 lowercase letters/digits); namespaces are <prefix>-h<k>, <prefix>-p<p>t0-<i>, ...
+    /// Namespace prefix (1-12 lowercase letters/digits); namespaces are PREFIX-hK, PREFIX-pPt0-I, ...
     #[arg(long, global = true, default_value = "mf")]
     prefix: String,
     #[command(subcommand)]
@@ -28,7 +28,7 @@ struct LinkArgs {
     /// Plane of the link.
     #[arg(long)]
     plane: usize,
-    /// The link, by its two ends: h<k>:t0-<i> (a host NIC) or t0-<i>:t1-<j>.
+    /// The link, by its two ends: hK:t0-I (a host NIC) or t0-I:t1-J.
     #[arg(long)]
     link: String,
 }

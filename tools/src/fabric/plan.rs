@@ -488,7 +488,7 @@ mod tests {
         let d = a.destination(1, &peer, 1);
         assert_eq!(
             *d.ip(),
-            "fcbb:bb00:1100:2101:1101:e101:1::"
+            "fcbb:bb00:1100:2101:1101:e101::"
                 .parse::<Ipv6Addr>()
                 .unwrap()
         );

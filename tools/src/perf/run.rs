@@ -587,28 +587,14 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
     } else {
         None
     };
-    let report = side.drive.with(|ep| Report {
+    let head = ReportHead {
         role: "client",
         test: o.test,
         mode: o.mode,
-        planes: ep.node().plane_count(),
         qps: o.qps,
         mtu: p.mtu,
-        progress_thread: o.progress_thread,
-        results,
-        per_plane: plane_lines(ep, &side.qps.clone()),
-        datapath: datapath_line(ep),
-        transport: transport_line(ep, &side.qps),
-        verified,
-    });
-    if o.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(io::Error::other)?
-        );
-    } else {
-        print_planes(&report);
-    }
+    };
+    let report = finish_report(&mut side, head, o, results, verified)?;
     if verified == Some(false) {
         return Err(Failure::test(
             "verification FAILED: the server's memory differs from what was sent",
@@ -842,6 +828,49 @@ fn lat(
     })
 }
 
+/// What a report says about the run, beyond the counters.
+struct ReportHead {
+    role: &'static str,
+    test: Test,
+    mode: Mode,
+    qps: usize,
+    mtu: u32,
+}
+
+/// Gathers the counters into a report and prints it (JSON or text).
+fn finish_report(
+    side: &mut Side,
+    h: ReportHead,
+    o: &Options,
+    results: Vec<SizeResult>,
+    verified: Option<bool>,
+) -> Result<Report, Failure> {
+    let qps = side.qps.clone();
+    let report = side.drive.with(|ep| Report {
+        role: h.role,
+        test: h.test,
+        mode: h.mode,
+        planes: ep.node().plane_count(),
+        qps: h.qps,
+        mtu: h.mtu,
+        progress_thread: o.progress_thread,
+        results,
+        per_plane: plane_lines(ep, &qps),
+        datapath: datapath_line(ep),
+        transport: transport_line(ep, &qps),
+        verified,
+    });
+    if o.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(io::Error::other)?
+        );
+    } else {
+        print_planes(&report);
+    }
+    Ok(report)
+}
+
 fn print_result(o: &Options, r: &SizeResult) {
     match &r.lat_us {
         None => println!(
@@ -1033,27 +1062,13 @@ pub fn server(o: &Options) -> Result<Report, Failure> {
         mmsgs: 0.0,
         lat_us: None,
     });
-    let report = side.drive.with(|ep| Report {
+    let head = ReportHead {
         role: "server",
         test: peer.test,
         mode: peer.mode,
-        planes: ep.node().plane_count(),
         qps: peer.qps,
         mtu: peer.mtu,
-        progress_thread: o.progress_thread,
-        results,
-        per_plane: plane_lines(ep, &side.qps.clone()),
-        datapath: datapath_line(ep),
-        transport: transport_line(ep, &side.qps),
-        verified: None,
-    });
-    if o.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).map_err(io::Error::other)?
-        );
-    } else {
-        print_planes(&report);
-    }
+    };
+    let report = finish_report(&mut side, head, o, results, None)?;
     Ok(report)
 }
