@@ -82,83 +82,92 @@ run_mrc drop1; run_blast drop1; run_tcp drop1 tcp; run_tcp drop1 tcp-mtu; run_tc
 for p in 0 1 2 3 4 5 6 7; do $FAB undrop --plane $p --link t0-0:t1-0 >/dev/null; done
 
 echo "== plane 0 cut silently at 1 s (10 ms bins)"
-FAIL_AT=1.0
+now_ms() { date +%s%3N; }
 $H1 $PERF --config $N1 --json >/dev/null 2>&1 &
 srv=$!
 sleep 0.4
 # The out-of-band TCP connection goes over plane 7, which stays up.
 $H0 $PERF fcbb:bb00:e701:: --config $N0 --size 256k --duration 3 --interval-ms 10 --timeline $OUT/timeline-mrc.csv --json >/dev/null &
 cli=$!
-sleep $FAIL_AT
+sleep 1
 $FAB plane-down 0 >/dev/null
+FAIL_MRC=$(now_ms)
 wait $cli || true
 wait $srv || true
 $FAB plane-up 0 >/dev/null
-# MPTCP: iperf3 reports at most every 100 ms.
+# MPTCP: iperf3 reports at most every 100 ms; its intervals count from the client's start.
 $H1 mptcpize run iperf3 -s -1 >/dev/null 2>&1 &
 srv=$!
 sleep 0.4
+START_MP=$(now_ms)
 $H0 mptcpize run iperf3 -c $DST -t 3 -i 0.1 -J >/tmp/cmp-mptcp.json &
 cli=$!
-sleep $FAIL_AT
+sleep 1
 $FAB plane-down 0 >/dev/null
+FAIL_MP=$(now_ms)
 wait $cli || true
 wait $srv || true
 $FAB plane-up 0 >/dev/null
-python3 - "$OUT" "$FAIL_AT" <<'EOF'
+python3 - "$OUT" "$FAIL_MRC" "$START_MP" "$FAIL_MP" <<'EOF'
 import json, sys
-out, fail = sys.argv[1], float(sys.argv[2])
+out = sys.argv[1]
+fail_mrc, start_mp, fail_mp = (int(x) / 1000 for x in sys.argv[2:5])
+# Times relative to the failure, each sample at the end of its bin.
 mrc = []
 with open(f"{out}/timeline-mrc.csv") as f:
     next(f)
-    t0 = None
     for line in f:
-        t, g = line.strip().split(",")
-        t = float(t) / 1000
-        t0 = t if t0 is None else t0
-        mrc.append((t, float(g)))
-# The client starts 0.4 s after the timeline's clock; align on the first bin.
-start = mrc[0][0] - 0.01
-mrc = [(t - start, g) for t, g in mrc]
+        _, g, unix_ms = line.strip().split(",")
+        mrc.append((int(unix_ms) / 1000 - fail_mrc, float(g)))
 d = json.load(open("/tmp/cmp-mptcp.json"))
-mp = [(i["sum"]["end"], i["sum"]["bits_per_second"] / 1e9) for i in d["intervals"]]
+mp = [(start_mp + i["sum"]["end"] - fail_mp, i["sum"]["bits_per_second"] / 1e9) for i in d["intervals"]]
 def recovery(series, bin_s):
-    before = [g for t, g in series if 0.3 <= t < fail]
+    """Time from the failure until a bin reaches 90% of the surviving capacity (7/8 of the goodput before) and
+    the next one does too, after a dip; 0 when no bin after the failure dips below that."""
+    before = [g for t, g in series if -0.7 <= t < -bin_s]
     cap = sum(before) / max(len(before), 1) * 7 / 8
-    for t, g in series:
-        if t > fail and g >= 0.9 * cap:
-            return max(t - bin_s - fail, 0.0), cap
-    return float("inf"), cap
+    after = [(t, g) for t, g in series if t > 0]
+    dipped = False
+    for k, (t, g) in enumerate(after):
+        if g < 0.9 * cap:
+            dipped = True
+        elif dipped and k + 1 < len(after) and after[k + 1][1] >= 0.9 * cap:
+            return t, cap
+    return (0.0 if not dipped else float("inf")), cap
 rm, cm = recovery(mrc, 0.01)
 rp, cp = recovery(mp, 0.1)
 with open(f"{out}/timeline.csv", "w") as f:
-    f.write("tool,t_s,gbps\n")
+    f.write("tool,t_after_failure_s,gbps\n")
     for t, g in mrc: f.write(f"mrc,{t:.3f},{g:.3f}\n")
     for t, g in mp: f.write(f"mptcp,{t:.3f},{g:.3f}\n")
 with open(f"{out}/compare.csv", "a") as f:
     f.write(f"plane0-down,mrc-recovery-ms,{rm*1000:.0f}\nplane0-down,mptcp-recovery-ms,{rp*1000:.0f}\n")
-print(f"plane 0 down: mrc back to 90% of 7/8 of {cm/(7/8):.2f} Gbit/s within {rm*1000:.0f} ms (10 ms bins)")
-print(f"plane 0 down: mptcp back to 90% of 7/8 of {cp/(7/8):.2f} Gbit/s within {rp*1000:.0f} ms (100 ms bins)")
-# SVG: goodput over time, both tools, failure marked.
+print(f"plane 0 down: mrc back to 90% of 7/8 of {cm/(7/8):.2f} Gbit/s {rm*1000:.0f} ms after the cut (10 ms bins, each stamped at its end)")
+print("  mrc bins (s after the cut: Gbit/s): " + ", ".join(f"{t:+.3f}: {g:.1f}" for t, g in mrc if -0.03 <= t <= 0.08))
+print(f"plane 0 down: mptcp back to 90% of 7/8 of {cp/(7/8):.2f} Gbit/s {rp*1000:.0f} ms after the cut (100 ms bins)")
+print("  mptcp bins: " + ", ".join(f"{t:+.2f}: {g:.1f}" for t, g in mp if -0.2 <= t <= 1.5))
+# SVG: goodput around the failure, both tools.
 W, H, L, B = 720, 320, 50, 30
-tmax = max(t for t, _ in mrc + mp)
+lo, hi = -0.5, max(t for t, _ in mrc + mp)
 gmax = max(g for _, g in mrc + mp) * 1.1 or 1
-X = lambda t: L + (W - L - 10) * t / tmax
+X = lambda t: L + (W - L - 10) * (t - lo) / (hi - lo)
 Y = lambda g: H - B - (H - B - 10) * g / gmax
-def path(s): return " ".join(f"{'M' if i == 0 else 'L'}{X(t):.1f},{Y(g):.1f}" for i, (t, g) in enumerate(s))
+def path(s):
+    pts = [(t, g) for t, g in s if t >= lo]
+    return " ".join(f"{'M' if i == 0 else 'L'}{X(t):.1f},{Y(g):.1f}" for i, (t, g) in enumerate(pts))
 svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">',
        f'<rect width="{W}" height="{H}" fill="white"/>',
        f'<line x1="{L}" y1="{H-B}" x2="{W-10}" y2="{H-B}" stroke="black"/><line x1="{L}" y1="10" x2="{L}" y2="{H-B}" stroke="black"/>',
-       f'<line x1="{X(fail):.1f}" y1="10" x2="{X(fail):.1f}" y2="{H-B}" stroke="red" stroke-dasharray="4"/>',
-       f'<text x="{X(fail)+4:.1f}" y="22" fill="red">plane 0 cut</text>',
+       f'<line x1="{X(0):.1f}" y1="10" x2="{X(0):.1f}" y2="{H-B}" stroke="red" stroke-dasharray="4"/>',
+       f'<text x="{X(0)+4:.1f}" y="22" fill="red">plane 0 cut</text>',
        f'<path d="{path(mrc)}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>',
        f'<path d="{path(mp)}" fill="none" stroke="#ff7f0e" stroke-width="1.5"/>',
-       f'<text x="{W-160}" y="24" fill="#1f77b4">mrc (10 ms bins)</text><text x="{W-160}" y="38" fill="#ff7f0e">MPTCP (100 ms bins)</text>',
-       f'<text x="{W/2:.0f}" y="{H-5}">time (s)</text><text x="5" y="15">Gbit/s</text>']
+       f'<text x="{W-170}" y="24" fill="#1f77b4">mrc (10 ms bins)</text><text x="{W-170}" y="38" fill="#ff7f0e">MPTCP (100 ms bins)</text>',
+       f'<text x="{W/2:.0f}" y="{H-5}">time after the cut (s)</text><text x="5" y="15">Gbit/s</text>']
 for k in range(0, 6):
     g = gmax * k / 5
     svg.append(f'<text x="5" y="{Y(g)+4:.1f}">{g:.1f}</text>')
-for k in range(0, int(tmax) + 1):
+for k in range(0, int(hi) + 1):
     svg.append(f'<text x="{X(k)-3:.1f}" y="{H-B+14}">{k}</text>')
 svg.append("</svg>")
 open(f"{out}/compare.svg", "w").write("\n".join(svg))

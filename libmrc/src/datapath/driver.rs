@@ -212,8 +212,6 @@ impl UdpEndpoint {
         // rate, and a probe storm delays acknowledgements, which retires more paths.
         ev.probe_min = Duration::from_millis(10);
         ev.probe_max = Duration::from_millis(100);
-        // One late SACK batch can make a burst of packets overdue at once; only a long silence is a dead plane.
-        ev.plane_dead_after = 64;
         QpConfig {
             mtu,
             base_rtt,

@@ -96,7 +96,7 @@ pub struct Options {
     /// Live line every this many milliseconds (0: none).
     #[arg(long, default_value_t = 1000)]
     pub interval_ms: u64,
-    /// Write goodput per interval to this CSV file (client): t_ms,gbps.
+    /// Write goodput per interval to this CSV file (client): t_ms,gbps,unix_ms (the bin's end).
     #[arg(long)]
     pub timeline: Option<PathBuf>,
     /// Check the data: the server hashes what arrived, the client compares with what it sent.

@@ -557,7 +557,7 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
         None => None,
     };
     if let Some(f) = timeline.as_mut() {
-        writeln!(f, "t_ms,gbps")?;
+        writeln!(f, "t_ms,gbps,unix_ms")?;
     }
     let mut results = Vec::new();
     let t0 = Instant::now();
@@ -707,7 +707,11 @@ fn bw(
             let secs = interval.as_secs_f64();
             let gbps = bin_bytes as f64 * 8.0 / secs / 1e9;
             if let Some(f) = timeline.as_mut() {
-                writeln!(f, "{},{gbps:.3}", (now - t0).as_millis())?;
+                // Wall-clock time too, so a script can line the bins up with faults it applied.
+                let unix_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis());
+                writeln!(f, "{},{gbps:.3},{unix_ms}", (now - t0).as_millis())?;
             }
             if o.interval_ms > 0 && !o.json && o.interval_ms >= 100 {
                 let line = side.drive.with(|ep| live_line(ep, &side.qps));
