@@ -208,9 +208,10 @@ impl UdpEndpoint {
     pub fn software_qp_config(&self, mtu: u32, evs_per_plane: u16, cc: CcConfig) -> QpConfig {
         let base_rtt = Duration::from_micros(500);
         let mut ev = self.ev_config(evs_per_plane);
-        // A retired path is probed every 10 ms or more, not every 100 µs: a software host has no spare packet
-        // rate, and a probe storm delays acknowledgements, which retires more paths.
-        ev.probe_min = Duration::from_millis(10);
+        // A retired path is probed every 2 ms or more, not every 100 µs: a software host has no spare packet
+        // rate, and a probe storm delays acknowledgements, which retires more paths. Three clean probes bring
+        // a path back, so a falsely retired one returns within about 6 ms.
+        ev.probe_min = Duration::from_millis(2);
         ev.probe_max = Duration::from_millis(100);
         QpConfig {
             mtu,

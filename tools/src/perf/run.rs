@@ -713,7 +713,7 @@ fn bw(
                     .map_or(0, |d| d.as_millis());
                 writeln!(f, "{},{gbps:.3},{unix_ms}", (now - t0).as_millis())?;
             }
-            if o.interval_ms > 0 && !o.json && o.interval_ms >= 100 {
+            if o.interval_ms > 0 && !o.json {
                 let line = side.drive.with(|ep| live_line(ep, &side.qps));
                 println!(
                     "[{:7.2}s] size {size:>8}  {gbps:8.2} Gbit/s  {line}",
