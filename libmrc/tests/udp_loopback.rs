@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant as WallClock};
 
-use mrc::datapath::{DatapathConfig, NodeConfig, Progress, UdpEndpoint};
+use mrc::datapath::{DatapathConfig, NodeConfig, Progress, UdpEndpoint, software_cc};
 use mrc::*;
 
 const PLANES: usize = 4;
@@ -38,11 +38,8 @@ fn pair(len: usize) -> (Side, Side) {
         let pd = ep.endpoint().alloc_pd();
         let cq = ep.endpoint().create_cq(4096);
         let mut init = QpInit::new(pd, cq);
-        init.config = QpConfig {
-            mtu: MTU,
-            ev: ep.ev_config(16),
-            ..QpConfig::default()
-        };
+        // The timing a software host needs (RTTs of tens of µs to ms, not a NIC's 10 µs).
+        init.config = ep.software_qp_config(MTU, 4, software_cc(MTU, 64, None));
         init.max_send_wr = 1024;
         init.max_recv_wr = 1024;
         let (qpn, info) = ep
