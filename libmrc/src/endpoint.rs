@@ -35,6 +35,27 @@ pub struct Transmit {
     pub len: usize,
     /// The local QP that produced it (`EP_QPN` for endpoint packets).
     pub qpn: u32,
+    /// A payload left in place, where the driver's [`Memory::view`] lends bytes (zero-copy send): the datagram
+    /// is then `buf[..at]`, the payload, `buf[at..len]`. Always `None` for memories that do not lend.
+    pub payload: Option<PayloadRef>,
+}
+
+/// Where a zero-copy packet's payload lies (see [`Transmit::payload`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PayloadRef {
+    /// Offset in the packet buffer at which the payload goes (the headers before it, the ICRC after).
+    pub at: usize,
+    /// Address of the payload in registered memory, already checked by the engine.
+    pub addr: u64,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+impl Transmit {
+    /// Length of the whole datagram: the buffer's bytes plus a payload left in place.
+    pub fn datagram_len(&self) -> usize {
+        self.len + self.payload.map_or(0, |p| p.len)
+    }
 }
 
 /// How a switch marked a trimmed packet (read from the DSCP).
@@ -866,6 +887,7 @@ impl Endpoint {
             class: TrafficClass::Control,
             len,
             qpn: EP_QPN,
+            payload: None,
         })
     }
 

@@ -42,7 +42,7 @@ pub mod wire;
 
 pub use completion::{Completion, CqId, WcOpcode, WcStatus};
 pub use config::{Caps, ConfigError, EndpointConfig, QpConfig};
-pub use endpoint::{Endpoint, Event, RecvMeta, Transmit, TrimMark};
+pub use endpoint::{Endpoint, Event, PayloadRef, RecvMeta, Transmit, TrimMark};
 pub use mem::{Access, Memory, MrKeys, NullMemory, Pd, Sge};
 pub use path::{EvConfig, EvState};
 pub use qp::{ConnInfo, PeerId, PostError, QpInit, QpState, RecvWr, SendOp, SendWr, Transition};

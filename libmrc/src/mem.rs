@@ -244,6 +244,13 @@ pub trait Memory {
     fn read(&mut self, addr: u64, dst: &mut [u8]);
     /// Copies `src` to `addr` (placing received payload).
     fn write(&mut self, addr: u64, src: &[u8]);
+    /// The `len` bytes at `addr`, lent in place: memory that can do this lets the engine leave a data packet's
+    /// payload out of the packet buffer (zero-copy send; [`Transmit::payload`](crate::Transmit::payload) says
+    /// where it is), so the payload is copied once, by the driver's send call. `None`, the default: the engine
+    /// copies it with [`read`](Self::read).
+    fn view(&self, _addr: u64, _len: usize) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// Memory that stores nothing: reads give zeros, writes vanish. For benchmarks of the protocol cost alone and for

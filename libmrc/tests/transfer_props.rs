@@ -80,6 +80,9 @@ fn op() -> impl Strategy<Value = Op> {
 fn run(seed: u64, m: &Mix, ops: &[Op]) -> Result<(), String> {
     let plane = m.plane();
     let (mut net, qa, qb) = pair(8, plane, seed, &qp_config(8));
+    // Half the cases send zero-copy on each side (memory that lends payloads in place).
+    net.nodes[A].mem.lend = seed & 1 == 1;
+    net.nodes[B].mem.lend = seed & 2 == 2;
     let posted: Vec<Posted> = ops
         .iter()
         .enumerate()

@@ -44,6 +44,11 @@ pub struct DatapathConfig {
     pub socket_buffer: usize,
     /// Largest datagram: the QPs' MTU plus headers.
     pub max_datagram: usize,
+    /// How long [`UdpEndpoint::poll`] keeps spinning with nothing to do before it sleeps in `ppoll`. A sleeping
+    /// receiver must be woken for every datagram, and on veth that wake-up is paid by the *sender's* CPU (the
+    /// whole forwarding chain runs in its softirq), so spinning a little keeps the wake-ups off the data path.
+    /// RDMA applications poll their CQs the same way.
+    pub busy_poll: Duration,
 }
 
 impl Default for DatapathConfig {
@@ -51,6 +56,7 @@ impl Default for DatapathConfig {
         Self {
             socket_buffer: 8 << 20,
             max_datagram: 9000,
+            busy_poll: Duration::from_micros(200),
         }
     }
 }
@@ -100,6 +106,9 @@ pub struct UdpEndpoint {
     zero_checksum: bool,
     plane_bits: u8,
     max_datagram: usize,
+    busy_poll: Duration,
+    /// When the last busy round ended (poll mode spins until `busy_poll` after it).
+    last_busy: std::time::Instant,
 }
 
 impl std::fmt::Debug for UdpEndpoint {
@@ -180,6 +189,8 @@ impl UdpEndpoint {
             blocked: vec![false; planes],
             zero_checksum,
             max_datagram,
+            busy_poll: dp.busy_poll,
+            last_busy: std::time::Instant::now(),
         })
     }
 
@@ -385,10 +396,15 @@ impl UdpEndpoint {
         }
     }
 
-    /// Application-driven poll mode: one round of progress, then, if it found nothing to do, waits for a
-    /// datagram, a writable blocked plane or the next timer, at most `max_wait`.
+    /// Application-driven poll mode: one round of progress, then, if it found nothing to do for longer than
+    /// [`DatapathConfig::busy_poll`], waits for a datagram, a writable blocked plane or the next timer, at most
+    /// `max_wait`.
     pub fn poll(&mut self, max_wait: Duration) -> io::Result<()> {
         if self.progress()? {
+            self.last_busy = std::time::Instant::now();
+            return Ok(());
+        }
+        if self.last_busy.elapsed() < self.busy_poll {
             return Ok(());
         }
         let wait_for = self.idle_timeout(max_wait);
@@ -519,7 +535,11 @@ impl UdpEndpoint {
             .map(|i| PeerId(i as u32))
     }
 
-    fn transmit(&mut self) -> io::Result<bool> {
+    #[allow(
+        unsafe_code,
+        reason = "zero-copy send queues pointers into registered memory"
+    )]
+    fn transmit_batches(&mut self) -> io::Result<bool> {
         let mut any = false;
         // First whatever a full socket left behind.
         for plane in 0..self.socks.len() {
@@ -558,7 +578,22 @@ impl UdpEndpoint {
             if self.tx[plane].is_full() {
                 self.flush(plane)?;
             }
-            if !self.tx[plane].push(&mut self.scratch, t.len, dest, tc) {
+            let pushed = match t.payload {
+                None => self.tx[plane].push(&mut self.scratch, t.len, dest, tc),
+                // SAFETY: the engine checked the payload against a registered region of `self.mem`, which
+                // stays mapped and unchanged while `transmit` holds `&mut self`; every batch is sent or
+                // materialized before `transmit` returns.
+                Some(p) => unsafe {
+                    self.tx[plane].push_lent(
+                        &mut self.scratch,
+                        t.len,
+                        dest,
+                        tc,
+                        (p.at, p.addr as *const u8, p.len),
+                    )
+                },
+            };
+            if !pushed {
                 self.stats.tx_errors += 1;
                 continue;
             }
@@ -581,6 +616,16 @@ impl UdpEndpoint {
             }
         }
         Ok(any)
+    }
+
+    fn transmit(&mut self) -> io::Result<bool> {
+        let r = self.transmit_batches();
+        // What a full socket left behind waits beyond this call, when the application may change or free its
+        // memory: it must no longer point there.
+        for b in &mut self.tx {
+            b.materialize();
+        }
+        r
     }
 
     /// Sends a plane's batch; keeps what a full socket refused and marks the plane blocked.

@@ -134,6 +134,15 @@ impl Memory for HostMemory {
         // datagram in a distinct buffer.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), addr as *mut u8, src.len()) };
     }
+
+    fn view(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        if !self.contains(addr, len) {
+            return None;
+        }
+        // SAFETY: `contains` proved the range lies inside a region valid for reads; `&self` excludes placement
+        // (which needs `&mut self`) while the slice lives.
+        Some(unsafe { std::slice::from_raw_parts(addr as *const u8, len) })
+    }
 }
 
 impl Drop for HostMemory {
@@ -163,8 +172,11 @@ mod tests {
         let mut out = [7u8; 4];
         m.read(a + 60, &mut out);
         assert_eq!(out, [1, 2, 3, 4]);
+        assert_eq!(m.view(a + 60, 4), Some(&[1u8, 2, 3, 4][..]));
+        assert_eq!(m.view(a + 61, 4), None);
         assert!(m.forget(b));
         m.write(b, &[1]);
         assert_eq!(m.refused, 4);
+        assert_eq!(m.view(b, 1), None);
     }
 }

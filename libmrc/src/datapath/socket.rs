@@ -156,7 +156,7 @@ impl PlaneSocket {
         }
         batch.prepare(from, n);
         // SAFETY: `prepare` pointed every header at buffers owned by `batch`, which outlives the call and is
-        // not touched meanwhile.
+        // not touched meanwhile, and at lent payloads, which `push_lent`'s contract keeps valid.
         let r = unsafe {
             libc::sendmmsg(
                 self.fd.as_raw_fd(),
@@ -270,10 +270,14 @@ impl AsRawFd for PlaneSocket {
 }
 
 /// Datagrams waiting to go out of one socket, each with its destination and traffic class. Payload buffers are
-/// swapped in and out rather than copied, and reused from batch to batch, so sending allocates nothing.
+/// swapped in and out rather than copied, and reused from batch to batch, so sending allocates nothing. A
+/// datagram may leave its payload in registered memory ([`push_lent`](Self::push_lent)): `sendmmsg` then
+/// gathers headers, payload and ICRC from three places, and the payload is copied once, by the kernel.
 pub struct TxBatch {
     slots: Vec<Vec<u8>>,
     lens: Vec<usize>,
+    /// Per datagram, a payload outside its slot: (offset in the slot where it goes, address, length).
+    lent: Vec<Option<(usize, *const u8, usize)>>,
     dests: Vec<libc::sockaddr_in6>,
     tclass: Vec<libc::c_int>,
     len: usize,
@@ -282,7 +286,8 @@ pub struct TxBatch {
     ctrl: Vec<[u64; CMSG_ROOM / 8]>,
 }
 
-// SAFETY: the raw pointers inside are scratch space rebuilt before every use; the batch owns what they point at.
+// SAFETY: the raw pointers inside are scratch space rebuilt before every use and point at what the batch owns,
+// except lent payloads, which point into registered memory that moves with the batch's owner (see `push_lent`).
 unsafe impl Send for TxBatch {}
 
 impl std::fmt::Debug for TxBatch {
@@ -302,6 +307,7 @@ impl TxBatch {
         Self {
             slots: (0..capacity).map(|_| vec![0; slot]).collect(),
             lens: vec![0; capacity],
+            lent: vec![None; capacity],
             dests: vec![zero_sa; capacity],
             tclass: vec![0; capacity],
             len: 0,
@@ -311,7 +317,7 @@ impl TxBatch {
                     iov_base: std::ptr::null_mut(),
                     iov_len: 0
                 };
-                capacity
+                3 * capacity
             ],
             ctrl: vec![[0; CMSG_ROOM / 8]; capacity],
         }
@@ -344,18 +350,57 @@ impl TxBatch {
             buf.resize(self.slots[i].len(), 0);
         }
         self.lens[i] = len.min(self.slots[i].len());
+        self.lent[i] = None;
         self.dests[i] = sockaddr_from(&dest);
         self.tclass[i] = libc::c_int::from(tclass);
         self.len += 1;
         true
     }
 
+    /// Like [`push`](Self::push), for a datagram whose payload of `payload_len` bytes at `payload` goes between
+    /// `buf[..at]` and `buf[at..len]`.
+    ///
+    /// # Safety
+    /// `[payload, payload + payload_len)` must stay valid for reads and unchanged until the datagram is sent,
+    /// dropped or [`materialize`](Self::materialize)d.
+    pub unsafe fn push_lent(
+        &mut self,
+        buf: &mut Vec<u8>,
+        len: usize,
+        dest: SocketAddrV6,
+        tclass: u8,
+        (at, payload, payload_len): (usize, *const u8, usize),
+    ) -> bool {
+        // The whole datagram must fit the slot, so that `materialize` can copy the payload in.
+        if at > len || len + payload_len > buf.len() || !self.push(buf, len, dest, tclass) {
+            return false;
+        }
+        self.lent[self.len - 1] = Some((at, payload, payload_len));
+        true
+    }
+
+    /// Copies every lent payload into its datagram's slot, so the batch no longer points outside itself (before
+    /// it waits for a full socket while the memory may change or go away).
+    pub fn materialize(&mut self) {
+        for i in 0..self.len {
+            if let Some((at, ptr, n)) = self.lent[i].take() {
+                let slot = &mut self.slots[i];
+                let len = self.lens[i];
+                slot.copy_within(at..len, at + n);
+                // SAFETY: `push_lent`'s contract keeps `[ptr, ptr + n)` valid and unchanged until now; the slot
+                // is a distinct buffer with room for `at + n` bytes (checked in `push_lent`).
+                let src = unsafe { std::slice::from_raw_parts(ptr, n) };
+                slot[at..at + n].copy_from_slice(src);
+                self.lens[i] = len + n;
+            }
+        }
+    }
     /// Where datagram `i` was going.
     pub fn dest(&self, i: usize) -> SocketAddrV6 {
         sockaddr_to(&self.dests[i])
     }
 
-    /// The payload of datagram `i`.
+    /// The bytes of datagram `i` held in the batch (without a lent payload: its headers and ICRC).
     pub fn payload(&self, i: usize) -> &[u8] {
         &self.slots[i][..self.lens[i]]
     }
@@ -373,6 +418,7 @@ impl TxBatch {
         }
         self.slots[..self.len].rotate_left(n);
         self.lens.copy_within(n..self.len, 0);
+        self.lent.copy_within(n..self.len, 0);
         self.dests.copy_within(n..self.len, 0);
         self.tclass.copy_within(n..self.len, 0);
         self.len -= n;
@@ -381,17 +427,34 @@ impl TxBatch {
     fn prepare(&mut self, from: usize, n: usize) {
         for k in 0..n {
             let i = from + k;
-            self.iovs[k] = libc::iovec {
-                iov_base: self.slots[i].as_mut_ptr().cast(),
-                iov_len: self.lens[i],
+            let base: *mut u8 = self.slots[i].as_mut_ptr();
+            let iov = |p: *mut u8, len: usize| libc::iovec {
+                iov_base: p.cast(),
+                iov_len: len,
+            };
+            let iovs = &mut self.iovs[3 * k..3 * k + 3];
+            let count = match self.lent[i] {
+                None => {
+                    iovs[0] = iov(base, self.lens[i]);
+                    1
+                }
+                Some((at, ptr, len)) => {
+                    iovs[0] = iov(base, at);
+                    // sendmmsg only reads through iovecs; the pointer is mutable in the C type alone.
+                    iovs[1] = iov(ptr.cast_mut(), len);
+                    // SAFETY: `at <= lens[i] <= slot length` (checked in `push_lent`), so the offset stays in
+                    // the slot.
+                    iovs[2] = iov(unsafe { base.add(at) }, self.lens[i] - at);
+                    3
+                }
             };
             let ctrl = &mut self.ctrl[k];
             // SAFETY: all-zero is valid for msghdr.
             let mut msg: libc::msghdr = unsafe { zeroed() };
             msg.msg_name = (&mut self.dests[i] as *mut libc::sockaddr_in6).cast();
             msg.msg_namelen = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            msg.msg_iov = &mut self.iovs[k];
-            msg.msg_iovlen = 1;
+            msg.msg_iov = self.iovs[3 * k..].as_mut_ptr();
+            msg.msg_iovlen = count;
             msg.msg_control = ctrl.as_mut_ptr().cast();
             // SAFETY: CMSG_SPACE is arithmetic on a constant size.
             msg.msg_controllen =
@@ -586,6 +649,30 @@ pub fn wait(
 mod tests {
     use super::*;
 
+    /// Receives `n` datagrams on `sock` (waiting up to a second), each mapped by `f`.
+    fn receive<T>(
+        sock: &PlaneSocket,
+        n: usize,
+        f: impl Fn((&[u8], SocketAddrV6, u8, bool)) -> T,
+    ) -> Vec<T> {
+        let mut rx = RxBatch::new(8, 2048);
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            let k = sock.recv(&mut rx).unwrap();
+            got.extend((0..k).map(|i| f(rx.get(i))));
+            if got.len() >= n {
+                break;
+            }
+            wait(
+                &[sock.as_raw_fd()],
+                &[],
+                Some(std::time::Duration::from_millis(10)),
+            )
+            .unwrap();
+        }
+        got
+    }
+
     #[test]
     fn loopback_batch_carries_payload_and_traffic_class() {
         let any = SocketAddrV6::new(Ipv6Addr::LOCALHOST, 0, 0, 0);
@@ -598,24 +685,7 @@ mod tests {
             assert!(tx.push(&mut buf, 3 + usize::from(i), b.local_addr(), tc));
         }
         assert_eq!(a.send(&mut tx, 0).unwrap(), 3);
-        let mut rx = RxBatch::new(8, 2048);
-        let mut got = Vec::new();
-        for _ in 0..100 {
-            let n = b.recv(&mut rx).unwrap();
-            for i in 0..n {
-                let (p, src, tc, cut) = rx.get(i);
-                got.push((p.len(), p[0], src, tc, cut));
-            }
-            if got.len() == 3 {
-                break;
-            }
-            wait(
-                &[b.as_raw_fd()],
-                &[],
-                Some(std::time::Duration::from_millis(10)),
-            )
-            .unwrap();
-        }
+        let got: Vec<_> = receive(&b, 3, |(p, src, tc, cut)| (p.len(), p[0], src, tc, cut));
         assert_eq!(
             got,
             vec![
@@ -624,6 +694,46 @@ mod tests {
                 (5, 2, a.local_addr(), 0x28, false)
             ]
         );
+    }
+
+    #[test]
+    #[allow(unsafe_code, reason = "push_lent takes a raw payload pointer")]
+    fn lent_payloads_are_gathered_and_materialized() {
+        let any = SocketAddrV6::new(Ipv6Addr::LOCALHOST, 0, 0, 0);
+        let a = PlaneSocket::bind(any, false, 1 << 20).unwrap();
+        let b = PlaneSocket::bind(any, false, 1 << 20).unwrap();
+        let payload: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        let mut tx = TxBatch::new(4, 2048);
+        let mut buf = vec![0u8; 2048];
+        // Headers "HH", payload elsewhere, trailer "TTTT".
+        buf[..6].copy_from_slice(b"HHTTTT");
+        for _ in 0..2 {
+            // SAFETY: `payload` outlives the batch's use of it below.
+            assert!(unsafe {
+                tx.push_lent(&mut buf, 6, b.local_addr(), 0, (2, payload.as_ptr(), 1000))
+            });
+            buf[..6].copy_from_slice(b"HHTTTT");
+        }
+        // Dropping the first keeps the second's lent payload with it; it goes out gathered from three places.
+        tx.consume(1);
+        assert_eq!(a.send(&mut tx, 0).unwrap(), 1);
+        tx.consume(1);
+        // A materialized datagram holds its payload and no longer needs the memory.
+        // SAFETY: as above.
+        assert!(unsafe {
+            tx.push_lent(&mut buf, 6, b.local_addr(), 0, (2, payload.as_ptr(), 1000))
+        });
+        tx.materialize();
+        assert_eq!(tx.payload(0).len(), 1006);
+        assert_eq!(a.send(&mut tx, 0).unwrap(), 1);
+        // Too long for a slot: refused.
+        // SAFETY: as above; refused, so never used.
+        assert!(!unsafe {
+            tx.push_lent(&mut buf, 6, b.local_addr(), 0, (2, payload.as_ptr(), 2043))
+        });
+        let want = [&b"HH"[..], &payload, b"TTTT"].concat();
+        let got = receive(&b, 2, |(p, ..)| p.to_vec());
+        assert_eq!(got, vec![want.clone(), want]);
     }
 
     #[test]

@@ -527,6 +527,7 @@ impl Qp {
             class: TrafficClass::Control,
             len: n,
             qpn: self.qpn,
+            payload: None,
         })
     }
 }

@@ -3,7 +3,7 @@
 use super::{Qp, QpState, SendWqe, WqeKind};
 use crate::cc::AckSample;
 use crate::completion::{Completion, WcStatus};
-use crate::endpoint::Transmit;
+use crate::endpoint::{PayloadRef, Transmit};
 use crate::mem::{Access, Memory, MrTable, Pd, Sge};
 use crate::reliability::{PktState, unwrap_msn, unwrap_psn};
 use crate::time::{Duration, Instant};
@@ -290,28 +290,52 @@ impl Qp {
         if buf.len() < total + crate::wire::ICRC_LEN {
             return None;
         }
-        let gathered = match w.kind {
-            WqeKind::Read => true,
-            WqeKind::ReadResponse { .. } => {
-                // The source was checked when the request arrived; check again in case it was deregistered since.
-                let s = w.sges[0];
-                let addr = s.addr.wrapping_add(u64::from(offset));
-                let ok = mrs
-                    .check(s.lkey, pd, addr, u64::from(len), Access::REMOTE_READ)
-                    .is_ok();
-                if ok {
-                    mem.read(addr, &mut buf[hlen..total]);
-                }
-                ok
+        // One checked piece (the common case) can be lent in place by memory that supports it.
+        let piece = match w.kind {
+            WqeKind::Read => None,
+            // The source was checked when the request arrived; check again in case it was deregistered since.
+            WqeKind::ReadResponse { .. } => Some(checked_piece(
+                &w.sges[..1],
+                offset,
+                len,
+                mrs,
+                pd,
+                Access::REMOTE_READ,
+            )),
+            _ if w.sges.len() == 1 => {
+                Some(checked_piece(&w.sges, offset, len, mrs, pd, Access::NONE))
             }
-            _ => gather(&w.sges, offset, &mut buf[hlen..total], mem, mrs, pd),
+            _ => None,
+        };
+        let mut payload = None;
+        let gathered = match piece {
+            Some(None) => false,
+            Some(Some(addr)) => {
+                if let Some(bytes) = mem.view(addr, len as usize) {
+                    payload = Some(PayloadRef {
+                        at: hlen,
+                        addr,
+                        len: len as usize,
+                    });
+                    // The ICRC covers the payload where it lies; the buffer holds the headers and the ICRC.
+                    self.seal_around(buf, hlen, bytes)
+                } else {
+                    mem.read(addr, &mut buf[hlen..total]);
+                    true
+                }
+            }
+            None if w.kind == WqeKind::Read => true,
+            None => gather(&w.sges, offset, &mut buf[hlen..total], mem, mrs, pd),
         };
         if !gathered {
             // The application deregistered a buffer it had posted: fail the request, touch nothing.
             self.enter_error(Some((seq, WcStatus::LocProtErr)), now);
             return None;
         }
-        let n = self.seal(buf, total)?;
+        let n = match payload {
+            Some(_) => hlen + crate::wire::ICRC_LEN,
+            None => self.seal(buf, total)?,
+        };
         let plane = self.paths.on_sent(ev_idx, u64::from(len), rtx);
         self.stats.tx_data_packets += 1;
         self.stats.tx_data_bytes += u64::from(len);
@@ -327,7 +351,22 @@ impl Qp {
             },
             len: n,
             qpn: self.qpn,
+            payload,
         })
+    }
+
+    /// Appends the ICRC of `buf[..hlen]` followed by `payload` at `buf[hlen..]` (or four zero bytes when the QP
+    /// runs without it), for a payload that stays in memory. False when the buffer is too short.
+    fn seal_around(&self, buf: &mut [u8], hlen: usize, payload: &[u8]) -> bool {
+        let Some(trailer) = buf.get_mut(hlen..hlen + crate::wire::ICRC_LEN) else {
+            return false;
+        };
+        trailer.fill(0);
+        if self.cfg().icrc {
+            let crc = crate::wire::icrc_parts(&[&buf[..hlen], payload]);
+            buf[hlen..hlen + crate::wire::ICRC_LEN].copy_from_slice(&crc.to_be_bytes());
+        }
+        true
     }
 
     /// Appends the ICRC (or four zero bytes when the QP runs without it).
@@ -366,6 +405,7 @@ impl Qp {
             class: TrafficClass::Control,
             len: n,
             qpn: self.qpn,
+            payload: None,
         })
     }
 
@@ -702,6 +742,22 @@ fn pieces(
     })
 }
 
+/// The address of `len` bytes at byte `offset` of a one-element scatter/gather list, after checking them against
+/// the element and the region table (with `access`); `None` when a check fails.
+fn checked_piece(
+    sges: &[Sge],
+    offset: u32,
+    len: u32,
+    mrs: &MrTable,
+    pd: Pd,
+    access: Access,
+) -> Option<u64> {
+    let s = sges.first()?;
+    let addr = s.addr.wrapping_add(u64::from(offset));
+    let fits = u64::from(offset) + u64::from(len) <= u64::from(s.len);
+    (fits && mrs.check(s.lkey, pd, addr, u64::from(len), access).is_ok()).then_some(addr)
+}
+
 /// Copies `dst.len()` bytes of a scatter/gather list starting at byte `offset` into `dst`, checking each piece
 /// against the region table first. Returns false when a check fails or the list is too short.
 pub(crate) fn gather<M: Memory>(
@@ -712,20 +768,6 @@ pub(crate) fn gather<M: Memory>(
     mrs: &MrTable,
     pd: Pd,
 ) -> bool {
-    if let [s] = sges {
-        // One element, the common case: a single check and copy.
-        let addr = s.addr.wrapping_add(u64::from(offset));
-        let fits = u64::from(offset) + dst.len() as u64 <= u64::from(s.len);
-        if !fits
-            || mrs
-                .check(s.lkey, pd, addr, dst.len() as u64, Access::NONE)
-                .is_err()
-        {
-            return false;
-        }
-        mem.read(addr, dst);
-        return true;
-    }
     let mut total = 0;
     for (lkey, addr, at, n) in pieces(sges, u64::from(offset), dst.len()) {
         if mrs.check(lkey, pd, addr, n as u64, Access::NONE).is_err() {

@@ -15,6 +15,8 @@ pub struct VecMemory {
     bytes: Vec<u8>,
     /// Reads or writes the engine attempted outside the arena (must stay 0).
     pub violations: u64,
+    /// Lend payloads in place ([`Memory::view`]), so the engine sends zero-copy.
+    pub lend: bool,
 }
 
 impl VecMemory {
@@ -24,6 +26,7 @@ impl VecMemory {
             base,
             bytes: Vec::new(),
             violations: 0,
+            lend: false,
         }
     }
 
@@ -99,6 +102,13 @@ impl Memory for VecMemory {
             Some(r) => self.bytes[r].copy_from_slice(src),
             None => self.violations += 1,
         }
+    }
+
+    fn view(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        if !self.lend {
+            return None;
+        }
+        self.range(addr, len).map(|r| &self.bytes[r])
     }
 }
 

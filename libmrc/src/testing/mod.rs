@@ -543,7 +543,16 @@ impl Net {
                     node.port_wake = wake;
                     break;
                 };
-                let bytes = buf[..t.len].to_vec();
+                // A zero-copy packet is gathered the way a NIC or `sendmmsg` would: headers, payload, ICRC.
+                let bytes = match t.payload {
+                    None => buf[..t.len].to_vec(),
+                    Some(p) => [
+                        &buf[..p.at],
+                        node.mem.slice(p.addr, p.len),
+                        &buf[p.at..t.len],
+                    ]
+                    .concat(),
+                };
                 self.send(i, t.peer.0 as usize, t.plane, t.ev, t.class, bytes);
             }
         }

@@ -24,7 +24,7 @@ pub use control::{
 };
 pub use data::{Data, DataHeader, Meth, Reth};
 pub use ev::{EvField, EvTemplate, EvTemplateError, PlaneTemplates, path_of, plane_of};
-pub use icrc::{icrc, seal};
+pub use icrc::{icrc, icrc_parts, seal};
 pub use ip::{
     ECN_CE, ECN_ECT0, ECN_ECT1, ECN_NOT_ECT, Frame, IP_PROTO_UDP, Ipv6Header, TrafficClass,
     UdpHeader, traffic_class,

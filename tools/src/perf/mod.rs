@@ -70,6 +70,11 @@ pub struct Options {
     /// Messages in flight per QP (bandwidth mode).
     #[arg(long, default_value_t = 64)]
     pub depth: usize,
+    /// Memory per QP that consecutive messages cycle through, one message at least (like perftest's
+    /// --cycle_buffer, and like it small enough by default to stay in cache, so the figure is the transport's).
+    /// Larger values spread messages over more memory: 64m gives each of 64 in-flight 1 MB messages its own.
+    #[arg(long, value_parser = parse_size, default_value = "1m")]
+    pub cycle_buffer: u64,
     /// Seconds per message size.
     #[arg(long, default_value_t = 2.0)]
     pub duration: f64,

@@ -17,7 +17,7 @@ use super::oob::{
 };
 use super::{Mode, Options, Test};
 
-/// Largest region one side registers; `--depth` slots are cut down to fit.
+/// Largest region one side registers; `--cycle-buffer` is cut down to fit.
 const MAX_REGION: u64 = 256 << 20;
 /// How long the tail of a test may take to drain before the run is declared stuck.
 const DRAIN_LIMIT: Duration = Duration::from_secs(15);
@@ -517,7 +517,9 @@ fn params(
     let slots = if mode == Mode::Lat {
         1
     } else {
-        (MAX_REGION / (qps as u64 * max_size)).clamp(1, o.depth as u64) as usize
+        (o.cycle_buffer / max_size)
+            .min(MAX_REGION / (qps as u64 * max_size))
+            .clamp(1, o.depth as u64) as usize
     };
     let _ = test;
     HelloParams {
