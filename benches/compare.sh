@@ -86,18 +86,20 @@ for p in 0 1 2 3 4 5 6 7; do $FAB drop --plane $p --link t0-0:t1-0 --percent 1 -
 run_mrc drop1 mrc; run_blast drop1; run_tcp drop1 tcp; run_tcp drop1 tcp-mtu; run_tcp drop1 tcp-cubic; run_tcp drop1 mptcp
 for p in 0 1 2 3 4 5 6 7; do $FAB undrop --plane $p --link t0-0:t1-0 >/dev/null; done
 
-echo "== plane 0 cut silently at 1 s (10 ms bins)"
+echo "== plane 0 cut silently at 1 s (1 ms samples, 10 ms bins)"
 now_ms() { date +%s%3N; }
 $H1 $PERF --config $N1 --json >/dev/null 2>&1 &
 srv=$!
 sleep 0.4
 # The out-of-band TCP connection goes over plane 7, which stays up.
-$H0 $PERF fcbb:bb00:e701:: --config $N0 --size 256k --duration 3 --interval-ms 10 --timeline $OUT/timeline-mrc.csv --json >/dev/null &
+# 64 KiB messages and 1 ms samples: goodput counts completed messages, so a sample moves in steps of 0.5 Gbit/s.
+$H0 $PERF fcbb:bb00:e701:: --config $N0 --size 64k --duration 3 --interval-ms 1 --timeline $OUT/timeline-mrc.csv --json >/dev/null &
 cli=$!
 sleep 1
-# Stamped before the command: the cut lands some ms later, so the recovery time is an upper bound.
-FAIL_MRC=$(now_ms)
-$FAB plane-down 0 >/dev/null
+# mrc-fabric says between which wall-clock stamps the cut landed (nft started, nft committed); timing from the
+# first makes the recovery time an upper bound.
+cut_start() { sed -n 's/.* between unix ms \([0-9]*\) and \([0-9]*\).*/\1 \2/p'; }
+read -r FAIL_MRC FAIL_MRC_END < <($FAB plane-down 0 | cut_start)
 wait $cli || true
 wait $srv || true
 $FAB plane-up 0 >/dev/null
@@ -109,47 +111,59 @@ START_MP=$(now_ms)
 $H0 mptcpize run iperf3 -c $DST -t 3 -i 0.1 -J >/tmp/cmp-mptcp.json &
 cli=$!
 sleep 1
-FAIL_MP=$(now_ms)
-$FAB plane-down 0 >/dev/null
+read -r FAIL_MP FAIL_MP_END < <($FAB plane-down 0 | cut_start)
 wait $cli || true
 wait $srv || true
 $FAB plane-up 0 >/dev/null
+echo "cut landed within $((FAIL_MRC_END - FAIL_MRC)) ms (mrc run) and $((FAIL_MP_END - FAIL_MP)) ms (MPTCP run) of the stamp used"
 python3 - "$OUT" "$FAIL_MRC" "$START_MP" "$FAIL_MP" <<'EOF'
-import json, sys
+import json, math, sys
 out = sys.argv[1]
 fail_mrc, start_mp, fail_mp = (int(x) / 1000 for x in sys.argv[2:5])
 # Times relative to the failure, each sample at the end of its bin.
-mrc = []
+mrc1 = []
 with open(f"{out}/timeline-mrc.csv") as f:
     next(f)
     for line in f:
         _, g, unix_ms = line.strip().split(",")
-        mrc.append((int(unix_ms) / 1000 - fail_mrc, float(g)))
+        mrc1.append((float(unix_ms) / 1000 - fail_mrc, float(g)))
 d = json.load(open("/tmp/cmp-mptcp.json"))
 mp = [(start_mp + i["sum"]["end"] - fail_mp, i["sum"]["bits_per_second"] / 1e9) for i in d["intervals"]]
-def recovery(series, bin_s):
-    """Time from the failure until a bin reaches 90% of the surviving capacity (7/8 of the goodput before) and
-    the next one does too, after a dip; 0 when no bin after the failure dips below that."""
+def capacity(series, bin_s):
+    """Surviving capacity: 7/8 of the mean goodput over the 0.7 s before the failure."""
     before = [g for t, g in series if -0.7 <= t < -bin_s]
-    cap = sum(before) / max(len(before), 1) * 7 / 8
+    return sum(before) / max(len(before), 1) * 7 / 8
+def recovery(series, width, cap):
+    """Time from the failure until the goodput averaged over `width` consecutive samples is back at 90% of the
+    surviving capacity, and stays there for the next `width` samples too (the end of the first such window), after
+    some window that starts after the failure dipped below it; 0 when none dipped. `width` 1 on coarse bins."""
     after = [(t, g) for t, g in series if t > 0]
+    avg = [sum(g for _, g in after[k:k + width]) / width for k in range(len(after) - width + 1)]
     dipped = False
-    for k, (t, g) in enumerate(after):
-        if g < 0.9 * cap:
+    for k, a in enumerate(avg):
+        if a < 0.9 * cap:
             dipped = True
-        elif dipped and k + 1 < len(after) and after[k + 1][1] >= 0.9 * cap:
-            return t, cap
-    return (0.0 if not dipped else float("inf")), cap
-rm, cm = recovery(mrc, 0.01)
-rp, cp = recovery(mp, 0.1)
+        elif dipped and k + width < len(avg) and avg[k + width] >= 0.9 * cap:
+            return after[k + width - 1][0]
+    return 0.0 if not dipped else float("inf")
+cm = capacity(mrc1, 0.001)
+rm = recovery(mrc1, 10, cm)
+cp = capacity(mp, 0.1)
+rp = recovery(mp, 1, cp)
+# 10 ms bins of the 1 ms samples, aligned on the failure, each stamped at its end.
+bins = {}
+for t, g in mrc1:
+    k = math.ceil(round(t * 1000, 3) / 10)
+    bins.setdefault(k, []).append(g)
+mrc = [(k / 100, sum(v) / len(v)) for k, v in sorted(bins.items()) if len(v) >= 5]
 with open(f"{out}/timeline.csv", "w") as f:
     f.write("tool,t_after_failure_s,gbps\n")
     for t, g in mrc: f.write(f"mrc,{t:.3f},{g:.3f}\n")
     for t, g in mp: f.write(f"mptcp,{t:.3f},{g:.3f}\n")
 with open(f"{out}/compare.csv", "a") as f:
     f.write(f"plane0-down,mrc-recovery-ms,{rm*1000:.0f}\nplane0-down,mptcp-recovery-ms,{rp*1000:.0f}\n")
-print(f"plane 0 down: mrc back to 90% of 7/8 of {cm/(7/8):.2f} Gbit/s {rm*1000:.0f} ms after the cut (10 ms bins, each stamped at its end)")
-print("  mrc bins (s after the cut: Gbit/s): " + ", ".join(f"{t:+.3f}: {g:.1f}" for t, g in mrc if -0.03 <= t <= 0.08))
+print(f"plane 0 down: mrc back to 90% of 7/8 of {cm/(7/8):.2f} Gbit/s {rm*1000:.0f} ms after the cut (end of the first good 10 ms window of 1 ms samples)")
+print("  mrc 10 ms bins (s after the cut: Gbit/s): " + ", ".join(f"{t:+.2f}: {g:.1f}" for t, g in mrc if -0.03 <= t <= 0.08))
 print(f"plane 0 down: mptcp back to 90% of 7/8 of {cp/(7/8):.2f} Gbit/s {rp*1000:.0f} ms after the cut (100 ms bins)")
 print("  mptcp bins: " + ", ".join(f"{t:+.2f}: {g:.1f}" for t, g in mp if -0.2 <= t <= 1.5))
 # SVG: goodput around the failure, both tools.

@@ -640,9 +640,9 @@ impl PathSet {
     }
 
     /// A packet sent on `idx` was lost without explanation (no SACK, no trim): retire the EV, unless the floor
-    /// forbids it; retire the whole plane when it has gone silent.
+    /// forbids it; retire the whole plane when it has gone silent. Returns the plane when this loss retired it.
     // spec: PATH-EV-4
-    pub fn on_loss(&mut self, idx: u16, now: Instant) {
+    pub fn on_loss(&mut self, idx: u16, now: Instant) -> Option<u8> {
         let ev = &mut self.evs[usize::from(idx)];
         ev.stats.losses += 1;
         let p = usize::from(ev.plane);
@@ -650,9 +650,12 @@ impl PathSet {
         plane.stats.losses += 1;
         plane.losses_since_delivery += 1;
         if plane.losses_since_delivery >= self.plane_dead_after {
+            let was_dead = plane.dead;
             self.retire_plane(p, now);
+            (!was_dead).then_some(p as u8)
         } else {
             self.retire(idx, now);
+            None
         }
     }
 

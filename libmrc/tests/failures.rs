@@ -85,6 +85,44 @@ fn seven_of_eight_planes_killed_mid_transfer_completes_on_the_survivor() {
     }
 }
 
+/// When a silent plane is retired, everything still in flight on it is resent at once: at that moment no packet
+/// sent into the dead plane is still waiting for a timer.
+#[test]
+fn retiring_a_silent_plane_resends_what_was_in_flight_on_it() {
+    let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 3, &qp_config(8));
+    let p = write(&mut net, qa, qb, 32 << 20, 1);
+    let kill = net.now() + us(50);
+    net.schedule(kill, Fault::PlaneDown(3));
+    net.run_until(kill, |_| false);
+    let sent_before = net.nodes[A].ep.plane_stats(qa, 3).unwrap().tx_packets;
+    let retired = net.run_until(kill + Duration::from_millis(5), |n| {
+        n.nodes[A].ep.plane_stats(qa, 3).unwrap().plane_retirements > 0
+    });
+    assert!(retired, "plane 3 was never retired");
+    let s = net.nodes[A].ep.qp_stats(qa).unwrap();
+    let into_dead_plane = net.nodes[A].ep.plane_stats(qa, 3).unwrap().tx_packets - sent_before;
+    println!(
+        "at retirement, {:?} after the kill: {into_dead_plane} packets sent into plane 3; lost by RACK {}, by RTO {}, \
+         presumed with the plane {}",
+        net.now() - kill,
+        s.losses_rack,
+        s.losses_rto,
+        s.losses_plane
+    );
+    assert!(s.losses_plane > 0, "nothing was in flight on the plane");
+    assert!(
+        s.losses_rack + s.losses_rto + s.losses_plane >= into_dead_plane,
+        "packets sent into the dead plane still wait for a timer"
+    );
+    let (ok, seen) = run_to_completion(
+        &mut net,
+        std::slice::from_ref(&p),
+        kill + Duration::from_secs(1),
+    );
+    assert!(ok);
+    check(&net, std::slice::from_ref(&p), &seen).unwrap();
+}
+
 #[test]
 fn killed_plane_is_restored_by_probes_and_carries_traffic_again() {
     let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 2, &qp_config(8));

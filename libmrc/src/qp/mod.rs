@@ -294,6 +294,8 @@ pub struct QpStats {
     pub losses_rack: u64,
     /// Packets declared lost by the per-packet RTO.
     pub losses_rto: u64,
+    /// PSNs presumed lost because the plane they were in flight on was retired (spec PATH-PLANE-2).
+    pub losses_plane: u64,
     /// CE marks reported by the peer.
     pub ecn_marks: u64,
     /// QP-timeout retries.

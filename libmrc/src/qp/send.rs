@@ -663,8 +663,30 @@ impl Qp {
         if let Some(p) = self.sent.mark_lost(psn) {
             self.retx.push_back(psn);
             // spec: PATH-EV-4
-            self.paths.on_loss(p.ev, now);
+            let retired = self.paths.on_loss(p.ev, now);
             self.cc.on_loss(now, u64::from(p.len));
+            if let Some(plane) = retired {
+                self.presume_plane_lost(plane);
+            }
+        }
+    }
+
+    /// A plane was just retired for silence: whatever is still in flight on it went the same way as the losses
+    /// that retired it, so it is resent elsewhere now instead of one reorder window at a time. Congestion control
+    /// and the EVs have already heard of the failure.
+    // spec: PATH-PLANE-2
+    fn presume_plane_lost(&mut self, plane: u8) {
+        let doomed: Vec<u64> = self
+            .sent
+            .iter()
+            .filter(|(_, p)| p.state == PktState::InFlight && self.paths.plane(p.ev) == plane)
+            .map(|(psn, _)| psn)
+            .collect();
+        for psn in doomed {
+            if self.sent.mark_lost(psn).is_some() {
+                self.retx.push_back(psn);
+                self.stats.losses_plane += 1;
+            }
         }
     }
 

@@ -163,7 +163,7 @@ pub struct PlaneCounters {
     pub ecn_marked: u64,
     /// Duplicated.
     pub duplicated: u64,
-    /// Corrupted.
+    /// Corrupted copies delivered (a corrupted packet that is also duplicated counts twice).
     pub corrupted: u64,
 }
 
@@ -637,13 +637,16 @@ impl Net {
         let rser = ser_ns(bytes.len() as u64 + 48, pc.rate_bps);
         let done = busy.max(arrive) + Duration::from_nanos(rser);
         self.nodes[dst].rx_busy[p] = done;
-        if self.uniform() < pc.corrupt && !bytes.is_empty() {
+        let corrupted = self.uniform() < pc.corrupt && !bytes.is_empty();
+        if corrupted {
             let bit = (self.rng.next_u64() % (bytes.len() as u64 * 8)) as usize;
             bytes[bit / 8] ^= 1 << (bit % 8);
             self.counters[p].corrupted += 1;
         }
         if self.uniform() < pc.duplicate {
             self.counters[p].duplicated += 1;
+            // The copy carries the same flipped bit.
+            self.counters[p].corrupted += u64::from(corrupted);
             let dup = InFlight {
                 dst,
                 src,

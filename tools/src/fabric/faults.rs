@@ -121,6 +121,13 @@ fn take(st: &mut State, kind: &str, plane: usize, link: &str) -> Result<Fault> {
     }
 }
 
+/// Wall-clock milliseconds since the Unix epoch, for lining faults up with other tools' timelines.
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
 /// nft table names: identifiers without '-'.
 fn table_name(tag: &str, dev: &str) -> String {
     format!("mrc{tag}_{}", dev.replace('-', "_"))
@@ -128,17 +135,62 @@ fn table_name(tag: &str, dev: &str) -> String {
 
 /// A silent cut of one device: drop everything in and out.
 fn nft_cut(end: &LinkEnd, table: &str) -> Result<Undo> {
-    let rules = format!(
-        "table netdev {table} {{\n chain in {{ type filter hook ingress device \"{d}\" priority -500; counter drop; }}\n \
-         chain out {{ type filter hook egress device \"{d}\" priority -500; counter drop; }}\n}}\n",
-        d = end.dev
-    );
-    run_in_with_input(&end.ns, "nft", &["-f", "-"], &rules).map_err(nft_hint)?;
-    Ok(Undo::NftTable {
-        ns: end.ns.clone(),
-        family: "netdev".into(),
-        table: table.into(),
-    })
+    nft_cut_all(&[(end, table.to_string())]).map(|mut u| u.remove(0))
+}
+
+/// Silent cuts of several devices at once: one `nft` transaction per namespace, all started before any is waited
+/// for, so the cuts land together (one transaction is atomic) rather than one process start apart. On failure,
+/// the cuts that did land are undone.
+fn nft_cut_all(ends: &[(&LinkEnd, String)]) -> Result<Vec<Undo>> {
+    // Namespaces in first-seen order, each with its tables.
+    let mut by_ns: Vec<(&str, String, Vec<Undo>)> = Vec::new();
+    for (end, table) in ends {
+        let rules = format!(
+            "table netdev {table} {{\n chain in {{ type filter hook ingress device \"{d}\" priority -500; counter drop; }}\n \
+             chain out {{ type filter hook egress device \"{d}\" priority -500; counter drop; }}\n}}\n",
+            d = end.dev
+        );
+        let u = Undo::NftTable {
+            ns: end.ns.clone(),
+            family: "netdev".into(),
+            table: table.clone(),
+        };
+        match by_ns.iter_mut().find(|(ns, ..)| *ns == end.ns) {
+            Some((_, r, us)) => {
+                r.push_str(&rules);
+                us.push(u);
+            }
+            None => by_ns.push((&end.ns, rules, vec![u])),
+        }
+    }
+    let started: Vec<_> = by_ns
+        .into_iter()
+        .map(|(ns, rules, us)| {
+            (
+                us,
+                netns::spawn_in_with_input(ns, "nft", &["-f", "-"], &rules),
+            )
+        })
+        .collect();
+    let mut done = Vec::new();
+    let mut first_err = None;
+    for (us, s) in started {
+        match s.and_then(|(what, child)| netns::finish(&what, child)) {
+            Ok(_) => done.extend(us),
+            Err(e) => {
+                first_err.get_or_insert(nft_hint(e));
+            }
+        }
+    }
+    match first_err {
+        None => Ok(done),
+        Some(e) => {
+            for u in &done {
+                let _ = undo(u);
+            }
+            Err(e)
+        }
+    }
 }
 
 fn nft_hint(e: Error) -> Error {
@@ -261,10 +313,14 @@ pub fn cut(prefix: &str, plane: usize, link: &str) -> Result<String> {
         let l = resolve(st, plane, link)?;
         let k = key(&l);
         ensure_absent(st, "cut", plane, &k)?;
-        let mut undo = Vec::new();
-        for e in &l.ends {
-            undo.push(nft_cut(e, &table_name("cut", &e.dev))?);
-        }
+        let ends: Vec<_> = l
+            .ends
+            .iter()
+            .map(|e| (e, table_name("cut", &e.dev)))
+            .collect();
+        let start = unix_ms();
+        let undo = nft_cut_all(&ends)?;
+        let done = unix_ms();
         st.faults.push(Fault {
             kind: "cut".into(),
             plane,
@@ -273,7 +329,9 @@ pub fn cut(prefix: &str, plane: usize, link: &str) -> Result<String> {
             pid: None,
             undo,
         });
-        Ok(format!("plane {plane} link {k}: cut (silent)"))
+        Ok(format!(
+            "plane {plane} link {k}: cut (silent) between unix ms {start} and {done}"
+        ))
     })
 }
 
@@ -290,20 +348,30 @@ pub fn plane_down(prefix: &str, plane: usize, signal: bool) -> Result<String> {
         ensure_absent(st, "plane-down", plane, "*")?;
         let mut undo = Vec::new();
         let mut res = Ok(());
-        'outer: for i in 0..topo.t0s {
+        let mut links = Vec::new();
+        for i in 0..topo.t0s {
             for j in 0..topo.t1s {
-                let l = topo.link(prefix, plane, Node::T0(i), Node::T1(j))?;
-                let r = if signal {
-                    down_end(&topo, prefix, &l.ends[0]).map(|u| undo.push(u))
-                } else {
-                    l.ends.iter().try_for_each(|e| {
-                        nft_cut(e, &table_name("plane", &e.dev)).map(|u| undo.push(u))
-                    })
-                };
-                if let Err(e) = r {
+                links.push(topo.link(prefix, plane, Node::T0(i), Node::T1(j))?);
+            }
+        }
+        let start = unix_ms();
+        if signal {
+            for l in &links {
+                if let Err(e) = down_end(&topo, prefix, &l.ends[0]).map(|u| undo.push(u)) {
                     res = Err(e);
-                    break 'outer;
+                    break;
                 }
+            }
+        } else {
+            // Dropping both ways at the T1 end silences a link as well as cutting both ends, and a T1's links
+            // then go in one nft transaction: the plane fails as one event.
+            let ends: Vec<_> = links
+                .iter()
+                .map(|l| (&l.ends[1], table_name("plane", &l.ends[1].dev)))
+                .collect();
+            match nft_cut_all(&ends) {
+                Ok(u) => undo = u,
+                Err(e) => res = Err(e),
             }
         }
         let f = Fault {
@@ -323,9 +391,12 @@ pub fn plane_down(prefix: &str, plane: usize, signal: bool) -> Result<String> {
             let _ = undo_all(&f);
             return Err(e);
         }
+        // The cut landed between the two stamps (nft started, nft committed): scripts that time the recovery
+        // read them.
+        let done = unix_ms();
         st.faults.push(f);
         Ok(format!(
-            "plane {plane}: down ({} T0-T1 links)",
+            "plane {plane}: down ({} T0-T1 links) between unix ms {start} and {done}",
             topo.t0s * topo.t1s
         ))
     })

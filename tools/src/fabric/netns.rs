@@ -64,6 +64,17 @@ pub fn run_in(ns: &str, prog: &str, args: &[&str]) -> Result<Output> {
 
 /// Runs `prog` in `ns` with `stdin` as its input.
 pub fn run_in_with_input(ns: &str, prog: &str, args: &[&str], stdin: &str) -> Result<Output> {
+    let (what, child) = spawn_in_with_input(ns, prog, args, stdin)?;
+    finish(&what, child)
+}
+
+/// Starts `prog` in `ns` with `stdin` as its input; returns what to call it and the child, for [`finish`].
+pub fn spawn_in_with_input(
+    ns: &str,
+    prog: &str,
+    args: &[&str],
+    stdin: &str,
+) -> Result<(String, Child)> {
     let mut child = command_in(ns, prog)?
         .args(args)
         .stdin(Stdio::piped())
@@ -74,10 +85,12 @@ pub fn run_in_with_input(ns: &str, prog: &str, args: &[&str], stdin: &str) -> Re
     if let Some(mut i) = child.stdin.take() {
         let _ = i.write_all(stdin.as_bytes());
     }
-    check(
-        &format!("{ns}: {prog} {}", args.join(" ")),
-        child.wait_with_output(),
-    )
+    Ok((format!("{ns}: {prog} {}", args.join(" ")), child))
+}
+
+/// Waits for a child of [`spawn_in_with_input`], failing with its stderr.
+pub fn finish(what: &str, child: Child) -> Result<Output> {
+    check(what, child.wait_with_output())
 }
 
 /// Starts `ip [-n ns] [-force] -batch -` fed with `lines`; returns the child to wait on.

@@ -712,8 +712,12 @@ fn bw(
                 // Wall-clock time too, so a script can line the bins up with faults it applied.
                 let unix_ms = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis());
-                writeln!(f, "{},{gbps:.3},{unix_ms}", (now - t0).as_millis())?;
+                    .map_or(0.0, |d| d.as_secs_f64() * 1e3);
+                writeln!(
+                    f,
+                    "{:.3},{gbps:.3},{unix_ms:.3}",
+                    (now - t0).as_secs_f64() * 1e3
+                )?;
             }
             if o.interval_ms > 0 && !o.json {
                 let line = side.drive.with(|ep| live_line(ep, &side.qps));
