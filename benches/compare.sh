@@ -6,10 +6,11 @@
 # bins; time until 90% of the surviving capacity is back). Plus loopback: mrc-perf vs iperf3 TCP.
 #
 # Needs root, iperf3, mptcpize and ethtool (apt-get install iperf3 mptcpize ethtool). Writes benches/results/compare.csv,
-# timeline.csv and compare.svg. Usage: benches/compare.sh [seconds per run, default 5]
+# timeline.csv and compare.svg. Usage: [TRIALS=3] benches/compare.sh [seconds per run, default 5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${1:-5}
+TRIALS=${TRIALS:-3}   # plane-failure trials per tool
 OUT=benches/results
 mkdir -p "$OUT"
 cargo build --release -q -p mrc-tools
@@ -86,49 +87,45 @@ for p in 0 1 2 3 4 5 6 7; do $FAB drop --plane $p --link t0-0:t1-0 --percent 1 -
 run_mrc drop1 mrc; run_blast drop1; run_tcp drop1 tcp; run_tcp drop1 tcp-mtu; run_tcp drop1 tcp-cubic; run_tcp drop1 mptcp
 for p in 0 1 2 3 4 5 6 7; do $FAB undrop --plane $p --link t0-0:t1-0 >/dev/null; done
 
-echo "== plane 0 cut silently at 1 s (1 ms samples, 10 ms bins)"
+echo "== plane 0 cut silently, $TRIALS trials per tool (mrc: 1 ms samples, 10 ms bins; MPTCP: 100 ms bins)"
 now_ms() { date +%s%3N; }
-$H1 $PERF --config $N1 --json >/dev/null 2>&1 &
-srv=$!
-sleep 0.4
-# The out-of-band TCP connection goes over plane 7, which stays up.
-# 64 KiB messages and 1 ms samples: goodput counts completed messages, so a sample moves in steps of 0.5 Gbit/s.
-$H0 $PERF fcbb:bb00:e701:: --config $N0 --size 64k --duration 3 --interval-ms 1 --timeline $OUT/timeline-mrc.csv --json >/dev/null &
-cli=$!
-sleep 1
 # mrc-fabric says between which wall-clock stamps the cut landed (nft started, nft committed); timing from the
 # first makes the recovery time an upper bound.
 cut_start() { sed -n 's/.* between unix ms \([0-9]*\) and \([0-9]*\).*/\1 \2/p'; }
-read -r FAIL_MRC FAIL_MRC_END < <($FAB plane-down 0 | cut_start)
-wait $cli || true
-wait $srv || true
-$FAB plane-up 0 >/dev/null
-# MPTCP: iperf3 reports at most every 100 ms; its intervals count from the client's start.
-$H1 mptcpize run iperf3 -s -1 >/dev/null 2>&1 &
-srv=$!
-sleep 0.4
-START_MP=$(now_ms)
-$H0 mptcpize run iperf3 -c $DST -t 3 -i 0.1 -J >/tmp/cmp-mptcp.json &
-cli=$!
-sleep 1
-read -r FAIL_MP FAIL_MP_END < <($FAB plane-down 0 | cut_start)
-wait $cli || true
-wait $srv || true
-$FAB plane-up 0 >/dev/null
-echo "cut landed within $((FAIL_MRC_END - FAIL_MRC)) ms (mrc run) and $((FAIL_MP_END - FAIL_MP)) ms (MPTCP run) of the stamp used"
-python3 - "$OUT" "$FAIL_MRC" "$START_MP" "$FAIL_MP" <<'EOF'
-import json, math, sys
-out = sys.argv[1]
-fail_mrc, start_mp, fail_mp = (int(x) / 1000 for x in sys.argv[2:5])
-# Times relative to the failure, each sample at the end of its bin.
-mrc1 = []
-with open(f"{out}/timeline-mrc.csv") as f:
-    next(f)
-    for line in f:
-        _, g, unix_ms = line.strip().split(",")
-        mrc1.append((float(unix_ms) / 1000 - fail_mrc, float(g)))
-d = json.load(open("/tmp/cmp-mptcp.json"))
-mp = [(start_mp + i["sum"]["end"] - fail_mp, i["sum"]["bits_per_second"] / 1e9) for i in d["intervals"]]
+STAMPS=$OUT/failure-stamps.txt
+: >"$STAMPS"
+for k in $(seq 1 "$TRIALS"); do
+    $H1 $PERF --config $N1 --json >/dev/null 2>&1 &
+    srv=$!
+    sleep 0.4
+    # The out-of-band TCP connection goes over plane 7, which stays up. 64 KiB messages and 1 ms samples: goodput
+    # counts completed messages, so a sample moves in steps of 0.5 Gbit/s.
+    $H0 $PERF fcbb:bb00:e701:: --config $N0 --size 64k --duration 3 --interval-ms 1 \
+        --timeline $OUT/timeline-mrc-$k.csv --json >/dev/null &
+    cli=$!
+    sleep 1
+    read -r a b < <($FAB plane-down 0 | cut_start)
+    echo "mrc $k $a $b 0" >>"$STAMPS"
+    wait $cli || true
+    wait $srv || true
+    $FAB plane-up 0 >/dev/null
+    # MPTCP: iperf3 reports at most every 100 ms; its intervals count from the client's start.
+    $H1 mptcpize run iperf3 -s -1 >/dev/null 2>&1 &
+    srv=$!
+    sleep 0.4
+    start=$(now_ms)
+    $H0 mptcpize run iperf3 -c $DST -t 3 -i 0.1 -J >$OUT/mptcp-$k.json &
+    cli=$!
+    sleep 1
+    read -r a b < <($FAB plane-down 0 | cut_start)
+    echo "mptcp $k $a $b $start" >>"$STAMPS"
+    wait $cli || true
+    wait $srv || true
+    $FAB plane-up 0 >/dev/null
+done
+python3 - "$OUT" "$STAMPS" <<'EOF'
+import json, math, statistics, sys
+out, stamps = sys.argv[1], sys.argv[2]
 def capacity(series, bin_s):
     """Surviving capacity: 7/8 of the mean goodput over the 0.7 s before the failure."""
     before = [g for t, g in series if -0.7 <= t < -bin_s]
@@ -146,10 +143,34 @@ def recovery(series, width, cap):
         elif dipped and k + width < len(avg) and avg[k + width] >= 0.9 * cap:
             return after[k + width - 1][0]
     return 0.0 if not dipped else float("inf")
-cm = capacity(mrc1, 0.001)
-rm = recovery(mrc1, 10, cm)
-cp = capacity(mp, 0.1)
-rp = recovery(mp, 1, cp)
+runs = {"mrc": [], "mptcp": []}
+for line in open(stamps):
+    tool, k, a, b, start = line.split()
+    fail, landed = int(a) / 1000, (int(b) - int(a))
+    # Times relative to the failure, each sample at the end of its bin.
+    if tool == "mrc":
+        series = []
+        with open(f"{out}/timeline-mrc-{k}.csv") as f:
+            next(f)
+            for row in f:
+                _, g, unix_ms = row.strip().split(",")
+                series.append((float(unix_ms) / 1000 - fail, float(g)))
+        cap = capacity(series, 0.001)
+        r = recovery(series, 10, cap)
+    else:
+        d = json.load(open(f"{out}/mptcp-{k}.json"))
+        series = [(int(start) / 1000 + i["sum"]["end"] - fail, i["sum"]["bits_per_second"] / 1e9)
+                  for i in d["intervals"]]
+        cap = capacity(series, 0.1)
+        r = recovery(series, 1, cap)
+    runs[tool].append((r, cap, series, landed))
+for tool, rs in runs.items():
+    print(f"plane 0 down, {tool}: back to 90% of the surviving capacity after " +
+          ", ".join(f"{r*1000:.0f} ms (7/8 of {c/(7/8):.1f} Gbit/s; cut landed within {l} ms)" for r, c, _, l in rs) +
+          f"; median {statistics.median(r for r, *_ in rs)*1000:.0f} ms")
+rm = statistics.median(r for r, *_ in runs["mrc"])
+rp = statistics.median(r for r, *_ in runs["mptcp"])
+mrc1, mp = runs["mrc"][0][2], runs["mptcp"][0][2]
 # 10 ms bins of the 1 ms samples, aligned on the failure, each stamped at its end.
 bins = {}
 for t, g in mrc1:
@@ -162,10 +183,9 @@ with open(f"{out}/timeline.csv", "w") as f:
     for t, g in mp: f.write(f"mptcp,{t:.3f},{g:.3f}\n")
 with open(f"{out}/compare.csv", "a") as f:
     f.write(f"plane0-down,mrc-recovery-ms,{rm*1000:.0f}\nplane0-down,mptcp-recovery-ms,{rp*1000:.0f}\n")
-print(f"plane 0 down: mrc back to 90% of 7/8 of {cm/(7/8):.2f} Gbit/s {rm*1000:.0f} ms after the cut (end of the first good 10 ms window of 1 ms samples)")
-print("  mrc 10 ms bins (s after the cut: Gbit/s): " + ", ".join(f"{t:+.2f}: {g:.1f}" for t, g in mrc if -0.03 <= t <= 0.08))
-print(f"plane 0 down: mptcp back to 90% of 7/8 of {cp/(7/8):.2f} Gbit/s {rp*1000:.0f} ms after the cut (100 ms bins)")
-print("  mptcp bins: " + ", ".join(f"{t:+.2f}: {g:.1f}" for t, g in mp if -0.2 <= t <= 1.5))
+print("  mrc is timed at the end of its first good 10 ms window of 1 ms samples, MPTCP at the end of a 100 ms bin")
+print("  mrc 10 ms bins of trial 1 (s after the cut: Gbit/s): " + ", ".join(f"{t:+.2f}: {g:.1f}" for t, g in mrc if -0.03 <= t <= 0.08))
+print("  mptcp bins of trial 1: " + ", ".join(f"{t:+.2f}: {g:.1f}" for t, g in mp if -0.2 <= t <= 1.5))
 # SVG: goodput around the failure, both tools.
 W, H, L, B = 720, 320, 50, 30
 lo, hi = -0.5, max(t for t, _ in mrc + mp)
@@ -183,7 +203,7 @@ svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-f
        f'<path d="{path(mrc)}" fill="none" stroke="#1f77b4" stroke-width="1.5"/>',
        f'<path d="{path(mp)}" fill="none" stroke="#ff7f0e" stroke-width="1.5"/>',
        f'<text x="{W-170}" y="24" fill="#1f77b4">mrc (10 ms bins)</text><text x="{W-170}" y="38" fill="#ff7f0e">MPTCP (100 ms bins)</text>',
-       f'<text x="{W/2:.0f}" y="{H-5}">time after the cut (s)</text><text x="5" y="15">Gbit/s</text>']
+       f'<text x="{W/2:.0f}" y="{H-5}">time after the cut (s)</text><text x="{L+6}" y="20">Gbit/s</text>']
 for k in range(0, 6):
     g = gmax * k / 5
     svg.append(f'<text x="5" y="{Y(g)+4:.1f}">{g:.1f}</text>')
