@@ -358,15 +358,18 @@ impl Qp {
     /// Appends the ICRC of `buf[..hlen]` followed by `payload` at `buf[hlen..]` (or four zero bytes when the QP
     /// runs without it), for a payload that stays in memory. False when the buffer is too short.
     fn seal_around(&self, buf: &mut [u8], hlen: usize, payload: &[u8]) -> bool {
-        let Some(trailer) = buf.get_mut(hlen..hlen + crate::wire::ICRC_LEN) else {
-            return false;
+        let crc = if self.cfg().icrc {
+            crate::wire::icrc_parts(&[&buf[..hlen], payload])
+        } else {
+            0
         };
-        trailer.fill(0);
-        if self.cfg().icrc {
-            let crc = crate::wire::icrc_parts(&[&buf[..hlen], payload]);
-            buf[hlen..hlen + crate::wire::ICRC_LEN].copy_from_slice(&crc.to_be_bytes());
+        match buf.get_mut(hlen..hlen + crate::wire::ICRC_LEN) {
+            Some(trailer) => {
+                trailer.copy_from_slice(&crc.to_be_bytes());
+                true
+            }
+            None => false,
         }
-        true
     }
 
     /// Appends the ICRC (or four zero bytes when the QP runs without it).
