@@ -48,12 +48,19 @@ proptest! {
                 let want = model.contains(&psn) || psn < epsn;
                 prop_assert_eq!(bits >> i & 1 == 1, want, "psn {} base {}", psn, base);
             }
-            // The SACK's base rule (spec REL-SACK-2) keeps the trigger inside the bitmap.
-            let trigger = start + b;
-            if trigger >= epsn && trigger < epsn + window {
-                let sb = t.sack_base(trigger);
-                prop_assert!(sb >= epsn && trigger - sb < 64);
+        }
+        // The SACK's base rule (spec REL-SACK-2): for any lowest and highest arrival since the previous SACK, the
+        // one or two bitmaps start at or above epsn and hold both (whichever lie at or above epsn).
+        for pair in bases.windows(2) {
+            let (lo, hi) = (start + pair[0].min(pair[1]), start + pair[0].max(pair[1]));
+            if hi >= epsn + window {
+                continue;
             }
+            let (first, second) = t.sack_bases(lo, hi);
+            let holds = |x: u64| x < epsn || (x >= first && x - first < 64)
+                || second.is_some_and(|s| x >= s && x - s < 64);
+            prop_assert!(first >= epsn && second.is_none_or(|s| s >= epsn && s < first));
+            prop_assert!(holds(lo) && holds(hi), "lo {} hi {} epsn {} -> {} {:?}", lo, hi, epsn, first, second);
         }
     }
 }

@@ -416,6 +416,11 @@ pub(crate) enum Ctl {
         echo: Echo,
         probe_reply: bool,
     },
+    /// The second SACK of spec REL-SACK-2: a bitmap from `base`, no TS echo, no marking advice.
+    SackBlock {
+        ev: u32,
+        base: u64,
+    },
     Nack {
         reason: crate::wire::NackReason,
         echo: Echo,
@@ -528,6 +533,9 @@ pub(crate) struct Qp {
     pub(crate) sack_deadline: Instant,
     pub(crate) sack_pkts: u16,
     pub(crate) sack_bytes: u32,
+    /// Lowest and highest PSN that arrived since the previous SACK (`u64::MAX`, 0 when none).
+    pub(crate) sack_lo: u64,
+    pub(crate) sack_hi: u64,
     pub(crate) cmsn_sent: u64,
     pub(crate) ack_pending: bool,
     pub(crate) rcv_pen: u8,
@@ -602,6 +610,8 @@ impl Qp {
             sack_deadline: Instant::MAX,
             sack_pkts: 0,
             sack_bytes: 0,
+            sack_lo: u64::MAX,
+            sack_hi: 0,
             cmsn_sent: MSN_BASE - 1,
             ack_pending: false,
             rcv_pen: 0,

@@ -235,6 +235,8 @@ impl Qp {
         self.stats.rx_data_packets += 1;
         self.stats.rx_data_bytes += len;
         self.complete_messages();
+        self.sack_lo = self.sack_lo.min(psn);
+        self.sack_hi = self.sack_hi.max(psn);
         // spec: REL-SACK-1
         let gap = !had_holes && self.rx.out_of_order() > 0;
         let immediate = gap || bth.rtx || bth.ack_req || echo.ce;
@@ -429,6 +431,7 @@ impl Qp {
         if let Some(c) = self.ctl.pop_front() {
             return match c {
                 Ctl::Sack { echo, probe_reply } => self.emit_sack(echo, probe_reply, buf),
+                Ctl::SackBlock { ev, base } => self.emit_sack_block(ev, base, buf),
                 Ctl::Nack { reason, echo } => self.emit_nack(reason, echo, buf),
             };
         }
@@ -448,7 +451,23 @@ impl Qp {
 
     // spec: WIRE-SACK-2
     fn emit_sack(&mut self, echo: Echo, probe_reply: bool, buf: &mut [u8]) -> Option<Transmit> {
-        let base = self.rx.sack_base(echo.psn);
+        // A probe answer reports from epsn and leaves the arrivals to the next coalesced SACK.
+        let base = if probe_reply {
+            self.rx.epsn()
+        } else {
+            let (lo, hi) = if self.sack_lo == u64::MAX {
+                (echo.psn, echo.psn)
+            } else {
+                (self.sack_lo, self.sack_hi)
+            };
+            self.sack_lo = u64::MAX;
+            self.sack_hi = 0;
+            let (first, second) = self.rx.sack_bases(lo, hi);
+            if let Some(base) = second {
+                self.push_ctl(Ctl::SackBlock { ev: echo.ev, base });
+            }
+            first
+        };
         let sack = Sack {
             mark: self.ce_mark(echo.ev, echo.ce),
             probe_reply,
@@ -473,6 +492,31 @@ impl Qp {
             body: Body::Sack(sack),
         };
         self.emit_control(&pkt, echo.ev, buf)
+    }
+
+    /// The second SACK of spec REL-SACK-2: the same state seen from `base`, with nothing to echo (no RTT
+    /// sample, no marking advice: the first SACK carried them).
+    fn emit_sack_block(&mut self, ev: u32, base: u64, buf: &mut [u8]) -> Option<Transmit> {
+        // epsn may have passed `base` since it was chosen; a SACK's base stays above CACK_PSN (WIRE-SACK-2).
+        let base = base.max(self.rx.epsn());
+        let sack = Sack {
+            mark: SackMark::None,
+            probe_reply: false,
+            mpr: self.cfg().mpr,
+            ev,
+            cack_psn: self.cack_psn(),
+            sack_base: (base as u32) & PSN_MASK,
+            bitmap: self.rx.bitmap(base),
+            ts_echo: None,
+            cwnd_pen: self.rcv_pen,
+            ooo_count: self.rx.out_of_order().min(PSN_MASK),
+        };
+        self.stats.tx_sacks += 1;
+        let pkt = Packet {
+            bth: self.control_bth(Opcode::Sack),
+            body: Body::Sack(sack),
+        };
+        self.emit_control(&pkt, ev, buf)
     }
 
     fn emit_nack(&mut self, reason: NackReason, echo: Echo, buf: &mut [u8]) -> Option<Transmit> {

@@ -159,15 +159,18 @@ impl PsnTracker {
         out
     }
 
-    /// Where a SACK answering `trigger` should start its bitmap (spec REL-SACK-2): at `epsn`, unless the
-    /// trigger lies beyond the first 64 PSNs, in which case at the 64-aligned block holding it.
+    /// Where the bitmaps of a SACK start (spec REL-SACK-2), given the lowest and highest PSN that arrived since
+    /// the previous SACK. The first bitmap holds `hi`: from `epsn` when it reaches, else ending at `hi`. A second
+    /// one is needed when `lo` lies below the first: from `epsn` when it reaches, else from `lo`. Without it a
+    /// straggler just below the newest arrivals would go unreported until the cumulative ACK passes it, and
+    /// the sender's time-based detection would resend it.
     // spec: REL-SACK-2
-    pub fn sack_base(&self, trigger: u64) -> u64 {
-        if trigger < self.epsn + 64 {
-            self.epsn
-        } else {
-            (trigger & !63).max(self.epsn)
-        }
+    pub fn sack_bases(&self, lo: u64, hi: u64) -> (u64, Option<u64>) {
+        let e = self.epsn;
+        let first = if hi < e + 64 { e } else { hi - 63 };
+        let lo = lo.max(e);
+        let second = (lo < first).then_some(if lo < e + 64 { e } else { lo });
+        (first, second)
     }
 }
 
@@ -239,11 +242,21 @@ mod tests {
     }
 
     #[test]
-    fn sack_base_follows_far_triggers() {
+    fn sack_bases_cover_the_newest_and_the_stragglers() {
         let mut t = PsnTracker::new(100, 1024);
         t.insert(500);
-        assert_eq!(t.sack_base(120), 100);
-        assert_eq!(t.sack_base(500), 448);
+        // Everything within 64 of epsn: one bitmap from epsn.
+        assert_eq!(t.sack_bases(120, 163), (100, None));
+        // Far arrivals that fit in 64 PSNs: one bitmap ending at the highest.
+        assert_eq!(t.sack_bases(450, 500), (437, None));
+        // A straggler 64 or more below the highest: a second bitmap, from epsn when it reaches...
+        assert_eq!(t.sack_bases(130, 500), (437, Some(100)));
+        // ...else from the straggler.
+        assert_eq!(t.sack_bases(300, 500), (437, Some(300)));
+        // A lowest arrival now below epsn: others between it and the first bitmap may still need the second.
+        assert_eq!(t.sack_bases(50, 500), (437, Some(100)));
+        // All of them below epsn: the cumulative ACK covers them.
+        assert_eq!(t.sack_bases(50, 90), (100, None));
         assert_eq!(t.bitmap(448) >> (500 - 448) & 1, 1);
     }
 }

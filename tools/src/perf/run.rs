@@ -422,6 +422,12 @@ pub struct TransportLine {
     pub rx_duplicates: u64,
     /// Trim NACKs received.
     pub rx_trim_nacks: u64,
+    /// Packets declared lost by time (a reorder window behind a later acknowledged one).
+    pub losses_rack: u64,
+    /// Packets declared lost by retransmission timeout.
+    pub losses_rto: u64,
+    /// Packets presumed lost because their plane was retired for silence.
+    pub losses_plane: u64,
 }
 
 fn transport_line(ep: &UdpEndpoint, qps: &[u32]) -> TransportLine {
@@ -434,6 +440,9 @@ fn transport_line(ep: &UdpEndpoint, qps: &[u32]) -> TransportLine {
         t.rx_data_packets += s.rx_data_packets;
         t.rx_duplicates += s.rx_duplicates;
         t.rx_trim_nacks += s.rx_trim_nacks;
+        t.losses_rack += s.losses_rack;
+        t.losses_rto += s.losses_rto;
+        t.losses_plane += s.losses_plane;
     }
     t
 }
@@ -918,14 +927,18 @@ fn print_planes(r: &Report) {
     );
     let t = &r.transport;
     println!(
-        "transport: {} data packets out ({} retransmitted), {} probes, {} SACKs; {} data packets in ({} duplicates), {} trim NACKs",
+        "transport: {} data packets out ({} retransmitted), {} probes, {} SACKs; {} data packets in ({} duplicates), {} trim NACKs; \
+         losses: {} by time, {} by timeout, {} with a retired plane",
         t.tx_data_packets,
         t.tx_retransmits,
         t.tx_probes,
         t.tx_sacks,
         t.rx_data_packets,
         t.rx_duplicates,
-        t.rx_trim_nacks
+        t.rx_trim_nacks,
+        t.losses_rack,
+        t.losses_rto,
+        t.losses_plane
     );
     if let Some(v) = r.verified {
         println!("verify: {}", if v { "data matches" } else { "MISMATCH" });
