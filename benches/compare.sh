@@ -94,6 +94,16 @@ now_ms() { date +%s%3N; }
 cut_start() { sed -n 's/.* between unix ms \([0-9]*\) and \([0-9]*\).*/\1 \2/p'; }
 STAMPS=$OUT/failure-stamps.txt
 : >"$STAMPS"
+# cut_plane0 TOOL TRIAL START: 1 s into the running client, cut plane 0 and note when; wait for client and server
+# ($cli, $srv); restore the plane.
+cut_plane0() {
+    sleep 1
+    read -r a b < <($FAB plane-down 0 | cut_start)
+    echo "$1 $2 $a $b $3" >>"$STAMPS"
+    wait $cli || true
+    wait $srv || true
+    $FAB plane-up 0 >/dev/null
+}
 for k in $(seq 1 "$TRIALS"); do
     $H1 $PERF --config $N1 --json >/dev/null 2>&1 &
     srv=$!
@@ -103,12 +113,7 @@ for k in $(seq 1 "$TRIALS"); do
     $H0 $PERF fcbb:bb00:e701:: --config $N0 --size 64k --duration 3 --interval-ms 1 \
         --timeline $OUT/timeline-mrc-$k.csv --json >/dev/null &
     cli=$!
-    sleep 1
-    read -r a b < <($FAB plane-down 0 | cut_start)
-    echo "mrc $k $a $b 0" >>"$STAMPS"
-    wait $cli || true
-    wait $srv || true
-    $FAB plane-up 0 >/dev/null
+    cut_plane0 mrc "$k" 0
     # MPTCP: iperf3 reports at most every 100 ms; its intervals count from the client's start.
     $H1 mptcpize run iperf3 -s -1 >/dev/null 2>&1 &
     srv=$!
@@ -116,12 +121,7 @@ for k in $(seq 1 "$TRIALS"); do
     start=$(now_ms)
     $H0 mptcpize run iperf3 -c $DST -t 3 -i 0.1 -J >$OUT/mptcp-$k.json &
     cli=$!
-    sleep 1
-    read -r a b < <($FAB plane-down 0 | cut_start)
-    echo "mptcp $k $a $b $start" >>"$STAMPS"
-    wait $cli || true
-    wait $srv || true
-    $FAB plane-up 0 >/dev/null
+    cut_plane0 mptcp "$k" "$start"
 done
 python3 - "$OUT" "$STAMPS" <<'EOF'
 import json, math, statistics, sys

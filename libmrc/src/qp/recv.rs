@@ -462,36 +462,18 @@ impl Qp {
             };
             self.sack_lo = u64::MAX;
             self.sack_hi = 0;
+            self.sack_now = false;
+            self.sack_deadline = Instant::MAX;
+            self.sack_pkts = 0;
+            self.sack_bytes = 0;
             let (first, second) = self.rx.sack_bases(lo, hi);
             if let Some(base) = second {
                 self.push_ctl(Ctl::SackBlock { ev: echo.ev, base });
             }
             first
         };
-        let sack = Sack {
-            mark: self.ce_mark(echo.ev, echo.ce),
-            probe_reply,
-            mpr: self.cfg().mpr,
-            ev: echo.ev,
-            cack_psn: self.cack_psn(),
-            sack_base: (base as u32) & PSN_MASK,
-            bitmap: self.rx.bitmap(base),
-            ts_echo: echo.ts,
-            cwnd_pen: self.rcv_pen,
-            ooo_count: self.rx.out_of_order().min(PSN_MASK),
-        };
-        if !probe_reply {
-            self.sack_now = false;
-            self.sack_deadline = Instant::MAX;
-            self.sack_pkts = 0;
-            self.sack_bytes = 0;
-        }
-        self.stats.tx_sacks += 1;
-        let pkt = Packet {
-            bth: self.control_bth(Opcode::Sack),
-            body: Body::Sack(sack),
-        };
-        self.emit_control(&pkt, echo.ev, buf)
+        let mark = self.ce_mark(echo.ev, echo.ce);
+        self.send_sack(echo.ev, base, mark, probe_reply, echo.ts, buf)
     }
 
     /// The second SACK of spec REL-SACK-2: the same state seen from `base`, with nothing to echo (no RTT
@@ -499,15 +481,28 @@ impl Qp {
     fn emit_sack_block(&mut self, ev: u32, base: u64, buf: &mut [u8]) -> Option<Transmit> {
         // epsn may have passed `base` since it was chosen; a SACK's base stays above CACK_PSN (WIRE-SACK-2).
         let base = base.max(self.rx.epsn());
+        self.send_sack(ev, base, SackMark::None, false, None, buf)
+    }
+
+    /// Builds the SACK of the receive state from `base` and sends it on `ev`.
+    fn send_sack(
+        &mut self,
+        ev: u32,
+        base: u64,
+        mark: SackMark,
+        probe_reply: bool,
+        ts_echo: Option<u32>,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
         let sack = Sack {
-            mark: SackMark::None,
-            probe_reply: false,
+            mark,
+            probe_reply,
             mpr: self.cfg().mpr,
             ev,
             cack_psn: self.cack_psn(),
             sack_base: (base as u32) & PSN_MASK,
             bitmap: self.rx.bitmap(base),
-            ts_echo: None,
+            ts_echo,
             cwnd_pen: self.rcv_pen,
             ooo_count: self.rx.out_of_order().min(PSN_MASK),
         };
