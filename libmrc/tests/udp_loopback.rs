@@ -1,6 +1,9 @@
 //! The UDP datapath over loopback sockets: real sockets, real registered memory, zero configuration.
 #![cfg(feature = "udp")]
 
+mod common;
+
+use common::forge;
 use std::time::{Duration, Instant as WallClock};
 
 use mrc::datapath::{DatapathConfig, NodeConfig, Progress, UdpEndpoint, software_cc};
@@ -27,6 +30,8 @@ struct Side {
     cq: CqId,
     addr: u64,
     keys: MrKeys,
+    /// The first PSN this side's QP sends.
+    psn: u32,
 }
 
 /// Two endpoints with one connected QP each and a `len`-byte region on each side.
@@ -66,6 +71,7 @@ fn pair(len: usize) -> (Side, Side) {
         cq: m.2,
         addr: m.3,
         keys: m.4,
+        psn: m.1.psn,
     };
     (side(a, &made[0]), side(b, &made[1]))
 }
@@ -222,4 +228,117 @@ fn progress_thread_drives_both_sides() {
     assert!(ta.error().is_none() && tb.error().is_none());
     let a_back = ta.stop().expect("endpoint back");
     assert!(a_back.stats().tx_datagrams >= (LEN / MTU as usize) as u64);
+}
+
+/// The blind attack of issue 10 over real sockets: while a verified 8 MiB WRITE moves, a stranger's socket sends
+/// 8 fatal NACKs with random PSNs to every plane port of each side, and a WRITE of junk into the receiver's
+/// region with the right QPN, key and PSN. The datapath drops them all (their source is no peer's), and the
+/// transfer completes byte-exact.
+#[test]
+fn strangers_datagrams_never_reach_the_engine() {
+    const LEN: usize = 8 << 20;
+    let (mut a, mut b) = pair(LEN);
+    let data = pattern(LEN, 5);
+    a.ep.mem.bytes_mut(a.addr).unwrap().copy_from_slice(&data);
+    let remote = (b.addr, b.keys.rkey);
+    let local = (a.qpn, a.addr, a.keys.lkey);
+    let chunk = 1u32 << 20;
+    for i in 0..(LEN as u64 / u64::from(chunk)) {
+        post_write(
+            &mut a.ep,
+            local,
+            remote,
+            i * u64::from(chunk),
+            chunk,
+            i,
+            None,
+        );
+    }
+    let stranger = std::net::UdpSocket::bind("[::1]:0").unwrap();
+    let targets = [(a.ep.local_planes(), a.qpn), (b.ep.local_planes(), b.qpn)];
+    let mut sent = 0u64;
+    let mut dice = 0x5EED_u64;
+    let mut roll = || {
+        dice = dice
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (dice >> 33) as u32
+    };
+    let reasons = [
+        wire::NackReason::RemoteAccess,
+        wire::NackReason::InvalidRequest,
+        wire::NackReason::Unexpected,
+    ];
+    let mut attacked = false;
+    let mut done = 0;
+    let mut wc = [Completion::default(); 64];
+    let start = WallClock::now();
+    while done < LEN / chunk as usize && start.elapsed() < Duration::from_secs(20) {
+        a.ep.poll(Duration::ZERO).unwrap();
+        b.ep.poll(Duration::ZERO).unwrap();
+        if !attacked && a.ep.endpoint_ref().qp_stats(a.qpn).unwrap().tx_data_packets > 100 {
+            attacked = true;
+            for (planes, qpn) in &targets {
+                for k in 0..8 {
+                    let psn = roll() & wire::PSN_MASK;
+                    let nack = wire::Nack {
+                        reason: reasons[k % 3],
+                        psn,
+                        ev: 0,
+                        ts_echo: roll(),
+                        mpr: 8,
+                        cack_psn: psn.wrapping_sub(1) & wire::PSN_MASK,
+                    };
+                    let bytes = forge(wire::Opcode::Nack, *qpn, 0, wire::Body::Nack(nack));
+                    for p in planes {
+                        stranger.send_to(&bytes, p.addr).unwrap();
+                        sent += 1;
+                    }
+                }
+            }
+            let junk = [0xEEu8; 256];
+            let write = forge(
+                wire::Opcode::WriteOnly,
+                b.qpn,
+                a.psn,
+                wire::Body::Data(wire::Data {
+                    meth: wire::Meth {
+                        ev: 0,
+                        msn: 0,
+                        rqmsn: 0,
+                    },
+                    ts: Some(1),
+                    reth: wire::Reth {
+                        va: b.addr,
+                        rkey: b.keys.rkey,
+                        dma_len: 256,
+                    },
+                    imm: None,
+                    payload: &junk,
+                }),
+            );
+            stranger.send_to(&write, targets[1].0[0].addr).unwrap();
+            sent += 1;
+        }
+        let n = a.ep.endpoint().poll_cq(a.cq, &mut wc);
+        for c in &wc[..n] {
+            assert_eq!(c.status, WcStatus::Success, "{c:?}");
+        }
+        done += n;
+    }
+    assert!(attacked, "the attack ran during the transfer");
+    assert_eq!(done, LEN / chunk as usize, "every write completed");
+    assert!(b.ep.mem.bytes(b.addr).unwrap() == &data[..], "data differs");
+    for _ in 0..100 {
+        a.ep.poll(Duration::ZERO).unwrap();
+        b.ep.poll(Duration::ZERO).unwrap();
+    }
+    let dropped = a.ep.stats().rx_unknown_source + b.ep.stats().rx_unknown_source;
+    assert_eq!(
+        dropped, sent,
+        "every stranger's datagram dropped by the datapath"
+    );
+    for (side, qpn) in [(&mut a, targets[0].1), (&mut b, targets[1].1)] {
+        assert_eq!(side.ep.endpoint_ref().qp_state(qpn), Some(QpState::Rts));
+    }
 }
