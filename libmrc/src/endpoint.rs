@@ -145,6 +145,8 @@ pub struct EndpointStats {
     pub rx_wrong_peer: u64,
     /// Endpoint requests answered.
     pub rx_ep_requests: u64,
+    /// PORT_STATUS reports that deny the very port they arrived through (forged: dropped).
+    pub rx_bad_port_status: u64,
     /// Endpoint responses received.
     pub rx_ep_responses: u64,
     /// Datagrams produced.
@@ -896,6 +898,13 @@ impl Endpoint {
         };
         match pkt.body {
             Body::EpRequest(r) => {
+                // A peer sends its port report from a port that is up, which reaches us on the same plane: a
+                // report that says the port it came through is down is forged, and would mask every plane.
+                // spec: SEC-PEER-2
+                if r.op == EpOp::PortStatus && r.port_mask >> (meta.port % 32) & 1 == 0 {
+                    self.stats.rx_bad_port_status += 1;
+                    return;
+                }
                 self.stats.rx_ep_requests += 1;
                 if r.op == EpOp::PortStatus {
                     for slot in 0..self.qps.len() {

@@ -381,3 +381,32 @@ fn completion_queue_overrun_fails_the_queue_and_its_qps() {
     // The peer's QP, whose queue did not overrun, is untouched.
     assert_eq!(net.nodes[B].ep.qp_state(qb), Some(QpState::Rts));
 }
+
+#[test]
+fn forged_port_status_cannot_mask_every_plane() {
+    let (mut net, qa, _, posted) = writing(29, 4, 4, 64 * 1024, 8);
+    let report = |mask| {
+        forge(
+            Opcode::EpRequest,
+            wire::EP_QPN,
+            0,
+            Body::EpRequest(wire::EpRequest {
+                op: wire::EpOp::PortStatus,
+                req_id: 1,
+                port_mask: mask,
+                ev: 0,
+                ts: None,
+            }),
+        )
+    };
+    // "All my ports are down", yet it came through port 0: forged.
+    inject(&mut net, A, Some(B), &report(0));
+    assert_eq!(net.nodes[A].ep.stats().rx_bad_port_status, 1);
+    let before = net.nodes[A].ep.qp_stats(qa).unwrap().tx_data_packets;
+    net.run_for(Duration::from_micros(50));
+    assert!(
+        net.nodes[A].ep.qp_stats(qa).unwrap().tx_data_packets > before,
+        "data still flows"
+    );
+    finish_verified(&mut net, &posted);
+}

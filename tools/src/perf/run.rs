@@ -516,6 +516,7 @@ fn datapath_line(ep: &UdpEndpoint) -> DatapathLine {
             + e.rx_unknown_qp
             + e.rx_bad_pkey
             + e.rx_wrong_peer
+            + e.rx_bad_port_status
             + e.rx_malformed,
     }
 }
