@@ -3,14 +3,18 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mrc::wire::{Frame, Ipv6Header, ParseOptions, UdpHeader};
+use mrc::wire::{Frame, Ipv6Header, ParseOptions, TrafficClass, UdpHeader};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(ip) = Ipv6Header::parse(data) {
         let mut buf = [0u8; 40];
         ip.emit(&mut buf).expect("an IPv6 header fits 40 bytes");
         assert_eq!(Ipv6Header::parse(&buf).ok(), Some(ip));
-        let _ = (ip.dscp(), ip.ecn());
+        // The DSCP names a traffic class (trim marks included) or none; a class maps back to its DSCP.
+        if let Some(c) = TrafficClass::from_dscp(ip.dscp()) {
+            assert_eq!(TrafficClass::from_dscp(c.default_dscp()), Some(c));
+        }
+        let _ = ip.ecn();
     }
     if let Ok(udp) = UdpHeader::parse(data) {
         let mut buf = [0u8; 8];

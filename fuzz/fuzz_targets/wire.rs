@@ -4,7 +4,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use mrc::wire::{
-    Ack, Bth, Meth, Nack, Packet, ParseOptions, Probe, Reth, Sack, icrc, peek_dest_qp, seal,
+    Ack, Bth, Meth, Nack, Opcode, Packet, ParseOptions, Probe, Reth, Sack, icrc, peek_dest_qp, seal,
 };
 
 /// `parse(emit(x)) == x` for a header that parsed from `data`.
@@ -41,6 +41,13 @@ fuzz_target!(|data: &[u8]| {
     round_trip!(Probe, data);
     round_trip!(Ack, data);
     let _ = icrc(data);
+    // Opcode names (the vectors' text form) and opcode bytes agree.
+    if let Some(op) = std::str::from_utf8(data).ok().and_then(Opcode::from_name) {
+        assert_eq!(Opcode::from_name(op.name()), Some(op));
+    }
+    if let Some(op) = data.first().and_then(|&b| Opcode::from_u8(b)) {
+        assert_eq!(op.to_u8(), data[0]);
+    }
     for (verify_icrc, trimmed) in [(false, false), (true, false), (false, true), (true, true)] {
         let opts = ParseOptions {
             verify_icrc,
