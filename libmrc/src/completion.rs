@@ -115,13 +115,17 @@ impl CqId {
     }
 }
 
-/// A completion queue. It never drops a completion; going past `depth` is counted as an overrun, the condition
-/// verbs reports as a CQ error.
+/// A completion queue of at most `depth` entries. As on a verbs device, a completion that finds it full is
+/// lost and puts the queue in error for good: the endpoint raises a CQ error event and fails the QPs that
+/// complete into it (spec QP-CQ-4). Completions arriving after that are lost too (counted as overruns).
 #[derive(Debug, Clone)]
 pub(crate) struct Cq {
     pub(crate) entries: VecDeque<Completion>,
     pub(crate) depth: usize,
+    /// Completions lost.
     pub(crate) overruns: u64,
+    /// The queue overran and is in error.
+    pub(crate) failed: bool,
 }
 
 impl Cq {
@@ -130,13 +134,22 @@ impl Cq {
             entries: VecDeque::new(),
             depth,
             overruns: 0,
+            failed: false,
         }
     }
 
-    pub(crate) fn push(&mut self, c: Completion) {
+    /// Queues a completion; true when this one overran the queue (which is then in error).
+    pub(crate) fn push(&mut self, c: Completion) -> bool {
+        if self.failed {
+            self.overruns += 1;
+            return false;
+        }
         if self.entries.len() >= self.depth {
             self.overruns += 1;
+            self.failed = true;
+            return true;
         }
         self.entries.push_back(c);
+        false
     }
 }

@@ -85,6 +85,11 @@ pub struct EndpointConfig {
     pub port_status_interval: Duration,
     /// Most undelivered asynchronous events kept before the oldest are dropped (and counted).
     pub max_events: usize,
+    /// Scrambles the QP numbers this endpoint hands out, so that an off-path attacker cannot guess them (spec
+    /// SEC-QPN-1). The engine draws no randomness itself: drivers supply a random value (the UDP datapath draws
+    /// one from the OS when this is 0; simulations derive one from their seed). 0 keeps the plain numbering
+    /// 16, 17, 18, ...
+    pub qpn_seed: u64,
 }
 
 impl Default for EndpointConfig {
@@ -94,6 +99,7 @@ impl Default for EndpointConfig {
             caps: Caps::ALL,
             port_status_interval: Duration::from_millis(100),
             max_events: 4096,
+            qpn_seed: 0,
         }
     }
 }

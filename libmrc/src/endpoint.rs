@@ -70,7 +70,8 @@ pub enum TrimMark {
 /// What the driver knows about a received datagram besides its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RecvMeta {
-    /// The sending endpoint, if the driver could tell from the source address.
+    /// The sending endpoint, as the driver tells from the source address; `None` when the address belongs to no
+    /// known peer, and then no connected QP accepts the datagram (spec SEC-PEER-1).
     pub peer: Option<PeerId>,
     /// Local port (plane) it arrived on.
     pub port: u8,
@@ -87,6 +88,12 @@ pub enum Event {
     QpError {
         /// The QP.
         qpn: u32,
+    },
+    /// A completion queue overran its depth (verbs `IBV_EVENT_CQ_ERR`): a completion was lost, the queue is in
+    /// error for good and every QP completing into it went to ERROR (spec QP-CQ-4).
+    CqError {
+        /// The queue.
+        cq: CqId,
     },
     /// An EV of a QP changed state.
     EvChanged {
@@ -134,10 +141,12 @@ pub struct EndpointStats {
     pub rx_unknown_qp: u64,
     /// Wrong P_Key.
     pub rx_bad_pkey: u64,
-    /// From a peer other than the QP's.
+    /// From a peer other than the QP's, or from a source the driver could not name.
     pub rx_wrong_peer: u64,
     /// Endpoint requests answered.
     pub rx_ep_requests: u64,
+    /// PORT_STATUS reports that deny the very port they arrived through (forged: dropped).
+    pub rx_bad_port_status: u64,
     /// Endpoint responses received.
     pub rx_ep_responses: u64,
     /// Datagrams produced.
@@ -148,7 +157,17 @@ pub struct EndpointStats {
 
 /// First QP slot number; lower QPNs are reserved (QPN 2 is the endpoint's).
 const SLOT_BASE: u32 = 0x10;
+/// Values of a QPN's low 16 bits that name slots.
+const SLOT_SPACE: u32 = 0x1_0000 - SLOT_BASE;
 const MAX_SLOTS: usize = (0xFFFF - SLOT_BASE) as usize;
+
+/// One round of SplitMix64: a fixed bijection that spreads a seed over all bits.
+fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
 
 #[derive(Debug, Clone, Copy)]
 struct SlotMeta {
@@ -193,6 +212,10 @@ pub struct Endpoint {
     ev_probes: BTreeMap<u32, (PeerId, u32, Instant)>,
     events: VecDeque<Event>,
     stats: EndpointStats,
+    /// Offset of slot numbers in the QPN's low 16 bits, from [`EndpointConfig::qpn_seed`].
+    slot_offset: u32,
+    /// Completion queues that overran since the last check (spec QP-CQ-4).
+    overrun_cqs: Vec<CqId>,
 }
 
 impl core::fmt::Debug for Endpoint {
@@ -227,7 +250,6 @@ impl Endpoint {
             (1u32 << cfg.ports) - 1
         };
         Ok(Self {
-            cfg,
             mrs: MrTable::default(),
             pds: Vec::new(),
             cqs: Vec::new(),
@@ -245,7 +267,31 @@ impl Endpoint {
             ev_probes: BTreeMap::new(),
             events: VecDeque::new(),
             stats: EndpointStats::default(),
+            slot_offset: if cfg.qpn_seed == 0 {
+                0
+            } else {
+                (mix64(cfg.qpn_seed) % u64::from(SLOT_SPACE)) as u32
+            },
+            overrun_cqs: Vec::new(),
+            cfg,
         })
+    }
+
+    /// The first generation of a slot: 0 in the plain numbering, else drawn from the seed, so that the QPN's top
+    /// 8 bits are as hard to guess as its slot (spec SEC-QPN-1).
+    fn first_generation(&self, slot: usize) -> u8 {
+        if self.cfg.qpn_seed == 0 {
+            0
+        } else {
+            (mix64(self.cfg.qpn_seed ^ mix64(slot as u64)) >> 56) as u8
+        }
+    }
+
+    /// The QPN of `slot` in `generation`.
+    // spec: SEC-QPN-1
+    fn qpn_of(&self, slot: usize, generation: u8) -> u32 {
+        let field = (slot as u32 + self.slot_offset) % SLOT_SPACE + SLOT_BASE;
+        (u32::from(generation) << 16) | field
     }
 
     /// The configuration.
@@ -291,7 +337,8 @@ impl Endpoint {
         self.mrs.deregister(lkey)
     }
 
-    /// Creates a completion queue of `depth` entries.
+    /// Creates a completion queue of `depth` entries (at least 1). The depth is a limit, as in verbs: size it for
+    /// every completion that can be outstanding between two polls, or an overrun fails the queue (spec QP-CQ-4).
     pub fn create_cq(&mut self, depth: usize) -> CqId {
         self.cqs.push(Some(Cq::new(depth.max(1))));
         CqId(self.cqs.len() as u32 - 1)
@@ -320,10 +367,19 @@ impl Endpoint {
         n
     }
 
-    /// Completions waiting in `cq`, and overruns so far.
+    /// Completions waiting in `cq`, and completions lost to overruns so far.
     pub fn cq_len(&self, cq: CqId) -> Option<(usize, u64)> {
         match self.cqs.get(cq.0 as usize) {
             Some(Some(q)) => Some((q.entries.len(), q.overruns)),
+            _ => None,
+        }
+    }
+
+    /// Whether `cq` overran and is in error (spec QP-CQ-4); `None` for no such queue. Only destroying it ends
+    /// the error.
+    pub fn cq_failed(&self, cq: CqId) -> Option<bool> {
+        match self.cqs.get(cq.0 as usize) {
+            Some(Some(q)) => Some(q.failed),
             _ => None,
         }
     }
@@ -337,11 +393,20 @@ impl Endpoint {
             ));
         }
         for (cq, field) in [(init.send_cq, "qp.send_cq"), (init.recv_cq, "qp.recv_cq")] {
-            if !matches!(self.cqs.get(cq.0 as usize), Some(Some(_))) {
-                return Err(ConfigError::new(
-                    field,
-                    "no such completion queue; create one with create_cq",
-                ));
+            match self.cqs.get(cq.0 as usize) {
+                Some(Some(q)) if q.failed => {
+                    return Err(ConfigError::new(
+                        field,
+                        "the completion queue overran and is in error; destroy it and create a deeper one",
+                    ));
+                }
+                Some(Some(_)) => {}
+                _ => {
+                    return Err(ConfigError::new(
+                        field,
+                        "no such completion queue; create one with create_cq",
+                    ));
+                }
             }
         }
         if u32::from(init.config.ev.planes) > u32::from(self.cfg.ports) {
@@ -363,16 +428,16 @@ impl Endpoint {
                     ));
                 }
                 self.qps.push(None);
+                let generation = self.first_generation(self.slots.len());
                 self.slots.push(SlotMeta {
-                    generation: 0,
+                    generation,
                     queued: false,
                     timer: Instant::MAX,
                 });
                 self.qps.len() - 1
             }
         };
-        let generation = self.slots[slot].generation;
-        let qpn = (u32::from(generation) << 16) | (slot as u32 + SLOT_BASE);
+        let qpn = self.qpn_of(slot, self.slots[slot].generation);
         let mut qp = match Qp::new(qpn, init, self.cfg.caps) {
             Ok(q) => q,
             Err(e) => {
@@ -407,7 +472,8 @@ impl Endpoint {
     }
 
     fn slot_of(&self, qpn: u32) -> Option<usize> {
-        let s = (qpn & 0xFFFF).checked_sub(SLOT_BASE)? as usize;
+        let field = (qpn & 0xFFFF).checked_sub(SLOT_BASE)?;
+        let s = ((field + SLOT_SPACE - self.slot_offset) % SLOT_SPACE) as usize;
         match (self.qps.get(s), self.slots.get(s)) {
             (Some(Some(q)), Some(_)) if q.qpn == qpn => Some(s),
             _ => None,
@@ -501,9 +567,8 @@ impl Endpoint {
             self.stats.rx_bad_pkey += 1;
             return;
         }
-        if let (Some(from), Some(expected)) = (meta.peer, qp.peer)
-            && from != expected
-        {
+        // spec: SEC-PEER-1
+        if qp.peer.is_some() && meta.peer != qp.peer {
             self.stats.rx_wrong_peer += 1;
             return;
         }
@@ -645,13 +710,40 @@ impl Endpoint {
     }
 
     fn refile(&mut self, slot: usize, now: Instant, may_queue: bool) {
+        self.refile_one(slot, now, may_queue);
+        if !self.overrun_cqs.is_empty() {
+            self.fail_overrun_cqs(now);
+        }
+    }
+
+    /// A completion queue overran: raise its event and fail every QP that completes into it, as a verbs device
+    /// does; their flushes may overrun further queues, which are handled the same way (spec QP-CQ-4).
+    // spec: QP-CQ-4
+    fn fail_overrun_cqs(&mut self, now: Instant) {
+        while let Some(cq) = self.overrun_cqs.pop() {
+            self.push_event(Event::CqError { cq });
+            for slot in 0..self.qps.len() {
+                let Some(qp) = self.qps[slot].as_mut() else {
+                    continue;
+                };
+                if qp.init.send_cq == cq || qp.init.recv_cq == cq {
+                    qp.enter_error(None, now);
+                    self.refile_one(slot, now, false);
+                }
+            }
+        }
+    }
+
+    fn refile_one(&mut self, slot: usize, now: Instant, may_queue: bool) {
         let Some(qp) = self.qps[slot].as_mut() else {
             return;
         };
         qp.deadline_dirty = false;
         for (cq, c) in qp.cqes.drain(..) {
-            if let Some(Some(q)) = self.cqs.get_mut(cq.0 as usize) {
-                q.push(c);
+            if let Some(Some(q)) = self.cqs.get_mut(cq.0 as usize)
+                && q.push(c)
+            {
+                self.overrun_cqs.push(cq);
             }
         }
         let qpn = qp.qpn;
@@ -806,6 +898,13 @@ impl Endpoint {
         };
         match pkt.body {
             Body::EpRequest(r) => {
+                // A peer sends its port report from a port that is up, which reaches us on the same plane: a
+                // report that says the port it came through is down is forged, and would mask every plane.
+                // spec: SEC-PEER-2
+                if r.op == EpOp::PortStatus && r.port_mask >> (meta.port % 32) & 1 == 0 {
+                    self.stats.rx_bad_port_status += 1;
+                    return;
+                }
                 self.stats.rx_ep_requests += 1;
                 if r.op == EpOp::PortStatus {
                     for slot in 0..self.qps.len() {

@@ -9,9 +9,6 @@ use mrc::wire::{Body, Bth, Data, Meth, Opcode, PSN_MASK, Packet, Reth};
 use mrc::*;
 use proptest::prelude::*;
 
-/// The first PSN B expects from A (see `Net::connect`).
-const B_EPSN: u32 = 0x00AB_0000;
-
 struct Target {
     net: Net,
     qa: u32,
@@ -21,6 +18,8 @@ struct Target {
     rkey: u32,
     lkey_a: u32,
     src: u64,
+    /// The first PSN B expects from A.
+    b_epsn: u32,
 }
 
 fn target() -> Target {
@@ -31,6 +30,7 @@ fn target() -> Target {
     let (src, ks) = net.alloc_mr(A, len, Access::NONE);
     net.nodes[A].mem.fill_pattern(src, len as usize, 43);
     Target {
+        b_epsn: net.first_psn(A, qa).unwrap(),
         net,
         qa,
         qb,
@@ -174,6 +174,7 @@ fn qp_without_remote_write_refuses_writes() {
     let (mut net, qa, qb) = pair(2, PlaneConfig::default(), 12, &qp_config(2));
     // Rebuild B's QP with no remote access at all.
     let now = net.now();
+    let a_first = net.first_psn(A, qa).unwrap();
     net.nodes[B]
         .ep
         .modify_qp(qb, Transition::Reset, now)
@@ -195,7 +196,7 @@ fn qp_without_remote_write_refuses_writes() {
             Transition::Rtr {
                 peer: PeerId(0),
                 remote_qpn: qa,
-                rq_psn: B_EPSN,
+                rq_psn: a_first,
                 remote_caps: Caps::ALL,
             },
             now,
@@ -224,8 +225,8 @@ fn qp_without_remote_write_refuses_writes() {
 fn wrong_qpn_wrong_peer_and_wrong_pkey_are_counted_and_dropped() {
     let mut t = target();
     let payload = [0xEEu8; 64];
-    let good = t.forge(t.qb, B_EPSN, t.dst, t.rkey, &payload);
-    let wrong_qp = t.forge(t.qb ^ 0x10000, B_EPSN, t.dst, t.rkey, &payload);
+    let good = t.forge(t.qb, t.b_epsn, t.dst, t.rkey, &payload);
+    let wrong_qp = t.forge(t.qb ^ 0x10000, t.b_epsn, t.dst, t.rkey, &payload);
     t.inject(&wrong_qp, A);
     assert_eq!(t.net.nodes[B].ep.stats().rx_unknown_qp, 1);
     t.inject(&good, 5);
@@ -246,9 +247,9 @@ fn out_of_window_psn_is_nacked_not_placed() {
     let mut t = target();
     let window = 8 * 128;
     for psn in [
-        B_EPSN + window,
-        B_EPSN + window + 77,
-        B_EPSN.wrapping_add(1 << 22),
+        t.b_epsn + window,
+        t.b_epsn + window + 77,
+        t.b_epsn.wrapping_add(1 << 22),
     ] {
         t.inject(&t.forge(t.qb, psn, t.dst, t.rkey, &[1u8; 64]), A);
     }
@@ -260,7 +261,10 @@ fn out_of_window_psn_is_nacked_not_placed() {
     t.net.run_for(Duration::from_micros(50));
     assert_eq!(t.net.nodes[B].ep.qp_stats(t.qb).unwrap().tx_nacks, 3);
     // A PSN behind the window is a duplicate, not placed either.
-    t.inject(&t.forge(t.qb, B_EPSN - 5, t.dst, t.rkey, &[1u8; 64]), A);
+    t.inject(
+        &t.forge(t.qb, t.b_epsn.wrapping_sub(5), t.dst, t.rkey, &[1u8; 64]),
+        A,
+    );
     assert_eq!(t.net.nodes[B].ep.qp_stats(t.qb).unwrap().rx_duplicates, 1);
     assert!(t.b_untouched());
 }
@@ -268,7 +272,7 @@ fn out_of_window_psn_is_nacked_not_placed() {
 #[test]
 fn truncated_headers_and_bad_icrc_are_counted_and_dropped() {
     let mut t = target();
-    let good = t.forge(t.qb, B_EPSN, t.dst, t.rkey, &[0x77u8; 200]);
+    let good = t.forge(t.qb, t.b_epsn, t.dst, t.rkey, &[0x77u8; 200]);
     for cut in 0..good.len() {
         t.inject(&good[..cut], A);
     }
@@ -489,7 +493,7 @@ proptest! {
     ) {
         let mut t = target();
         let rkey = if rkey_flip { t.rkey ^ 0x100 } else { t.rkey };
-        let mut pkt = t.forge(t.qb, B_EPSN.wrapping_add(psn_off), t.dst.wrapping_add(va_off), rkey, &vec![0xEE; len]);
+        let mut pkt = t.forge(t.qb, t.b_epsn.wrapping_add(psn_off), t.dst.wrapping_add(va_off), rkey, &vec![0xEE; len]);
         for (i, bit) in &flips {
             let at = i.index(pkt.len());
             pkt[at] ^= 1 << bit;

@@ -195,6 +195,18 @@ fn plane_packets(r: &serde_json::Value, plane: usize) -> u64 {
     r["per_plane"][plane]["packets"].as_u64().unwrap_or(0)
 }
 
+/// A verifying client on loopback against the server at `port`.
+fn loopback_client(port: u16, extra: &[&str]) -> Child {
+    Command::new(PERF)
+        .args(["::1", "--port", &port.to_string()])
+        .args(extra)
+        .args(["--verify", "--json", "--interval-ms", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 const TIMED: [&str; 6] = ["--size", "1m", "--duration", "2", "--verify", "--depth=32"];
 
 #[test]
@@ -209,23 +221,7 @@ fn loopback_write_imm_and_send_verified() {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(200));
-        let client = Command::new(PERF)
-            .args([
-                "::1",
-                "--port",
-                &port.to_string(),
-                "--test",
-                test,
-                "--bytes",
-                "64m",
-                "--size",
-                "256k",
-            ])
-            .args(["--verify", "--json", "--interval-ms", "0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let client = loopback_client(port, &["--test", test, "--bytes", "64m", "--size", "256k"]);
         let c = json(&finish(client, Duration::from_secs(60), "client"), "client");
         json(&finish(server, Duration::from_secs(10), "server"), "server");
         assert_eq!(c["verified"], serde_json::Value::Bool(true), "{test}: {c}");
@@ -485,5 +481,164 @@ fn fabric_hostile_datagrams_neither_crash_nor_corrupt() {
     eprintln!(
         "hostile datagrams: 20000 sent, server dropped {dropped}, transfer verified at {:.2} Gbit/s",
         gbps(&c)
+    );
+}
+
+/// A child process that a failing test does not leave behind.
+struct KillOnDrop(Option<Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Sends one line to the server at `port` and reads its one-line answer.
+fn ask(port: u16, line: &[u8]) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let mut s = std::net::TcpStream::connect(("::1", port)).expect("connect to the server");
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+    // The server may refuse (and close) before it has read everything: a failed write is fine.
+    let _ = s.write_all(line);
+    let _ = s.write_all(b"\n");
+    let mut answer = String::new();
+    let _ = BufReader::new(s).read_line(&mut answer);
+    answer
+}
+
+/// A hello as a client on 8 loopback planes would send it, as JSON to mutate.
+fn good_hello() -> serde_json::Value {
+    use mrc_tools::perf::oob::{Hello, WirePlane, WireRegion, conn_to_hex};
+    let conn = mrc::ConnInfo {
+        qpn: 0x10,
+        psn: 0x1234,
+        caps: mrc::Caps::ALL,
+        mtu: 60_000,
+        mpr: 8,
+        ports: 0xFF,
+        plane_bits: 3,
+        addr: 1,
+    };
+    let h = Hello {
+        test: mrc_tools::perf::Test::Write,
+        mode: mrc_tools::perf::Mode::Bw,
+        qps: 1,
+        max_size: 65536,
+        slots: 1,
+        mtu: 60_000,
+        icrc: true,
+        evs: 4,
+        planes: (0..8)
+            .map(|p| WirePlane {
+                addr: format!("[::1]:{}", 40_000 + p),
+                t0: 0,
+            })
+            .collect(),
+        conn: vec![conn_to_hex(&conn)],
+        region: WireRegion {
+            addr: 0x1000,
+            rkey: 1,
+            len: 65536,
+        },
+    };
+    serde_json::to_value(&h).unwrap()
+}
+
+/// Hostile hellos (issue 10): every field is checked, the server answers each with the reason and stays up,
+/// a client it refuses prints the reason, and the next good client is served as usual.
+#[test]
+fn server_refuses_bad_hellos_says_why_and_serves_the_next_client() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = 18605u16;
+    let mut server = KillOnDrop(Some(
+        Command::new(PERF)
+            .args(["--port", &port.to_string(), "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    let mutate = |k: &str, v: serde_json::Value| {
+        let mut h = good_hello();
+        h[k] = v;
+        serde_json::to_vec(&h).unwrap()
+    };
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (mutate("qps", 0.into()), "qps 0"),
+        (mutate("max_size", 0.into()), "max_size 0"),
+        (mutate("qps", 2_000_000.into()), "qps 2000000"),
+        (
+            mutate("max_size", (1u64 << 40).into()),
+            "max_size 1099511627776",
+        ),
+        (mutate("slots", 0.into()), "slots 0"),
+        (
+            {
+                let mut h = good_hello();
+                h["max_size"] = (1u64 << 30).into();
+                h["slots"] = 8.into();
+                serde_json::to_vec(&h).unwrap()
+            },
+            "GiB of memory",
+        ),
+        (mutate("mtu", 0.into()), "mtu 0"),
+        (mutate("evs", 0.into()), "evs 0"),
+        (mutate("planes", serde_json::json!([])), "0 planes"),
+        (mutate("conn", serde_json::json!([])), "0 connection blobs"),
+        (mutate("conn", serde_json::json!(["zz"])), "conn[0]"),
+        (
+            mutate(
+                "region",
+                serde_json::json!({"addr": u64::MAX, "rkey": 1, "len": 65536}),
+            ),
+            "region",
+        ),
+        (mutate("qps", (-1).into()), "bad hello"),
+        (b"not json".to_vec(), "bad hello"),
+        (vec![b'x'; 2 << 20], "longer than"),
+    ];
+    for (line, want) in &cases {
+        let answer = ask(port, line);
+        let v: serde_json::Value = serde_json::from_str(&answer)
+            .unwrap_or_else(|e| panic!("answer to {want:?} is not JSON ({e}): {answer:?}"));
+        let reason = v["refused"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(want),
+            "refusal {reason:?} should mention {want:?}"
+        );
+    }
+    // A real client the server must refuse (4 planes against its 8) sees the reason.
+    let out = Command::new(PERF)
+        .args([
+            "::1",
+            "--port",
+            &port.to_string(),
+            "--planes",
+            "4",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the server refused the test") && err.contains("4 planes"),
+        "{err}"
+    );
+    // The server is still there and serves a good client.
+    let client = loopback_client(port, &["--bytes", "4m", "--size", "64k"]);
+    let c = json(&finish(client, Duration::from_secs(60), "client"), "client");
+    assert_eq!(c["verified"], serde_json::Value::Bool(true), "{c}");
+    let s = finish(server.0.take().unwrap(), Duration::from_secs(10), "server");
+    json(&s, "server");
+    let log = String::from_utf8_lossy(&s.stderr);
+    assert_eq!(
+        log.matches("refused client").count(),
+        cases.len() + 1,
+        "one line per refusal: {log}"
     );
 }

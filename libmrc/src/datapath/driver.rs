@@ -78,7 +78,7 @@ pub struct DatapathStats {
     pub rx_oversize: u64,
     /// Received datagrams with a trim mark in the traffic class.
     pub rx_trimmed: u64,
-    /// Received datagrams from an address that belongs to no peer.
+    /// Received datagrams from an address that belongs to no peer (dropped).
     pub rx_unknown_source: u64,
     /// ICMP errors and local send errors that retired a path.
     pub unreachable: u64,
@@ -161,6 +161,10 @@ impl UdpEndpoint {
         dp: DatapathConfig,
     ) -> Result<Self, StartError> {
         cfg.ports = node.plane_count() as u8;
+        if cfg.qpn_seed == 0 {
+            // spec: SEC-QPN-1
+            cfg.qpn_seed = os_random_u64();
+        }
         let ep = Endpoint::new(cfg)?;
         // SRv6 hops rewrite the destination inside UDP's pseudo-header, so the UDP checksum cannot survive
         // them: turn it off and rely on MRC's ICRC (spec WIRE-ICRC-1).
@@ -448,13 +452,12 @@ impl UdpEndpoint {
                 self.stats.rx_oversize += 1;
                 continue;
             }
-            let peer = self
-                .by_source
-                .get(&(u128::from(*src.ip()), src.port()))
-                .copied();
-            if peer.is_none() {
+            let Some(&peer) = self.by_source.get(&(u128::from(*src.ip()), src.port())) else {
+                // Only peers talk to this endpoint: a stranger's datagram never reaches the engine.
+                // spec: SEC-PEER-1
                 self.stats.rx_unknown_source += 1;
-            }
+                continue;
+            };
             // spec: WIRE-DSCP-1
             let trim = match TrafficClass::from_dscp(tc >> 2) {
                 Some(TrafficClass::Trimmed) => Some(TrimMark::Fabric),
@@ -465,7 +468,7 @@ impl UdpEndpoint {
                 self.stats.rx_trimmed += 1;
             }
             let meta = RecvMeta {
-                peer,
+                peer: Some(peer),
                 port: plane as u8,
                 ecn_ce: tc & 3 == 3,
                 trim,
@@ -687,10 +690,20 @@ pub fn software_cc(mtu: u32, window_packets: u32, rate_bps: Option<u64>) -> CcCo
     }
 }
 
-/// A random first PSN for a new QP (24 bits), from the clock: not security, just distinct across runs.
+/// A random first PSN for a new QP (24 bits) from the OS, so an off-path attacker cannot predict the window
+/// (spec SEC-PSN-1).
+// spec: SEC-PSN-1
 pub fn initial_psn() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    ((t ^ (t >> 24) ^ (t >> 48)) as u32).wrapping_mul(0x9E37_79B9) & PSN_MASK
+    os_random_u64() as u32 & PSN_MASK
+}
+
+/// 64 random bits from the OS. Should the OS have none to give, the clock mixed with the process id: distinct
+/// across runs, though then guessable.
+fn os_random_u64() -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        (t ^ u64::from(std::process::id()).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    })
 }

@@ -129,7 +129,8 @@ impl Qp {
         match kind {
             OpKind::Write => {
                 // spec: QP-PLACE-1
-                // A zero-length WRITE touches no memory, so (as in verbs) its key is not checked.
+                // A zero-length WRITE touches no memory, so (as in verbs) its key is not checked, and nothing
+                // is asked of `Memory` for it below.
                 let ok = total == 0
                     || (self.access.contains(Access::REMOTE_WRITE)
                         && mrs
@@ -151,7 +152,10 @@ impl Qp {
                     }
                     self.pending_imm += 1;
                 }
-                mem.write(d.reth.va, d.payload);
+                // spec: SEC-MEM-1
+                if !d.payload.is_empty() {
+                    mem.write(d.reth.va, d.payload);
+                }
             }
             OpKind::Send => {
                 let Some(wqe) = self.rq_get(rqmsn) else {

@@ -458,11 +458,16 @@ impl Qp {
         }
     }
 
-    /// Unwraps a peer's cumulative PSN; `None` when it acknowledges PSNs never sent.
+    /// Unwraps a peer's cumulative PSN (CACK_PSN + 1) and checks that it names state that exists: nothing above
+    /// `snd_nxt` (PSNs never sent) and nothing more than one window below `snd_una` (a genuine SACK overtaken by
+    /// later ones is at most that stale; anything older is forged or from an earlier life of the QP). `None`,
+    /// counted, otherwise.
+    // spec: SEC-BLIND-2
     fn peer_epsn(&mut self, cack_psn: u32) -> Option<u64> {
         let una = self.sent.una();
         let epsn = unwrap_psn(cack_psn.wrapping_add(1) & PSN_MASK, una);
-        if epsn > self.sent.nxt() {
+        let floor = una.saturating_sub(u64::from(self.cfg().mpr) * 128);
+        if epsn > self.sent.nxt() || epsn < floor {
             self.stats.rx_bad_acks += 1;
             return None;
         }
@@ -521,10 +526,21 @@ impl Qp {
         self.collect_ev_changes();
     }
 
-    /// Processes a NACK (spec REL-NACK-1).
+    /// Processes a NACK (spec REL-NACK-1). It must name a PSN that is outstanding (sent, not yet acknowledged),
+    /// else it is counted and dropped whole: a blind NACK guessing a PSN changes nothing (spec SEC-BLIND-1).
     // spec: REL-NACK-1
     pub(crate) fn on_nack(&mut self, now: Instant, n: &Nack) {
         if self.state != QpState::Rts {
+            return;
+        }
+        let psn = unwrap_psn(n.psn, self.sent.una());
+        // spec: SEC-BLIND-1
+        if self
+            .sent
+            .get(psn)
+            .is_none_or(|p| p.state == PktState::Acked)
+        {
+            self.stats.rx_bad_acks += 1;
             return;
         }
         let Some(epsn) = self.peer_epsn(n.cack_psn) else {
@@ -532,17 +548,17 @@ impl Qp {
         };
         let acked = self.apply_acks(epsn, epsn, 0);
         let progressed = self.sent.advance() > 0;
-        let psn = unwrap_psn(n.psn, self.sent.una());
         if let Some(idx) = self.paths.find(n.ev) {
             // The header made it back: the path is alive even if the payload was cut.
             self.paths.on_delivery(idx, None);
         }
-        // Only a NACK for the latest transmission counts; an older one is stale.
-        let current = self
+        // Only a NACK for the latest transmission of a PSN still unacknowledged counts; an older one is stale.
+        let latest = self
             .sent
             .get(psn)
-            .filter(|p| p.state == PktState::InFlight && p.sent_at.ts32() == n.ts_echo)
+            .filter(|p| p.state != PktState::Acked && p.sent_at.ts32() == n.ts_echo)
             .copied();
+        let current = latest.filter(|p| p.state == PktState::InFlight);
         match n.reason {
             NackReason::Trimmed | NackReason::TrimmedLastHop => {
                 self.stats.rx_trim_nacks += 1;
@@ -571,19 +587,18 @@ impl Qp {
             }
             NackReason::RemoteAccess | NackReason::InvalidRequest | NackReason::Unexpected => {
                 self.stats.rx_fatal_nacks += 1;
-                let status = match n.reason {
-                    NackReason::RemoteAccess => WcStatus::RemAccessErr,
-                    NackReason::InvalidRequest => WcStatus::RemInvReqErr,
-                    _ => WcStatus::RemOpErr,
-                };
-                let seq = self
-                    .sent
-                    .get(psn)
-                    .map(|p| p.wqe)
-                    .or_else(|| self.oldest_app_wqe_seq());
-                // spec: REL-NACK-3
-                self.enter_error(seq.map(|s| (s, status)), now);
-                return;
+                // A fatal NACK must also echo the time of the PSN's latest transmission: a stale one (an earlier
+                // copy was refused, the retransmission will be answered too) or a forged one ends nothing.
+                if let Some(p) = latest {
+                    let status = match n.reason {
+                        NackReason::RemoteAccess => WcStatus::RemAccessErr,
+                        NackReason::InvalidRequest => WcStatus::RemInvReqErr,
+                        _ => WcStatus::RemOpErr,
+                    };
+                    // spec: REL-NACK-3
+                    self.enter_error(Some((p.wqe, status)), now);
+                    return;
+                }
             }
             NackReason::Unknown(_) => self.stats.rx_unknown_nacks += 1,
         }
@@ -606,19 +621,16 @@ impl Qp {
         self.collect_ev_changes();
     }
 
-    fn oldest_app_wqe_seq(&self) -> Option<u64> {
-        self.sq
-            .iter()
-            .position(|w| !matches!(w.kind, WqeKind::ReadResponse { .. }))
-            .map(|i| self.sq_base + i as u64)
-    }
-
     /// Processes a transport ACK: the peer's completed MSN releases WRITE_WITH_IMM credits (spec WIRE-ACK-1).
     pub(crate) fn on_ack(&mut self, now: Instant, a: &Ack) {
         self.stats.rx_acks += 1;
         if self.state != QpState::Rts {
             return;
         }
+        // Both numbers must name state that exists, else the whole ACK is dropped (spec SEC-BLIND-2).
+        let Some(epsn) = self.peer_epsn(a.cack_psn) else {
+            return;
+        };
         let cmsn = unwrap_msn(a.cmsn, self.peer_cmsn);
         if cmsn >= self.next_msn {
             self.stats.rx_bad_acks += 1;
@@ -630,12 +642,10 @@ impl Qp {
             self.wimm_msns.pop_front();
             self.wimm_inflight = self.wimm_inflight.saturating_sub(1);
         }
-        if let Some(epsn) = self.peer_epsn(a.cack_psn) {
-            self.apply_acks(epsn, epsn, 0);
-            if self.sent.advance() > 0 {
-                self.complete_sq();
-                self.arm_retry(now, true);
-            }
+        self.apply_acks(epsn, epsn, 0);
+        if self.sent.advance() > 0 {
+            self.complete_sq();
+            self.arm_retry(now, true);
         }
     }
 

@@ -223,6 +223,8 @@ pub struct Net {
     pub counters: Vec<PlaneCounters>,
     hash: u64,
     buf: Vec<u8>,
+    /// (node, QPN) → the first PSN that QP sends.
+    first_psns: std::collections::BTreeMap<(usize, u32), u32>,
 }
 
 impl core::fmt::Debug for Net {
@@ -255,21 +257,24 @@ impl Net {
             free_events: Vec::new(),
             hash: 0xCBF2_9CE4_8422_2325,
             buf: vec![0; 70_000],
+            first_psns: std::collections::BTreeMap::new(),
         }
     }
 
     /// Adds an endpoint with one port per plane; returns its index (which is also its [`PeerId`]).
     pub fn add_node(&mut self, caps: Caps) -> usize {
         let planes = self.cfg.planes.len();
+        let i = self.nodes.len();
         let mut ep = Endpoint::new(EndpointConfig {
             ports: planes as u8,
             caps,
+            // QP numbers as a real deployment scrambles them, from the seed (spec SEC-QPN-1).
+            qpn_seed: self.derived(0x5150_4E00 ^ i as u64) | 1,
             ..EndpointConfig::default()
         })
         .expect("valid endpoint config");
         let pd = ep.alloc_pd();
         let cq = ep.create_cq(1 << 16);
-        let i = self.nodes.len();
         self.nodes.push(Node {
             ep,
             mem: VecMemory::new(0x1000_0000 * (i as u64 + 1)),
@@ -284,6 +289,20 @@ impl Net {
         i
     }
 
+    /// A value derived from the seed and `salt` without drawing from the network's random stream, so setting up
+    /// endpoints and QPs leaves the stream of losses and delays as it was.
+    fn derived(&self, salt: u64) -> u64 {
+        let mut z = self.cfg.seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The first PSN QP `qpn` of node `node` sends (drawn from the seed by [`connect`](Self::connect)).
+    pub fn first_psn(&self, node: usize, qpn: u32) -> Option<u32> {
+        self.first_psns.get(&(node, qpn)).copied()
+    }
+
     /// Current time.
     pub fn now(&self) -> Instant {
         self.now
@@ -295,6 +314,7 @@ impl Net {
     }
 
     /// Creates a connected QP pair between nodes `a` and `b` with the given configuration; returns their QPNs.
+    /// Each side's first PSN is drawn from the seed (spec SEC-PSN-1); [`first_psn`](Self::first_psn) tells it.
     pub fn connect(&mut self, a: usize, b: usize, cfg: &QpConfig) -> (u32, u32) {
         let now = self.now;
         let mut qpn = [0u32; 2];
@@ -319,22 +339,27 @@ impl Net {
             self.nodes[a].ep.config().caps,
             self.nodes[b].ep.config().caps,
         ];
+        // spec: SEC-PSN-1
+        let psns = [a, b].map(|n| {
+            let salt = 0x5053_4E00 ^ ((n as u64) << 32) ^ u64::from(qpn[usize::from(n == b)]);
+            self.derived(salt) as u32 & 0xFF_FFFF
+        });
         for (k, &(n, peer)) in [(a, b), (b, a)].iter().enumerate() {
-            let psn = (0x00AB_0000 + 0x1111 * k as u32) & 0xFF_FFFF;
             let ep = &mut self.nodes[n].ep;
             ep.modify_qp(
                 qpn[k],
                 Transition::Rtr {
                     peer: PeerId(peer as u32),
                     remote_qpn: qpn[1 - k],
-                    rq_psn: (0x00AB_0000 + 0x1111 * (1 - k) as u32) & 0xFF_FFFF,
+                    rq_psn: psns[1 - k],
                     remote_caps: caps[1 - k],
                 },
                 now,
             )
             .expect("rtr");
-            ep.modify_qp(qpn[k], Transition::Rts { sq_psn: psn }, now)
+            ep.modify_qp(qpn[k], Transition::Rts { sq_psn: psns[k] }, now)
                 .expect("rts");
+            self.first_psns.insert((n, qpn[k]), psns[k]);
         }
         (qpn[0], qpn[1])
     }

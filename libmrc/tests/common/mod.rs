@@ -263,3 +263,23 @@ pub(crate) fn check(net: &Net, posted: &[Posted], seen: &Seen) -> Result<(), Str
     }
     Ok(())
 }
+
+/// A sealed packet of `body` to `dest_qp` at `psn`, as an attacker (or a test) forges it.
+pub(crate) fn forge(opcode: wire::Opcode, dest_qp: u32, psn: u32, body: wire::Body<'_>) -> Vec<u8> {
+    let p = wire::Packet {
+        bth: wire::Bth {
+            opcode,
+            se: false,
+            rtx: false,
+            pkey: wire::DEFAULT_PKEY,
+            dest_qp,
+            ack_req: false,
+            psn: psn & wire::PSN_MASK,
+        },
+        body,
+    };
+    let mut buf = vec![0u8; p.buffer_len()];
+    let n = p.emit(&mut buf).expect("a buffer of buffer_len bytes");
+    buf.truncate(n);
+    buf
+}

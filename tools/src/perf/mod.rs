@@ -11,6 +11,17 @@ use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
 
+/// Most QPs one test may use.
+pub const MAX_QPS: usize = 256;
+/// Most messages in flight per QP, and most memory slots per QP.
+pub const MAX_DEPTH: usize = 4096;
+/// Largest message.
+pub const MAX_SIZE: u64 = 1 << 30;
+/// Most memory one side registers for a test (QPs × slots × largest message).
+pub const MAX_MEMORY: u64 = 4 << 30;
+/// Most active EVs per plane.
+pub const MAX_EVS: u16 = 64;
+
 /// Which verb the test uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -145,11 +156,14 @@ impl Options {
 
     /// Checks what clap cannot; the error names the option and the fix.
     pub fn validate(&self) -> Result<(), String> {
-        if self.qps == 0 || self.qps > 256 {
-            return Err(format!("--qps {}: use 1..=256", self.qps));
+        if self.qps == 0 || self.qps > MAX_QPS {
+            return Err(format!("--qps {}: use 1..={MAX_QPS}", self.qps));
         }
-        if self.depth == 0 || self.depth > 4096 {
-            return Err(format!("--depth {}: use 1..=4096", self.depth));
+        if self.depth == 0 || self.depth > MAX_DEPTH {
+            return Err(format!("--depth {}: use 1..={MAX_DEPTH}", self.depth));
+        }
+        if self.evs == 0 || self.evs > MAX_EVS {
+            return Err(format!("--evs {}: use 1..={MAX_EVS}", self.evs));
         }
         if self.planes == 0 || self.planes > mrc::datapath::config::MAX_PLANES {
             return Err(format!(
@@ -158,8 +172,16 @@ impl Options {
                 mrc::datapath::config::MAX_PLANES
             ));
         }
-        if self.sizes().iter().any(|&s| s == 0 || s > 1 << 30) {
+        if self.sizes().iter().any(|&s| s == 0 || s > MAX_SIZE) {
             return Err("--size: use 1 B ..= 1 GiB".into());
+        }
+        let largest = self.sizes().into_iter().max().unwrap_or(self.size);
+        if (self.qps as u64).saturating_mul(largest) > MAX_MEMORY {
+            return Err(format!(
+                "--qps {} × --size {largest} needs more than {} GiB per side; use fewer QPs or smaller messages",
+                self.qps,
+                MAX_MEMORY >> 30
+            ));
         }
         if self.verify && self.mode == Mode::Lat {
             return Err("--verify checks bandwidth runs; drop it or use --mode bw".into());

@@ -1,13 +1,19 @@
 //! The out-of-band exchange: newline-delimited JSON over one TCP connection.
 
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read as _, Write};
 use std::net::{SocketAddrV6, TcpStream};
 
 use mrc::ConnInfo;
 use mrc::datapath::PeerPlane;
+use mrc::datapath::config::MAX_PLANES;
 use serde::{Deserialize, Serialize};
 
-use super::{Mode, Test};
+use super::{MAX_DEPTH, MAX_EVS, MAX_MEMORY, MAX_QPS, MAX_SIZE, Mode, Test};
+
+/// Longest control message: a hello with 256 connection blobs and 16 planes takes about 30 KB.
+pub const MAX_LINE: u64 = 1 << 20;
+/// Largest MRC payload per packet (`QpConfig::mtu`).
+const MTU_RANGE: std::ops::RangeInclusive<u32> = 64..=65000;
 
 /// A plane address as exchanged.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,6 +62,105 @@ pub struct Hello {
     pub region: WireRegion,
 }
 
+impl Hello {
+    /// Bytes of the region this hello describes: QPs × slots × largest message, if that fits in a `u64`.
+    pub fn region_len(&self) -> Option<u64> {
+        (self.qps as u64)
+            .checked_mul(self.slots as u64)?
+            .checked_mul(self.max_size)
+    }
+
+    /// Checks every field against the limits of a test (the same ones the client's options obey), so a hello
+    /// from a buggy or hostile peer is refused with a reason instead of crashing or exhausting this side.
+    /// `planes` is this side's plane count, which the peer's must match.
+    pub fn check(&self, planes: usize) -> Result<(), String> {
+        if !(1..=MAX_QPS).contains(&self.qps) {
+            return Err(format!("qps {}: use 1..={MAX_QPS}", self.qps));
+        }
+        if !(1..=MAX_SIZE).contains(&self.max_size) {
+            return Err(format!(
+                "max_size {}: use 1..={MAX_SIZE} bytes",
+                self.max_size
+            ));
+        }
+        if !(1..=MAX_DEPTH).contains(&self.slots) {
+            return Err(format!("slots {}: use 1..={MAX_DEPTH}", self.slots));
+        }
+        let len = self
+            .region_len()
+            .filter(|&l| l <= MAX_MEMORY)
+            .ok_or_else(|| {
+                format!(
+                    "qps {} × slots {} × max_size {} is more than {} GiB of memory; ask for less",
+                    self.qps,
+                    self.slots,
+                    self.max_size,
+                    MAX_MEMORY >> 30
+                )
+            })?;
+        if !MTU_RANGE.contains(&self.mtu) {
+            return Err(format!(
+                "mtu {}: use {}..={} payload bytes",
+                self.mtu,
+                MTU_RANGE.start(),
+                MTU_RANGE.end()
+            ));
+        }
+        if !(1..=MAX_EVS).contains(&self.evs) {
+            return Err(format!("evs {}: use 1..={MAX_EVS} per plane", self.evs));
+        }
+        if self.planes.is_empty() || self.planes.len() > MAX_PLANES {
+            return Err(format!(
+                "{} planes: use 1..={MAX_PLANES}",
+                self.planes.len()
+            ));
+        }
+        if self.planes.len() != planes {
+            return Err(format!(
+                "{} planes, and this side has {planes}; run both sides with the same --planes or fabric",
+                self.planes.len()
+            ));
+        }
+        planes_from_wire(&self.planes).map_err(|e| format!("planes: {e}"))?;
+        if self.conn.len() != self.qps {
+            return Err(format!(
+                "{} connection blobs for {} QPs; send one per QP",
+                self.conn.len(),
+                self.qps
+            ));
+        }
+        for (i, c) in self.conn.iter().enumerate() {
+            let c = conn_from_hex(c).map_err(|e| format!("conn[{i}]: {e}"))?;
+            if c.mtu != self.mtu {
+                return Err(format!(
+                    "conn[{i}]: mtu {} differs from the hello's {}",
+                    c.mtu, self.mtu
+                ));
+            }
+        }
+        if self.region.len != len || self.region.addr.checked_add(len).is_none() {
+            return Err(format!(
+                "region of {} bytes at {:#x}; it must hold qps × slots × max_size = {len} bytes",
+                self.region.len, self.region.addr
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The server's answer to a client's hello.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Answer {
+    /// Refused, and why.
+    Refused {
+        /// What was wrong with the hello.
+        refused: String,
+    },
+    /// Accepted: the server's own hello.
+    Hello(Box<Hello>),
+}
+
 /// Control messages during the test.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
@@ -78,6 +183,11 @@ pub enum Ctl {
     Hash {
         /// One hash per QP.
         hashes: Vec<u64>,
+    },
+    /// The server refuses a control message and ends the test.
+    Refused {
+        /// Why.
+        reason: String,
     },
 }
 
@@ -104,10 +214,28 @@ impl Channel {
         self.writer.write_all(&line)
     }
 
+    /// The connection's stream (for timeouts).
+    pub fn stream(&self) -> &TcpStream {
+        &self.writer
+    }
+
+    /// Reads the rest of a line into `line`, at most [`MAX_LINE`] bytes in all.
+    fn read_line(&mut self, line: &mut String) -> io::Result<usize> {
+        let room = MAX_LINE.saturating_sub(line.len() as u64);
+        let n = (&mut self.reader).take(room).read_line(line)?;
+        if n > 0 && !line.ends_with('\n') && line.len() as u64 >= MAX_LINE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a control message longer than {MAX_LINE} bytes"),
+            ));
+        }
+        Ok(n)
+    }
+
     /// Receives one message (blocking).
     pub fn recv<T: for<'a> Deserialize<'a>>(&mut self) -> io::Result<T> {
         let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
+        if self.read_line(&mut line)? == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "peer closed the connection",
@@ -120,7 +248,7 @@ impl Channel {
     pub fn try_recv<T: for<'a> Deserialize<'a>>(&mut self) -> io::Result<Option<T>> {
         self.reader.get_ref().set_nonblocking(true)?;
         let mut line = String::new();
-        let r = self.reader.read_line(&mut line);
+        let r = self.read_line(&mut line);
         self.reader.get_ref().set_nonblocking(false)?;
         match r {
             Ok(0) => Err(io::Error::new(
@@ -135,9 +263,7 @@ impl Channel {
                     Ok(None)
                 } else {
                     // Part of a line: finish it blocking (the rest follows at once).
-                    let mut rest = String::new();
-                    self.reader.read_line(&mut rest)?;
-                    line.push_str(&rest);
+                    self.read_line(&mut line)?;
                     serde_json::from_str(&line)
                         .map(Some)
                         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))

@@ -12,7 +12,7 @@ use mrc::{
 use serde::Serialize;
 
 use super::oob::{
-    Channel, Ctl, Hello, WireRegion, conn_from_hex, conn_to_hex, hash, planes_from_wire,
+    Answer, Channel, Ctl, Hello, WireRegion, conn_from_hex, conn_to_hex, hash, planes_from_wire,
     planes_to_wire,
 };
 use super::{Mode, Options, Test};
@@ -132,9 +132,10 @@ fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
     )
     .map_err(|e| Failure::usage(e.to_string()))?;
     let pd = ep.endpoint().alloc_pd();
-    let cq = ep
-        .endpoint()
-        .create_cq(hello.qps * hello.slots.max(64) * 4 + 64);
+    // Room for every completion that can be outstanding: sends in flight (`--depth`), receives posted (up to
+    // 1024 or one per slot) and a margin; an overrun would fail the queue and its QPs, as in verbs.
+    let per_qp = o.depth.max(hello.slots) + hello.slots.max(1024) + 64;
+    let cq = ep.endpoint().create_cq(hello.qps * per_qp + 64);
     let mut qps = Vec::new();
     let mut conns = Vec::new();
     for _ in 0..hello.qps {
@@ -460,7 +461,7 @@ pub struct DatapathLine {
     pub rx_trimmed: u64,
     /// Paths retired by ICMP or send errors.
     pub unreachable: u64,
-    /// Datagrams dropped by the engine as malformed, spoofed or unknown.
+    /// Datagrams dropped as malformed, oversized, spoofed, from a stranger's address or for no QP.
     pub rx_dropped: u64,
 }
 
@@ -506,10 +507,16 @@ fn datapath_line(ep: &UdpEndpoint) -> DatapathLine {
         tx_errors: s.tx_errors,
         rx_trimmed: s.rx_trimmed,
         unreachable: s.unreachable,
-        rx_dropped: e.rx_truncated
+        rx_dropped: s.rx_unknown_source
+            + s.rx_oversize
+            + e.rx_truncated
+            + e.rx_bad_version
+            + e.rx_unknown_opcode
+            + e.rx_bad_icrc
             + e.rx_unknown_qp
             + e.rx_bad_pkey
             + e.rx_wrong_peer
+            + e.rx_bad_port_status
             + e.rx_malformed,
     }
 }
@@ -559,7 +566,23 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
     let mut ch = Channel::new(stream)?;
     let mut side = setup(o, &p)?;
     ch.send(&hello_of(&mut side, o, &p, o.test, o.mode))?;
-    let peer: Hello = ch.recv()?;
+    let peer = match ch.recv::<Answer>()? {
+        Answer::Refused { refused } => {
+            return Err(Failure::usage(format!(
+                "the server refused the test: {refused}"
+            )));
+        }
+        Answer::Hello(h) => *h,
+    };
+    let planes = side.drive.with(|ep| ep.node().plane_count());
+    peer.check(planes)
+        .map_err(|e| Failure::test(format!("the server's hello: {e}")))?;
+    if (peer.qps, peer.slots, peer.max_size) != (p.qps, p.slots, p.max_size) {
+        return Err(Failure::test(format!(
+            "the server answered for {} QPs × {} slots × {} B, not the {} × {} × {} asked for",
+            peer.qps, peer.slots, peer.max_size, p.qps, p.slots, p.max_size
+        )));
+    }
     connect(&mut side, &peer)?;
     let mut timeline = match &o.timeline {
         Some(path) => Some(
@@ -591,8 +614,12 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
         len: max_size,
     })?;
     let verified = if o.verify {
-        let Ctl::Hash { hashes } = ch.recv()? else {
-            return Err(Failure::test("expected the server's hashes"));
+        let hashes = match ch.recv()? {
+            Ctl::Hash { hashes } => hashes,
+            Ctl::Refused { reason } => {
+                return Err(Failure::test(format!("the server refused: {reason}")));
+            }
+            _ => return Err(Failure::test("expected the server's hashes")),
         };
         Some(hash_slots(&mut side, &slots, max_size) == hashes)
     } else {
@@ -945,7 +972,32 @@ fn print_planes(r: &Report) {
     }
 }
 
-/// Runs the server: waits for one client, serves its test, returns when the client is done.
+/// How long a client may take to send its hello before the server drops it and waits for another.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why the server stopped serving a client.
+enum Refusal {
+    /// The client asked for something invalid: it was told why, and the server waits for the next one.
+    Refused(String),
+    /// The test itself failed: the server reports it and exits.
+    Failed(Failure),
+}
+
+impl From<Failure> for Refusal {
+    fn from(f: Failure) -> Self {
+        Refusal::Failed(f)
+    }
+}
+
+impl From<io::Error> for Refusal {
+    fn from(e: io::Error) -> Self {
+        Refusal::Failed(e.into())
+    }
+}
+
+/// Runs the server: waits for a client, serves its test, returns when the client is done. A client whose
+/// hello or control messages are invalid is refused with the reason (it sees it, and so does the server's
+/// stderr), and the server goes on waiting for the next one.
 pub fn server(o: &Options) -> Result<Report, Failure> {
     o.validate().map_err(Failure::usage)?;
     let node = node_config(o)?;
@@ -954,9 +1006,58 @@ pub fn server(o: &Options) -> Result<Report, Failure> {
     if !o.json {
         println!("mrc-perf server: waiting on TCP port {}", o.port);
     }
-    let (stream, from) = listener.accept()?;
+    loop {
+        let (stream, from) = listener.accept()?;
+        match serve(o, &node, stream, from) {
+            Ok(report) => return Ok(report),
+            Err(Refusal::Refused(reason)) => {
+                eprintln!("mrc-perf server: refused client {from}: {reason}");
+            }
+            Err(Refusal::Failed(f)) => return Err(f),
+        }
+    }
+}
+
+/// Reads and checks a client's hello; a bad one is answered with the reason.
+fn read_hello(ch: &mut Channel, planes: usize) -> Result<Hello, Refusal> {
+    ch.stream().set_read_timeout(Some(HELLO_TIMEOUT))?;
+    let hello = ch.recv::<Hello>().map_err(|e| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+            format!("no hello within {} s", HELLO_TIMEOUT.as_secs())
+        }
+        _ => format!("bad hello: {e}"),
+    });
+    let hello = hello.and_then(|h| {
+        h.check(planes)
+            .map(|()| h)
+            .map_err(|e| format!("hello: {e}"))
+    });
+    ch.stream().set_read_timeout(None)?;
+    hello.map_err(|reason| {
+        // The client may be gone already; the reason is in the server's log either way.
+        let _ = ch.send(&Answer::Refused {
+            refused: reason.clone(),
+        });
+        Refusal::Refused(reason)
+    })
+}
+
+/// Refuses a control message during the test: tells the client and ends this test.
+fn refuse_ctl(ch: &mut Channel, reason: String) -> Refusal {
+    let _ = ch.send(&Ctl::Refused {
+        reason: reason.clone(),
+    });
+    Refusal::Refused(reason)
+}
+
+fn serve(
+    o: &Options,
+    node: &NodeConfig,
+    stream: TcpStream,
+    from: std::net::SocketAddr,
+) -> Result<Report, Refusal> {
     let mut ch = Channel::new(stream)?;
-    let peer: Hello = ch.recv()?;
+    let peer = read_hello(&mut ch, node.plane_count())?;
     let mut so = o.clone();
     so.test = peer.test;
     so.mode = peer.mode;
@@ -964,7 +1065,7 @@ pub fn server(o: &Options) -> Result<Report, Failure> {
     so.no_icrc = !peer.icrc;
     let mut p = params(
         &so,
-        &node,
+        node,
         peer.test,
         peer.mode,
         peer.qps,
@@ -974,7 +1075,9 @@ pub fn server(o: &Options) -> Result<Report, Failure> {
     p.slots = peer.slots;
     p.seed = 0x5a;
     let mut side = setup(&so, &p)?;
-    ch.send(&hello_of(&mut side, &so, &p, peer.test, peer.mode))?;
+    ch.send(&Answer::Hello(Box::new(hello_of(
+        &mut side, &so, &p, peer.test, peer.mode,
+    ))))?;
     connect(&mut side, &peer)?;
     if !o.json {
         println!(
@@ -1014,17 +1117,40 @@ pub fn server(o: &Options) -> Result<Report, Failure> {
     let verify;
     loop {
         match ch.try_recv::<Ctl>() {
-            Ok(Some(Ctl::Size { size: s })) => size = s,
+            Ok(Some(Ctl::Size { size: s })) => {
+                if !(1..=peer.max_size).contains(&s) {
+                    let why = format!("size {s}: use 1..={} (the hello's max_size)", peer.max_size);
+                    return Err(refuse_ctl(&mut ch, why));
+                }
+                size = s;
+            }
             Ok(Some(Ctl::Done {
                 verify: v,
                 slots,
                 len,
             })) => {
+                if slots.len() != side.qps.len()
+                    || slots.iter().any(|&k| k > side.slots)
+                    || len > side.max_size
+                {
+                    let why = format!(
+                        "done: {} slot counts (each at most {}) and len {len} (at most {}) do not fit the test",
+                        slots.len(),
+                        side.slots,
+                        side.max_size
+                    );
+                    return Err(refuse_ctl(&mut ch, why));
+                }
                 verify = v.then_some((slots, len));
                 break;
             }
-            Ok(Some(Ctl::Hash { .. })) | Ok(None) => {}
-            Err(e) => return Err(Failure::test(format!("client went away: {e}"))),
+            Ok(Some(Ctl::Hash { .. } | Ctl::Refused { .. })) | Ok(None) => {}
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Err(refuse_ctl(&mut ch, format!("bad control message: {e}")));
+            }
+            Err(e) => {
+                return Err(Failure::test(format!("client went away: {e}")).into());
+            }
         }
         let qps = side.qps.clone();
         let r = side.drive.with(|ep| {
@@ -1092,6 +1218,5 @@ pub fn server(o: &Options) -> Result<Report, Failure> {
         qps: peer.qps,
         mtu: peer.mtu,
     };
-    let report = finish_report(&mut side, head, o, results, None)?;
-    Ok(report)
+    Ok(finish_report(&mut side, head, o, results, None)?)
 }
