@@ -599,122 +599,10 @@ impl Scenario {
 
     /// Checks ranges and cross-field rules.
     pub fn check(&self) -> Result<(), ScenarioError> {
-        let t = &self.topology;
-        if !(1..=16).contains(&t.planes) {
-            return Err(ScenarioError::new(
-                "topology.planes",
-                format!("{} planes; use 1..=16", t.planes),
-            ));
-        }
-        match t.kind {
-            TopoKind::TwoTier => {
-                for (f, v) in [
-                    ("topology.hosts_per_t0", t.hosts_per_t0),
-                    ("topology.t0", t.t0),
-                    ("topology.t1", t.t1),
-                ] {
-                    if v == 0 {
-                        return Err(ScenarioError::new(
-                            f,
-                            "must be at least 1 for kind = \"two_tier\"",
-                        ));
-                    }
-                }
-            }
-            TopoKind::ThreeTier => {
-                for (f, v) in [
-                    ("topology.hosts_per_t0", t.hosts_per_t0),
-                    ("topology.t0", t.t0),
-                    ("topology.t1", t.t1),
-                    ("topology.pods", t.pods),
-                    ("topology.t2_per_t1", t.t2_per_t1),
-                ] {
-                    if v == 0 {
-                        return Err(ScenarioError::new(
-                            f,
-                            "must be at least 1 for kind = \"three_tier\"",
-                        ));
-                    }
-                }
-            }
-            TopoKind::Htsim => {
-                if t.file.is_none() {
-                    return Err(ScenarioError::new(
-                        "topology.file",
-                        "kind = \"htsim\" needs file = \"path/to/x.topo\"",
-                    ));
-                }
-            }
-        }
-        for (f, l) in [
-            ("topology.host_link", &t.host_link),
-            ("topology.t0_t1_link", &t.t0_t1_link),
-            ("topology.t1_t2_link", &t.t1_t2_link),
-        ] {
-            if !(l.gbps > 0.0 && l.gbps <= 100_000.0) {
-                return Err(ScenarioError::new(
-                    format!("{f}.gbps"),
-                    format!("{} Gbit/s; use a rate in (0, 100000]", l.gbps),
-                ));
-            }
-            if l.buffer_bytes == Some(0) {
-                return Err(ScenarioError::new(
-                    format!("{f}.buffer_bytes"),
-                    "must be positive (or left out for 1 BDP)",
-                ));
-            }
-        }
-        let q = &t.queue;
-        if !(0.0..=1.0).contains(&q.ecn_kmin) || !(q.ecn_kmin..=1.0).contains(&q.ecn_kmax) {
-            return Err(ScenarioError::new(
-                "topology.queue.ecn_kmin",
-                "need 0 <= ecn_kmin <= ecn_kmax <= 1 (fractions of the buffer)",
-            ));
-        }
-        if !(q.buffer_bdp > 0.0 && q.buffer_bdp <= 1000.0) {
-            return Err(ScenarioError::new(
-                "topology.queue.buffer_bdp",
-                "must be in (0, 1000]",
-            ));
-        }
-        let tr = &self.transport;
-        if !(256..=65000).contains(&tr.mtu) {
-            return Err(ScenarioError::new(
-                "transport.mtu",
-                format!("{} payload bytes; use 256..=65000", tr.mtu),
-            ));
-        }
-        if tr.evs_per_plane == Some(0) {
-            return Err(ScenarioError::new(
-                "transport.evs_per_plane",
-                "must be at least 1 (or left out for one per path)",
-            ));
-        }
-        let w = &self.workload;
-        if w.kind != WorkloadKind::Htsim && w.bytes == 0 {
-            return Err(ScenarioError::new(
-                "workload.bytes",
-                "must be positive: bytes per transfer (or per all-reduce)",
-            ));
-        }
-        if w.kind == WorkloadKind::Htsim && w.file.is_none() {
-            return Err(ScenarioError::new(
-                "workload.file",
-                "kind = \"htsim\" needs file = \"path/to/x.cm\"",
-            ));
-        }
-        if w.kind == WorkloadKind::Incast && w.senders == 0 && w.sources.is_none() {
-            return Err(ScenarioError::new(
-                "workload.senders",
-                "an incast needs senders = N (hosts 1..=N) or sources = [..]",
-            ));
-        }
-        if !(w.start_us >= 0.0 && w.compute_us >= 0.0) {
-            return Err(ScenarioError::new(
-                "workload.start_us",
-                "start_us and compute_us must be >= 0",
-            ));
-        }
+        self.check_topology()?;
+        self.check_transport()?;
+        self.check_run()?;
+        self.check_workload()?;
         for (i, f) in self.failures.iter().enumerate() {
             check_failure(&format!("failures[{i}]"), f)?;
         }
@@ -722,19 +610,6 @@ impl Scenario {
             for (i, f) in set.failures.iter().enumerate() {
                 check_failure(&format!("sweep.failure_sets[{si}].failures[{i}]"), f)?;
             }
-        }
-        let r = &self.run;
-        if !(r.limit_us > 0.0 && r.bin_us > 0.0 && r.settle_us >= 0.0) {
-            return Err(ScenarioError::new(
-                "run.limit_us",
-                "limit_us and bin_us must be positive, settle_us >= 0",
-            ));
-        }
-        if r.limit_us / r.bin_us > 1e6 {
-            return Err(ScenarioError::new(
-                "run.bin_us",
-                "more than a million bins; use a larger bin_us",
-            ));
         }
         for (i, th) in self.validate.iter().enumerate() {
             if !crate::report::METRICS.iter().any(|(m, _)| *m == th.metric) {
@@ -754,22 +629,271 @@ impl Scenario {
                     "give min, max or both",
                 ));
             }
+            for (f, v) in [("min", th.min), ("max", th.max)] {
+                if v.is_some_and(|x| !x.is_finite()) {
+                    return Err(ScenarioError::new(
+                        format!("validate[{i}].{f}"),
+                        "must be a finite number; leave it out for no bound on this side",
+                    ));
+                }
+            }
+            if let (Some(a), Some(b)) = (th.min, th.max)
+                && a > b
+            {
+                return Err(ScenarioError::new(
+                    format!("validate[{i}].min"),
+                    format!("min {a} is above max {b}; no value could pass"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_topology(&self) -> Result<(), ScenarioError> {
+        let t = &self.topology;
+        if !(1..=16).contains(&t.planes) {
+            return Err(ScenarioError::new(
+                "topology.planes",
+                format!("{} planes; use 1..=16", t.planes),
+            ));
+        }
+        let counts: &[(&str, u32)] = match t.kind {
+            TopoKind::TwoTier => &[("hosts_per_t0", t.hosts_per_t0), ("t0", t.t0), ("t1", t.t1)],
+            TopoKind::ThreeTier => &[
+                ("hosts_per_t0", t.hosts_per_t0),
+                ("t0", t.t0),
+                ("t1", t.t1),
+                ("pods", t.pods),
+                ("t2_per_t1", t.t2_per_t1),
+            ],
+            TopoKind::Htsim => &[],
+        };
+        for &(f, v) in counts {
+            if !(1..=MAX_COUNT).contains(&v) {
+                return Err(ScenarioError::new(
+                    format!("topology.{f}"),
+                    format!(
+                        "{v}; use 1..={MAX_COUNT} for kind = \"{}\" (a switch has at most {MAX_COUNT} ports a side)",
+                        t.kind.name()
+                    ),
+                ));
+            }
+        }
+        if t.kind == TopoKind::Htsim && t.file.is_none() {
+            return Err(ScenarioError::new(
+                "topology.file",
+                "kind = \"htsim\" needs file = \"path/to/x.topo\"",
+            ));
+        }
+        for (f, l) in [
+            ("topology.host_link", &t.host_link),
+            ("topology.t0_t1_link", &t.t0_t1_link),
+            ("topology.t1_t2_link", &t.t1_t2_link),
+        ] {
+            l.check(f)?;
+        }
+        let q = &t.queue;
+        if !(0.0..=1.0).contains(&q.ecn_kmin) || !(q.ecn_kmin..=1.0).contains(&q.ecn_kmax) {
+            return Err(ScenarioError::new(
+                "topology.queue.ecn_kmin",
+                "need 0 <= ecn_kmin <= ecn_kmax <= 1 (fractions of the buffer)",
+            ));
+        }
+        if !(q.buffer_bdp > 0.0 && q.buffer_bdp <= 1000.0) {
+            return Err(ScenarioError::new(
+                "topology.queue.buffer_bdp",
+                "must be in (0, 1000]",
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_transport(&self) -> Result<(), ScenarioError> {
+        let tr = &self.transport;
+        if !(256..=65000).contains(&tr.mtu) {
+            return Err(ScenarioError::new(
+                "transport.mtu",
+                format!("{} payload bytes; use 256..=65000", tr.mtu),
+            ));
+        }
+        if tr.frame_overhead > MAX_FRAME_OVERHEAD {
+            return Err(ScenarioError::new(
+                "transport.frame_overhead",
+                format!(
+                    "{} bytes; use 0..={MAX_FRAME_OVERHEAD} (Ethernet + IPv6 + UDP + FCS is 66)",
+                    tr.frame_overhead
+                ),
+            ));
+        }
+        let evs = |v: u16| u32::from(v) * u32::from(self.topology.planes);
+        if let Some(e) = tr.evs_per_plane
+            && !(1..=MAX_EVS_PER_QP).contains(&evs(e))
+        {
+            return Err(ScenarioError::new(
+                "transport.evs_per_plane",
+                format!(
+                    "{e}; use at least 1 (or leave it out for one per path), and at most {MAX_EVS_PER_QP} EVs over all planes"
+                ),
+            ));
+        }
+        let active = tr.evs_per_plane.unwrap_or(0);
+        if evs(active).saturating_add(evs(tr.backup_evs_per_plane)) > MAX_EVS_PER_QP {
+            return Err(ScenarioError::new(
+                "transport.backup_evs_per_plane",
+                format!(
+                    "{}; (evs_per_plane + backup_evs_per_plane) x planes must be at most {MAX_EVS_PER_QP}",
+                    tr.backup_evs_per_plane
+                ),
+            ));
+        }
+        for (f, v, max) in [
+            ("base_rtt_ns", tr.base_rtt_ns, MAX_RTT_NS),
+            ("reorder_ns", tr.reorder_ns, MAX_RTT_NS),
+        ] {
+            if let Some(v) = v
+                && !(1..=max).contains(&v)
+            {
+                return Err(ScenarioError::new(
+                    format!("transport.{f}"),
+                    format!("{v} ns; use 1..={max} (or leave it out for the computed default)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_run(&self) -> Result<(), ScenarioError> {
+        let r = &self.run;
+        time_in("run.limit_us", r.limit_us, f64::MIN_POSITIVE, MAX_TIME_US)?;
+        time_in("run.bin_us", r.bin_us, f64::MIN_POSITIVE, MAX_TIME_US)?;
+        time_in("run.settle_us", r.settle_us, 0.0, MAX_TIME_US)?;
+        if r.limit_us / r.bin_us > 1e6 {
+            return Err(ScenarioError::new(
+                "run.bin_us",
+                "more than a million bins; use a larger bin_us",
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_workload(&self) -> Result<(), ScenarioError> {
+        let w = &self.workload;
+        if w.kind != WorkloadKind::Htsim && !(1..=MAX_TRANSFER).contains(&w.bytes) {
+            return Err(ScenarioError::new(
+                "workload.bytes",
+                format!(
+                    "{} bytes; use 1..={MAX_TRANSFER}: bytes per transfer (or per all-reduce)",
+                    w.bytes
+                ),
+            ));
+        }
+        if let Some(v) = w.victim
+            && !(1..=MAX_TRANSFER).contains(&v.bytes)
+        {
+            return Err(ScenarioError::new(
+                "workload.victim.bytes",
+                format!("{} bytes; use 1..={MAX_TRANSFER}", v.bytes),
+            ));
+        }
+        if w.kind == WorkloadKind::Htsim && w.file.is_none() {
+            return Err(ScenarioError::new(
+                "workload.file",
+                "kind = \"htsim\" needs file = \"path/to/x.cm\"",
+            ));
+        }
+        if w.kind == WorkloadKind::Incast && w.senders == 0 && w.sources.is_none() {
+            return Err(ScenarioError::new(
+                "workload.senders",
+                "an incast needs senders = N (hosts 1..=N) or sources = [..]",
+            ));
+        }
+        time_in("workload.start_us", w.start_us, 0.0, MAX_TIME_US)?;
+        time_in("workload.compute_us", w.compute_us, 0.0, MAX_TIME_US)?;
+        Ok(())
+    }
+}
+
+/// Largest switch count per tier, hosts per T0 and pods: a switch has at most this many ports a side.
+pub const MAX_COUNT: u32 = 65_536;
+/// Largest link or switch latency, ns (1 s).
+pub const MAX_LATENCY_NS: u64 = 1_000_000_000;
+/// Largest output buffer, bytes (1 TiB).
+pub const MAX_BUFFER_BYTES: u64 = 1 << 40;
+/// Largest link rate, Gbit/s.
+pub const MAX_GBPS: f64 = 100_000.0;
+/// Largest simulated time of any field, µs (1000 s: picoseconds stay far inside 64 bits).
+pub const MAX_TIME_US: f64 = 1e9;
+/// Largest base RTT or reorder window, ns (1 s).
+pub const MAX_RTT_NS: u64 = 1_000_000_000;
+/// Largest per-packet wire overhead besides the MRC datagram, bytes.
+pub const MAX_FRAME_OVERHEAD: u32 = 1024;
+/// Most EVs one QP may have (active and backup over all planes; the engine's limit).
+pub const MAX_EVS_PER_QP: u32 = 4096;
+/// Largest transfer (one RDMA message).
+pub const MAX_TRANSFER: u64 = (1 << 32) - 1;
+
+/// A time in µs must be a finite number in `[lo, hi]`.
+fn time_in(field: &str, v: f64, lo: f64, hi: f64) -> Result<(), ScenarioError> {
+    if v.is_finite() && v >= lo && v <= hi {
+        return Ok(());
+    }
+    let low = if lo > 0.0 { "> 0" } else { ">= 0" };
+    Err(ScenarioError::new(
+        field,
+        format!("{v} us; use a finite time {low} and at most {hi:e} us"),
+    ))
+}
+
+impl LinkCfg {
+    fn check(&self, f: &str) -> Result<(), ScenarioError> {
+        if !(self.gbps > 0.0 && self.gbps <= MAX_GBPS) {
+            return Err(ScenarioError::new(
+                format!("{f}.gbps"),
+                format!("{} Gbit/s; use a rate in (0, {MAX_GBPS}]", self.gbps),
+            ));
+        }
+        if self.latency_ns > MAX_LATENCY_NS {
+            return Err(ScenarioError::new(
+                format!("{f}.latency_ns"),
+                format!(
+                    "{} ns; use 0..={MAX_LATENCY_NS} (propagation plus switch latency, e.g. 1000)",
+                    self.latency_ns
+                ),
+            ));
+        }
+        if let Some(b) = self.buffer_bytes
+            && !(1..=MAX_BUFFER_BYTES).contains(&b)
+        {
+            return Err(ScenarioError::new(
+                format!("{f}.buffer_bytes"),
+                format!("{b} bytes; use 1..={MAX_BUFFER_BYTES} (or leave it out for 1 BDP)"),
+            ));
         }
         Ok(())
     }
 }
 
-fn check_failure(at: &str, f: &FailureCfg) -> Result<(), ScenarioError> {
-    if f.at_us.is_nan() || f.at_us < 0.0 {
-        return Err(ScenarioError::new(format!("{at}.at_us"), "must be >= 0"));
+impl TopoKind {
+    /// The name used in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TwoTier => "two_tier",
+            Self::ThreeTier => "three_tier",
+            Self::Htsim => "htsim",
+        }
     }
-    if let Some(u) = f.until_us
-        && (u.is_nan() || u <= f.at_us)
-    {
-        return Err(ScenarioError::new(
-            format!("{at}.until_us"),
-            "must be later than at_us",
-        ));
+}
+
+fn check_failure(at: &str, f: &FailureCfg) -> Result<(), ScenarioError> {
+    time_in(&format!("{at}.at_us"), f.at_us, 0.0, MAX_TIME_US)?;
+    if let Some(u) = f.until_us {
+        time_in(&format!("{at}.until_us"), u, 0.0, MAX_TIME_US)?;
+        if u <= f.at_us {
+            return Err(ScenarioError::new(
+                format!("{at}.until_us"),
+                format!("{u} us is not later than at_us = {} us", f.at_us),
+            ));
+        }
     }
     let need = |ok: bool, field: &str, what: &str| {
         if ok {
@@ -790,9 +914,10 @@ fn check_failure(at: &str, f: &FailureCfg) -> Result<(), ScenarioError> {
         FailureKind::LinkFlap => {
             need(f.link.is_some(), "link", "needs link = { tier = ..., ... }")?;
             need(
-                f.period_us.is_some_and(|p| p > 0.0),
+                f.period_us
+                    .is_some_and(|p| p.is_finite() && p > 0.0 && p <= MAX_TIME_US),
                 "period_us",
-                "needs a positive period_us",
+                "needs a positive, finite period_us",
             )?;
             need(
                 f.duty.is_some_and(|d| d > 0.0 && d < 1.0),

@@ -91,7 +91,82 @@ pub struct Shape {
     pub hpt0: u32,
 }
 
+/// Element counts of a shape, computed with checked arithmetic: every node and port index fits in a `u32`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// Hosts.
+    pub hosts: u32,
+    /// Switches over all planes.
+    pub switches: u32,
+    /// Directed ports (two per link).
+    pub ports: u32,
+}
+
+/// Most nodes (hosts and switches) a topology may have.
+pub const MAX_NODES: u64 = (u32::MAX / 4) as u64;
+/// Most directed ports a topology may have (indices are `u32`, with `u32::MAX` as "none").
+pub const MAX_PORTS: u64 = (u32::MAX - 1) as u64;
+
 impl Shape {
+    /// Counts hosts, switches and ports without overflow; refuses shapes whose indices would not fit.
+    pub fn sizes(&self) -> Result<Sizes, ScenarioError> {
+        let too_big = |what: &str| {
+            ScenarioError::new(
+                "topology",
+                format!(
+                    "{what} overflows 64 bits: {} planes x {} pods x {} T0 x {} hosts per T0, {} T1, {} T2 per T1; \
+                     use smaller counts",
+                    self.planes, self.pods, self.t0, self.hpt0, self.t1, self.t2_per_t1
+                ),
+            )
+        };
+        // Products and sums in u64, any overflow refused.
+        let prod = |xs: &[u32]| {
+            xs.iter()
+                .try_fold(1u64, |acc, &x| acc.checked_mul(u64::from(x)))
+        };
+        let sum = |xs: &[Option<u64>]| {
+            xs.iter()
+                .try_fold(0u64, |acc, &x| x.and_then(|x| acc.checked_add(x)))
+        };
+        let (p, pods) = (self.planes, self.pods);
+        let hosts = prod(&[pods, self.t0, self.hpt0]).ok_or_else(|| too_big("the host count"))?;
+        let switches = sum(&[
+            prod(&[p, pods, self.t0]),
+            prod(&[p, pods, self.t1]),
+            prod(&[p, self.t1, self.t2_per_t1]),
+        ])
+        .ok_or_else(|| too_big("the switch count"))?;
+        let nodes = sum(&[Some(hosts), Some(switches)]).ok_or_else(|| too_big("the node count"))?;
+        // Two directed ports per link: host-T0, T0-T1 and T1-T2 links of every plane.
+        let ports = sum(&[
+            prod(&[2, p, pods, self.t0, self.hpt0]),
+            prod(&[2, p, pods, self.t0, self.t1]),
+            prod(&[2, p, pods, self.t1, self.t2_per_t1]),
+        ])
+        .ok_or_else(|| too_big("the port count"))?;
+        if hosts < 2 {
+            return Err(ScenarioError::new(
+                "topology",
+                format!("{hosts} hosts; a fabric needs at least 2"),
+            ));
+        }
+        if nodes > MAX_NODES || ports > MAX_PORTS {
+            return Err(ScenarioError::new(
+                "topology",
+                format!(
+                    "{hosts} hosts, {nodes} nodes and {ports} directed ports; the simulator indexes at most \
+                     {MAX_NODES} nodes and {MAX_PORTS} ports: use fewer hosts, switches or planes"
+                ),
+            ));
+        }
+        Ok(Sizes {
+            hosts: hosts as u32,
+            switches: switches as u32,
+            ports: ports as u32,
+        })
+    }
+
     /// Hosts.
     pub fn hosts(&self) -> u32 {
         self.pods * self.t0 * self.hpt0
@@ -192,17 +267,20 @@ impl Topology {
                 (s, l)
             }
         };
-        let hosts = u64::from(shape.pods) * u64::from(shape.t0) * u64::from(shape.hpt0);
-        let nodes = hosts + u64::from(shape.planes) * u64::from(shape.switches_per_plane());
-        if hosts < 2 || nodes > u64::from(u32::MAX / 4) {
-            return Err(ScenarioError::new(
-                "topology",
-                format!(
-                    "{hosts} hosts and {nodes} nodes; need at least 2 hosts and fewer than 1e9 nodes"
-                ),
-            ));
+        let sizes = shape.sizes()?;
+        for (f, l) in ["host_link", "t0_t1_link", "t1_t2_link"].iter().zip(&links) {
+            if l.latency_ns > crate::scenario::MAX_LATENCY_NS {
+                return Err(ScenarioError::new(
+                    format!("topology.{f}.latency_ns"),
+                    format!(
+                        "{} ns; use 0..={}",
+                        l.latency_ns,
+                        crate::scenario::MAX_LATENCY_NS
+                    ),
+                ));
+            }
         }
-        let hosts = hosts as u32;
+        let hosts = sizes.hosts;
         let host_rate = bps(&links[0]);
         let tiers = shape.tiers();
         let max_hops = if tiers == 3 { 6 } else { 4 };
@@ -219,7 +297,7 @@ impl Topology {
             l.buffer_bytes
                 .unwrap_or(((bdp * q.buffer_bdp) as u64).max(2 * frame))
         };
-        let mut ports: Vec<PortSpec> = Vec::new();
+        let mut ports: Vec<PortSpec> = Vec::with_capacity(sizes.ports as usize);
         let planes = shape.planes;
         let sw_pp = shape.switches_per_plane();
         let t0_node = |p: u32, pod: u32, a: u32| hosts + p * sw_pp + pod * shape.t0 + a;
@@ -754,6 +832,20 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Issue 10.3: `t0 + t1` wrapped in u32, the size guard passed and the port arrays ate all memory.
+    #[test]
+    fn sizes_that_overflow_are_refused_before_allocating() {
+        let mut c = cfg(TopoKind::TwoTier);
+        (c.hosts_per_t0, c.t0, c.t1) = (2, 1, u32::MAX);
+        let e = Topology::build(&c, 4200).unwrap_err();
+        assert_eq!(e.field, "topology");
+        assert!(e.problem.contains("ports"), "{e}");
+        let mut c = cfg(TopoKind::ThreeTier);
+        (c.pods, c.t0, c.hosts_per_t0, c.planes) = (u32::MAX, u32::MAX, u32::MAX, 16);
+        let e = Topology::build(&c, 4200).unwrap_err();
+        assert!(e.problem.contains("overflows"), "{e}");
     }
 
     #[test]

@@ -44,8 +44,7 @@ fn us_to_ps(us: f64) -> u64 {
     (us * 1e6).round() as u64
 }
 
-/// Largest transfer (one RDMA message).
-pub const MAX_TRANSFER: u64 = (1 << 32) - 1;
+pub use crate::scenario::MAX_TRANSFER;
 
 /// Builds the transfers of a workload on `hosts` hosts.
 pub fn build(w: &WorkloadCfg, hosts: u32, seed: u64) -> Result<Vec<Transfer>, ScenarioError> {
