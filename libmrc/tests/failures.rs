@@ -314,6 +314,13 @@ fn stragglers_of_a_slow_plane_are_sacked_so_only_holes_are_resent() {
     );
 }
 
+/// Runs one posted operation to its completion and checks it.
+fn finish(net: &mut testing::Net, p: &Posted, limit: Instant) {
+    let (ok, seen) = run_to_completion(net, std::slice::from_ref(p), limit);
+    assert!(ok, "not complete by {limit:?}");
+    check(net, std::slice::from_ref(p), &seen).unwrap();
+}
+
 fn retired_on(net: &testing::Net, qa: u32, plane: u8) -> usize {
     net.nodes[A]
         .ep
@@ -339,13 +346,7 @@ fn peer_port_down_resends_what_was_in_flight_to_it_at_once() {
         told,
         "A never resent what it had in flight to B's dead port"
     );
-    let (ok, seen) = run_to_completion(
-        &mut net,
-        std::slice::from_ref(&p),
-        t0 + Duration::from_secs(1),
-    );
-    assert!(ok);
-    check(&net, std::slice::from_ref(&p), &seen).unwrap();
+    finish(&mut net, &p, t0 + Duration::from_secs(1));
     let s = net.nodes[A].ep.qp_stats(qa).unwrap();
     println!("{s:?}");
     assert_eq!(
@@ -369,13 +370,7 @@ fn local_port_down_resends_its_flight_at_once() {
     net.run_until(t0 + us(30) + Duration::from_nanos(1), |_| false);
     let s = net.nodes[A].ep.qp_stats(qa).unwrap();
     assert!(s.losses_plane > 0, "nothing presumed lost: {s:?}");
-    let (ok, seen) = run_to_completion(
-        &mut net,
-        std::slice::from_ref(&p),
-        t0 + Duration::from_secs(1),
-    );
-    assert!(ok);
-    check(&net, std::slice::from_ref(&p), &seen).unwrap();
+    finish(&mut net, &p, t0 + Duration::from_secs(1));
     assert_eq!(retired_on(&net, qa, 2), 0);
 }
 
@@ -390,13 +385,7 @@ fn a_tail_lost_to_a_silent_plane_keeps_the_window() {
     let t0 = net.now();
     // 1 MiB over 8 x 100 Gbit/s takes about 10.5 us to send: kill plane 3 under the last microseconds.
     net.schedule(t0 + us(8), Fault::PlaneDown(3));
-    let (ok, seen) = run_to_completion(
-        &mut net,
-        std::slice::from_ref(&p),
-        t0 + Duration::from_millis(10),
-    );
-    assert!(ok);
-    check(&net, std::slice::from_ref(&p), &seen).unwrap();
+    finish(&mut net, &p, t0 + Duration::from_millis(10));
     let took = net.now() - t0;
     let s = net.nodes[A].ep.qp_stats(qa).unwrap();
     let (_, window, _) = net.nodes[A].ep.qp_transport(qa).unwrap();
