@@ -7,71 +7,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::scenario::{FailureKind, LinkTier, Scenario};
+use crate::scenario::{FailureCfg, FailureKind, Scenario};
 use crate::sim::{Counters, Outcome};
 use crate::topo::PortKind;
 use crate::workload::Transfer;
-
-/// Metrics a scenario can put thresholds on, with what they mean.
-pub const METRICS: &[(&str, &str)] = &[
-    (
-        "jct_us",
-        "time from the first transfer start to the last completion, µs",
-    ),
-    (
-        "jct_slowdown",
-        "jct / jct of the same scenario without failures − 1",
-    ),
-    ("fct_p50_us", "median transfer completion time, µs"),
-    ("fct_p99_us", "99th percentile transfer completion time, µs"),
-    ("fct_max_us", "longest transfer completion time, µs"),
-    ("goodput_gbps", "payload bytes placed / jct, Gbit/s"),
-    (
-        "affected_throughput_fraction",
-        "transfers of hosts with a failed NIC port, running when it failed: baseline time / time",
-    ),
-    (
-        "late_goodput_fraction",
-        "goodput from settle_us after the first failure to 90% of the shorter job, over the baseline's",
-    ),
-    (
-        "waste_fraction",
-        "1 − payload placed / payload sent (retransmissions and discards)",
-    ),
-    (
-        "retransmit_fraction",
-        "retransmitted data packets / data packets sent",
-    ),
-    (
-        "victim_slowdown",
-        "victim completion time / its time alone − 1",
-    ),
-    (
-        "lasting_data_drops",
-        "data packets lost at failed parts later than settle_us after the last failure",
-    ),
-    ("ev_retirements", "EVs retired (ASSUMED_BAD)"),
-    ("ev_recoveries", "EVs restored by probes"),
-    ("trimmed_pkts", "packets trimmed by switches"),
-    (
-        "unfinished_transfers",
-        "transfers not complete at the time limit",
-    ),
-    ("failed_transfers", "transfers completed with an error"),
-    ("qp_errors", "QPs that went to the error state"),
-    (
-        "placement_errors",
-        "payload written elsewhere than it was read from (must be 0)",
-    ),
-    (
-        "failed_link_crossings",
-        "packets that crossed a link after it failed (must be 0)",
-    ),
-    (
-        "conservation_error",
-        "|sent − delivered − dropped − trimmed − in flight| in bytes plus packets (must be 0)",
-    ),
-];
 
 /// Transfer completion time statistics in µs.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -220,6 +159,8 @@ pub struct Report {
     pub hosts: u32,
     /// Planes.
     pub planes: u32,
+    /// Unloaded RTT of the longest path (a full frame out, an ack back), µs.
+    pub base_rtt_us: f64,
     /// Transfers.
     pub transfers: usize,
     /// The run with failures.
@@ -232,14 +173,76 @@ pub struct Report {
     pub metrics: BTreeMap<String, f64>,
     /// Threshold verdicts.
     pub checks: Vec<Verdict>,
+    /// Per transfer: (src, dst, bytes).
+    #[serde(skip)]
+    pub flows: Vec<(u32, u32, u64)>,
+    /// Files the scenario imports: (where they are, the name of their copy beside the echoed scenario).
+    #[serde(skip)]
+    pub imports: Vec<(std::path::PathBuf, String)>,
+}
+
+/// The planes a failure touches (`None`: every plane).
+fn planes_touched(f: &FailureCfg) -> Option<u8> {
+    match f.kind {
+        FailureKind::SwitchDown | FailureKind::SwitchUp => {
+            Some(f.switch.and_then(|s| s.plane).unwrap_or(0))
+        }
+        FailureKind::PlaneDown | FailureKind::NicPortDown => f.plane,
+        _ => f.link.and_then(|l| l.plane),
+    }
+}
+
+/// Time bins inside a failure window, while payload was still being placed (between the run's first and last
+/// placement), in which a plane no failure touches placed nothing: one plane's failure stalling the others.
+fn stalled_plane_bins(s: &Scenario, run: &RunSummary, planes: u32) -> u64 {
+    let mut touched = vec![false; planes as usize];
+    for f in &s.failures {
+        match planes_touched(f) {
+            Some(p) => {
+                if let Some(t) = touched.get_mut(usize::from(p)) {
+                    *t = true;
+                }
+            }
+            None => return 0,
+        }
+    }
+    let busy = |row: &Vec<f64>| row.iter().any(|&g| g > 0.0);
+    let (Some(first), Some(last)) = (
+        run.goodput_gbps.iter().position(busy),
+        run.goodput_gbps.iter().rposition(busy),
+    ) else {
+        return 0;
+    };
+    let mut stalled = std::collections::BTreeSet::new();
+    for f in &s.failures {
+        let from = ((f.at_us / run.bin_us).ceil() as usize).max(first);
+        let to = f
+            .until_us
+            .map_or(usize::MAX, |u| (u / run.bin_us).floor() as usize)
+            .min(last);
+        for b in from..to {
+            let row = &run.goodput_gbps[b];
+            for p in (0..planes as usize).filter(|&p| !touched[p]) {
+                if row.get(p).copied().unwrap_or(0.0) == 0.0 {
+                    stalled.insert((b, p));
+                }
+            }
+        }
+    }
+    stalled.len() as u64
 }
 
 impl Report {
     /// Computes metrics and verdicts.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call site; the parts of a finished run"
+    )]
     pub fn new(
         s: &Scenario,
         hosts: u32,
         planes: u32,
+        base_rtt_us: f64,
         xfers: &[Transfer],
         run: RunSummary,
         baseline: Option<RunSummary>,
@@ -259,18 +262,11 @@ impl Report {
             run.placed_bytes as f64 * 8.0 / (run.jct_us * 1e3).max(1e-9),
         );
         // Hosts with a failed NIC port, and when.
-        let mut affected: Vec<(u32, f64)> = Vec::new();
-        for f in &s.failures {
-            match (f.kind, f.host, f.link) {
-                (FailureKind::NicPortDown, Some(h), _) => affected.push((h, f.at_us)),
-                (FailureKind::LinkDown | FailureKind::LinkFlap, _, Some(l))
-                    if l.tier == LinkTier::Host && l.host.is_some() =>
-                {
-                    affected.push((l.host.unwrap_or(0), f.at_us));
-                }
-                _ => {}
-            }
-        }
+        let affected: Vec<(u32, f64)> = s
+            .failures
+            .iter()
+            .filter_map(|f| f.failed_nic_host().map(|h| (h, f.at_us)))
+            .collect();
         if let (Some(b), false) = (&baseline, affected.is_empty()) {
             let (mut tb, mut tf) = (0.0, 0.0);
             for (i, t) in xfers.iter().enumerate() {
@@ -308,6 +304,12 @@ impl Report {
             if let (Some(x), Some(y)) = (mean(&run), mean(b)) {
                 m.insert("late_goodput_fraction".into(), x / y);
             }
+        }
+        if !s.failures.is_empty() {
+            m.insert(
+                "stalled_plane_bins".into(),
+                stalled_plane_bins(s, &run, planes) as f64,
+            );
         }
         m.insert(
             "waste_fraction".into(),
@@ -374,18 +376,42 @@ impl Report {
                 }
             })
             .collect();
+        // The echo names imported files by the copies written beside it, so it replays from its folder.
+        let mut scenario = s.clone();
+        let mut imports = Vec::new();
+        for (kind, file) in [
+            ("topology", &mut scenario.topology.file),
+            ("workload", &mut scenario.workload.file),
+        ] {
+            if let Some(f) = file {
+                let base = f
+                    .file_name()
+                    .map_or_else(|| kind.to_string(), |n| n.to_string_lossy().into_owned());
+                let name = if imports.iter().any(|(_, n): &(_, String)| *n == base) {
+                    format!("{kind}-{base}")
+                } else {
+                    base
+                };
+                imports.push((s.resolve(f), name.clone()));
+                *f = name.into();
+            }
+        }
+        scenario.base_dir = None;
         Self {
             name: s.name.clone(),
             seed: s.seed,
-            scenario: s.clone(),
+            scenario,
             hosts,
             planes,
+            base_rtt_us,
             transfers: xfers.len(),
             run,
             baseline,
             victim_alone,
             metrics: m,
             checks,
+            flows: xfers.iter().map(|t| (t.src, t.dst, t.bytes)).collect(),
+            imports,
         }
     }
 
@@ -528,12 +554,13 @@ impl Report {
             dir.join("scenario.toml"),
             toml::to_string(&self.scenario).unwrap_or_default(),
         )?;
+        for (from, name) in &self.imports {
+            std::fs::copy(from, dir.join(name))?;
+        }
         let r = &self.run;
         let mut f = String::from("transfer,src,dst,bytes,start_us,end_us,fct_us\n");
-        let xs = crate::workload::build(&self.scenario.workload, self.hosts, self.seed)
-            .unwrap_or_default();
         for (i, (s, e)) in r.times_us.iter().enumerate() {
-            let (src, dst, b) = xs.get(i).map_or((0, 0, 0), |t| (t.src, t.dst, t.bytes));
+            let (src, dst, b) = self.flows.get(i).copied().unwrap_or((0, 0, 0));
             let fct = if *e >= 0.0 { e - s } else { -1.0 };
             let _ = writeln!(f, "{i},{src},{dst},{b},{s:.4},{e:.4},{fct:.4}");
         }
