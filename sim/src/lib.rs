@@ -3,6 +3,7 @@
 
 pub mod metrics;
 pub mod plan;
+pub mod plots;
 pub mod queue;
 pub mod report;
 pub mod run;
