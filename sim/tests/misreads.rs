@@ -390,3 +390,25 @@ fn htsim_import_refuses_unknown_syntax_and_replays() {
         );
     }
 }
+
+/// The scenario echoed beside every result loads again to the same scenario (what replay relies on), for every
+/// scenario shipped.
+#[test]
+fn every_shipped_scenario_round_trips_through_its_echo() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        let p = e.path();
+        if p.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let mut s = Scenario::load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let again =
+            Scenario::parse(&s.to_toml()).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        s.base_dir = None;
+        assert_eq!(s, again, "{}", p.display());
+        Plan::new(&s).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        n += 1;
+    }
+    assert!(n >= 10);
+}
