@@ -2,6 +2,7 @@
 //! under failures, for network planners. See `sim/README.md` for the model.
 
 pub mod metrics;
+pub mod output;
 pub mod plan;
 pub mod plots;
 pub mod queue;

@@ -58,6 +58,13 @@ pub struct Plan {
     pub memory: MemoryEstimate,
 }
 
+/// Wire bytes of a full data packet.
+pub fn frame_bytes(s: &Scenario) -> u64 {
+    u64::from(s.transport.mtu + s.transport.frame_overhead)
+        + mrc::wire::MAX_DATA_HEADER_LEN as u64
+        + 4
+}
+
 fn read(s: &Scenario, field: &str, f: &std::path::Path) -> Result<String, ScenarioError> {
     let path = s.resolve(f);
     std::fs::read_to_string(&path)
@@ -148,7 +155,7 @@ impl Plan {
     /// Expected peak resident memory of one run of `s` (with its baseline, which runs first and is freed).
     fn estimate(&self, s: &Scenario) -> MemoryEstimate {
         let z = &self.sizes;
-        let frame = crate::run::frame_bytes(s);
+        let frame = frame_bytes(s);
         let mtu = u64::from(s.transport.mtu);
         let rtt = topo::base_rtt_ps(&self.shape, &self.links, frame);
         let host_bps = self.links[0].rate_bps * u64::from(self.shape.planes);

@@ -1,7 +1,7 @@
 //! Running a scenario: build the topology and workload, expand failures into timed actions, run the
 //! failed scenario and (optionally) its healthy baseline and the incast victim alone.
 
-use crate::plan::Plan;
+use crate::plan::{Plan, frame_bytes};
 use crate::report::{Report, RunSummary};
 use crate::scenario::{
     Direction, FailureCfg, FailureKind, LinkRef, LinkTier, Scenario, ScenarioError,
@@ -12,13 +12,6 @@ use crate::workload::{self, Transfer, Workload};
 
 fn ps(us: f64) -> u64 {
     (us * 1e6).round() as u64
-}
-
-/// Wire bytes of a full data packet.
-pub fn frame_bytes(s: &Scenario) -> u64 {
-    u64::from(s.transport.mtu + s.transport.frame_overhead)
-        + mrc::wire::MAX_DATA_HEADER_LEN as u64
-        + 4
 }
 
 /// Turns failures into timed actions, checking every reference against the topology.
