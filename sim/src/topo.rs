@@ -709,7 +709,7 @@ impl Topology {
 }
 
 /// Keys of an htsim `.topo` file's `Tier N` sections.
-const TOPO_TIER_KEYS: [&str; 9] = [
+pub const TOPO_TIER_KEYS: [&str; 9] = [
     "downlink_speed_gbps",
     "radix_up",
     "radix_down",
