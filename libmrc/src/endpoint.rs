@@ -810,6 +810,10 @@ impl Endpoint {
         for slot in 0..self.qps.len() {
             if let Some(qp) = self.qps[slot].as_mut() {
                 qp.paths.set_local_port(usize::from(port), up);
+                if !up {
+                    // spec: PATH-PLANE-1
+                    qp.presume_plane_lost(port);
+                }
                 self.after_qp(slot, now);
             }
         }
@@ -911,7 +915,11 @@ impl Endpoint {
                         if let Some(qp) = self.qps[slot].as_mut()
                             && qp.peer == Some(peer)
                         {
-                            qp.paths.set_remote_ports(r.port_mask);
+                            let down = qp.paths.set_remote_ports(r.port_mask);
+                            // spec: PATH-PLANE-1
+                            for plane in (0..32u8).filter(|p| down >> p & 1 == 1) {
+                                qp.presume_plane_lost(plane);
+                            }
                             self.after_qp(slot, now);
                         }
                     }

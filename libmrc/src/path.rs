@@ -915,13 +915,20 @@ impl PathSet {
         self.probe_deadline = Instant::ZERO;
     }
 
-    /// The peer reported which of its ports are up (bit p = plane p).
-    pub fn set_remote_ports(&mut self, mask: u32) {
+    /// The peer reported which of its ports are up (bit p = plane p). Returns the planes that this report
+    /// took down (bit p = plane p).
+    pub fn set_remote_ports(&mut self, mask: u32) -> u32 {
+        let mut went_down = 0;
         for (i, p) in self.planes.iter_mut().enumerate() {
-            p.remote_down = i < 32 && mask >> i & 1 == 0;
+            let down = i < 32 && mask >> i & 1 == 0;
+            if down && !p.remote_down {
+                went_down |= 1 << i;
+            }
+            p.remote_down = down;
             p.losses_since_delivery = 0;
         }
         self.probe_deadline = Instant::ZERO;
+        went_down
     }
 
     /// Operator action: deny or allow an EV. Returns whether the EV exists.

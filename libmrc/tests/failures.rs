@@ -313,3 +313,88 @@ fn stragglers_of_a_slow_plane_are_sacked_so_only_holes_are_resent() {
         a.tx_retransmits
     );
 }
+
+/// Runs one posted operation to its completion and checks it.
+fn finish(net: &mut testing::Net, p: &Posted, limit: Instant) {
+    let (ok, seen) = run_to_completion(net, std::slice::from_ref(p), limit);
+    assert!(ok, "not complete by {limit:?}");
+    check(net, std::slice::from_ref(p), &seen).unwrap();
+}
+
+fn retired_on(net: &testing::Net, qa: u32, plane: u8) -> usize {
+    net.nodes[A]
+        .ep
+        .ev_infos(qa)
+        .iter()
+        .filter(|e| e.plane == plane && e.state == EvState::AssumedBad)
+        .count()
+}
+
+/// PATH-PLANE-1: when the peer reports its port on a plane down, what A still has in flight to it on that plane
+/// is resent elsewhere at once: no packet of the dead port waits for a reorder window or an RTO, and no EV is
+/// retired for it (the packets were lost to a failure, not to a bad path).
+#[test]
+fn peer_port_down_resends_what_was_in_flight_to_it_at_once() {
+    let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 6, &qp_config(8));
+    let p = write(&mut net, qa, qb, 32 << 20, 1);
+    let t0 = net.now();
+    net.schedule(t0 + us(30), Fault::PortDown { node: B, plane: 2 });
+    let told = net.run_until(t0 + us(60), |n| {
+        n.nodes[A].ep.qp_stats(qa).unwrap().losses_plane > 0
+    });
+    assert!(
+        told,
+        "A never resent what it had in flight to B's dead port"
+    );
+    finish(&mut net, &p, t0 + Duration::from_secs(1));
+    let s = net.nodes[A].ep.qp_stats(qa).unwrap();
+    println!("{s:?}");
+    assert_eq!(
+        (s.losses_rack, s.losses_rto),
+        (0, 0),
+        "packets lost at B's dead port waited for a timer"
+    );
+    assert_eq!(retired_on(&net, qa, 2), 0, "EVs of plane 2 were retired");
+}
+
+/// PATH-PLANE-1 at the sender: a local port going down resends its flight at once, before any feedback.
+#[test]
+fn local_port_down_resends_its_flight_at_once() {
+    let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 7, &qp_config(8));
+    let p = write(&mut net, qa, qb, 32 << 20, 1);
+    let t0 = net.now();
+    net.run_until(t0 + us(30), |_| false);
+    let inflight_on_2 = net.nodes[A].ep.plane_stats(qa, 2).unwrap().tx_packets;
+    assert!(inflight_on_2 > 0);
+    net.schedule(t0 + us(30), Fault::PortDown { node: A, plane: 2 });
+    net.run_until(t0 + us(30) + Duration::from_nanos(1), |_| false);
+    let s = net.nodes[A].ep.qp_stats(qa).unwrap();
+    assert!(s.losses_plane > 0, "nothing presumed lost: {s:?}");
+    finish(&mut net, &p, t0 + Duration::from_secs(1));
+    assert_eq!(retired_on(&net, qa, 2), 0);
+}
+
+/// CC-QA-3: a plane that dies silently under the tail of a transfer leaves packets that only RTO can find
+/// (nothing is sent after them). When RTO declares them, the QP has heard nothing for a period; quick adapt
+/// must not read that silence as "the network carries nothing" and cut the window of all eight planes to one
+/// MTU (the tail then took several RTTs per handful of packets).
+#[test]
+fn a_tail_lost_to_a_silent_plane_keeps_the_window() {
+    let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 8, &qp_config(8));
+    let p = write(&mut net, qa, qb, 1 << 20, 1);
+    let t0 = net.now();
+    // 1 MiB over 8 x 100 Gbit/s takes about 10.5 us to send: kill plane 3 under the last microseconds.
+    net.schedule(t0 + us(8), Fault::PlaneDown(3));
+    finish(&mut net, &p, t0 + Duration::from_millis(10));
+    let took = net.now() - t0;
+    let s = net.nodes[A].ep.qp_stats(qa).unwrap();
+    let (_, window, _) = net.nodes[A].ep.qp_transport(qa).unwrap();
+    println!("done in {took:?}; window {window}; {s:?}");
+    assert!(s.losses_rto > 0, "the tail was not left to RTO: {s:?}");
+    assert!(
+        window >= 64 * 4096,
+        "the window collapsed to {window} B after the tail losses"
+    );
+    // RTO (4 x 10 us base RTT) after the last packets went out, then one round trip for the resent tail.
+    assert!(took < us(60), "took {took:?}");
+}

@@ -1,14 +1,20 @@
 //! `mrc-sim`: a discrete-event fabric simulator that runs the real `mrc` engine on multi-plane topologies
 //! under failures, for network planners. See `sim/README.md` for the model.
 
+pub mod metrics;
+pub mod output;
+pub mod plan;
+pub mod plots;
 pub mod queue;
 pub mod report;
 pub mod run;
 pub mod scenario;
 pub mod sim;
+pub mod sweep;
 pub mod topo;
 pub mod workload;
 
+pub use plan::Plan;
 pub use report::Report;
 pub use run::run_scenario;
 pub use scenario::{Scenario, ScenarioError};

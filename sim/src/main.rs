@@ -1,14 +1,18 @@
-//! The `mrc-sim` command line: run, validate, sweep (in parallel or as a Slurm job array) and list metrics.
+//! The `mrc-sim` command line: run, validate, sweep (in parallel or as a Slurm job array), merge shards and
+//! list metrics. Everything that can be checked before simulating is: the scenario, its references against
+//! the fabric, the memory it needs and the output folder.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use mrc_sim::report::METRICS;
-use mrc_sim::scenario::FailureSet;
+use mrc_sim::metrics::METRICS;
+use mrc_sim::plan::{self, Plan, human_bytes};
+use mrc_sim::sweep::{self, Item};
 use mrc_sim::{Report, Scenario, run_scenario};
 
 #[derive(Parser)]
@@ -22,13 +26,21 @@ struct Cli {
     cmd: Cmd,
 }
 
+#[derive(clap::Args, Clone)]
+struct Limits {
+    /// Refuse scenarios estimated to need more memory than this (e.g. 64G, 512M, 2Ti; default: the memory
+    /// this machine has available now).
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario and write report.json, summary.txt, CSVs and SVG plots.
     Run {
         /// Scenario file (TOML).
         scenario: PathBuf,
-        /// Output folder.
+        /// Output folder (created; must not be a file).
         #[arg(long, default_value = "sim-out")]
         out: PathBuf,
         /// Override the scenario's seed.
@@ -37,17 +49,22 @@ enum Cmd {
         /// Skip the healthy baseline (and victim-alone) runs.
         #[arg(long)]
         no_baseline: bool,
+        #[command(flatten)]
+        limits: Limits,
     },
-    /// Run scenarios and check the thresholds written in them; exits non-zero if any fails.
+    /// Run scenarios and check the thresholds written in them; exits 1 if any fails.
     Validate {
         /// Scenario files.
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
-        /// Also write each report under this folder.
+        /// Also write each report under this folder (one subfolder per scenario name).
         #[arg(long)]
         out: Option<PathBuf>,
+        #[command(flatten)]
+        limits: Limits,
     },
-    /// Run a scenario over seeds and/or failure sets in parallel; writes sweep.csv and one folder per run.
+    /// Run a scenario over seeds and/or failure sets in parallel; writes sweep.csv (or a shard of it) and one
+    /// folder per run, named by failure set and seed.
     Sweep {
         /// Scenario file.
         scenario: PathBuf,
@@ -57,32 +74,34 @@ enum Cmd {
         /// Output folder.
         #[arg(long, default_value = "sweep-out")]
         out: PathBuf,
-        /// Worker threads (default: all cores).
+        /// Worker threads (default: all cores, fewer if memory is short).
         #[arg(long)]
         jobs: Option<usize>,
-        /// Run only items with index % N == I (for a cluster job array), as `I/N`.
+        /// Run only items with index % N == I (for a cluster job array), as `I/N`; writes
+        /// sweep-shard-I-of-N.csv for `mrc-sim merge`.
         #[arg(long)]
         shard: Option<String>,
         /// Skip baselines.
         #[arg(long)]
         no_baseline: bool,
+        #[command(flatten)]
+        limits: Limits,
     },
-    /// Write a Slurm job-array script that spreads a sweep over N tasks (`sbatch` it).
-    Slurm {
-        /// Scenario file.
-        scenario: PathBuf,
-        /// Array tasks.
-        #[arg(long, default_value_t = 16)]
-        tasks: usize,
-        /// Seeds, as for `sweep`.
-        #[arg(long)]
-        seeds: Option<String>,
-        /// Output folder of the sweep.
-        #[arg(long, default_value = "sweep-out")]
-        out: PathBuf,
-        /// Where to write the script.
-        #[arg(long, default_value = "mrc-sim-sweep.sbatch")]
-        script: PathBuf,
+    /// Write a Slurm job-array script that spreads a sweep over N tasks; `sbatch` it, then `mrc-sim merge`.
+    Slurm(SlurmArgs),
+    /// Join the shard files of a sweep folder into sweep.csv; exits 1 if any run failed a check.
+    Merge {
+        /// The sweep's output folder.
+        dir: PathBuf,
+    },
+    /// Check scenarios without running them: every field, every reference against the fabric, and the
+    /// memory each would need.
+    Check {
+        /// Scenario files.
+        #[arg(required = true)]
+        scenarios: Vec<PathBuf>,
+        #[command(flatten)]
+        limits: Limits,
     },
     /// List the metrics thresholds can use.
     Metrics,
@@ -94,6 +113,58 @@ fn load(p: &Path, seed: Option<u64>) -> Result<Scenario, String> {
         s.seed = x;
     }
     Ok(s)
+}
+
+/// The memory a run may use: `--max-memory`, else what the machine has available.
+fn memory_limit(l: &Limits) -> Result<(u64, String), String> {
+    match &l.max_memory {
+        Some(m) => Ok((plan::parse_size(m)?, "given by --max-memory".into())),
+        None => Ok(match plan::available_memory() {
+            Some(b) => (b, "this machine has available".into()),
+            None => (u64::MAX, "(unknown on this system)".into()),
+        }),
+    }
+}
+
+/// Checks a scenario against the fabric and the memory limit before anything is built.
+fn plan_for(p: &Path, s: &Scenario, limit: &(u64, String)) -> Result<Plan, String> {
+    let plan = Plan::new(s).map_err(|e| format!("{}: {e}", p.display()))?;
+    plan.check_memory(s, limit.0, &limit.1)
+        .map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(plan)
+}
+
+/// Makes sure `dir` is (or can become) a writable folder, before any simulation starts.
+fn prepare_out(dir: &Path, flag: &str) -> Result<(), String> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!(
+            "{flag} {}: is a file, not a folder; give a folder (it is created if missing)",
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("{flag} {}: cannot create the folder: {e}", dir.display()))?;
+    let probe = dir.join(".mrc-sim-write-test");
+    std::fs::write(&probe, b"")
+        .and_then(|()| std::fs::remove_file(&probe))
+        .map_err(|e| format!("{flag} {}: cannot write into it: {e}", dir.display()))
+}
+
+fn refuse_baseline_metrics(s: &Scenario, flag: &str) -> Result<(), String> {
+    for (i, th) in s.validate.iter().enumerate() {
+        if mrc_sim::metrics::find(&th.metric).is_some_and(|m| {
+            !matches!(
+                m.needs,
+                mrc_sim::metrics::Needs::Run | mrc_sim::metrics::Needs::Failures
+            )
+        }) {
+            return Err(format!(
+                "{flag}: validate[{i}].metric `{}` needs the baseline run that {flag} skips; drop {flag}",
+                th.metric
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn bar(len: u64, msg: &str) -> ProgressBar {
@@ -109,86 +180,46 @@ fn bar(len: u64, msg: &str) -> ProgressBar {
     b
 }
 
-/// Runs one scenario with a progress bar over simulated time; prints speed to stderr (never to files).
-fn run_with_progress(s: &Scenario, baseline: bool) -> Result<Report, String> {
+/// Peak resident memory of this process so far (Linux), bytes.
+fn peak_rss() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
+    Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+}
+
+fn events(r: &Report) -> u64 {
+    r.run.counters.events
+        + r.baseline.as_ref().map_or(0, |b| b.counters.events)
+        + r.victim_alone.as_ref().map_or(0, |b| b.counters.events)
+}
+
+/// Runs one scenario with a progress bar over simulated time; prints speed and memory to stderr (never to
+/// files: reports hold no wall-clock values).
+fn run_with_progress(s: &Scenario, plan: &Plan, baseline: bool) -> Result<Report, String> {
     let limit = s.run.limit_us as u64;
     let pb = bar(limit, "simulating");
-    let t0 = std::time::Instant::now();
+    let t0 = Instant::now();
     let r = run_scenario(s, baseline, &mut |phase, ps| {
         pb.set_message(phase.to_string());
         pb.set_position(ps / 1_000_000);
+        true
     })
     .map_err(|e| e.to_string());
     pb.finish_and_clear();
     if let Ok(r) = &r {
         let wall = t0.elapsed().as_secs_f64();
-        let ev = r.run.counters.events
-            + r.baseline.as_ref().map_or(0, |b| b.counters.events)
-            + r.victim_alone.as_ref().map_or(0, |b| b.counters.events);
+        let ev = events(r);
         eprintln!(
-            "{}: wall {:.2} s, {} events, {:.2} M events/s",
+            "{}: wall {:.2} s, {} events, {:.2} M events/s, peak RSS {} (estimated {})",
             s.name,
             wall,
             ev,
-            ev as f64 / wall / 1e6
+            ev as f64 / wall / 1e6,
+            peak_rss().map_or("?".into(), human_bytes),
+            human_bytes(plan.memory.bytes)
         );
     }
     r
-}
-
-fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
-    let mut v = Vec::new();
-    for part in s.split(',') {
-        let part = part.trim();
-        if let Some((a, b)) = part.split_once('-') {
-            let (a, b): (u64, u64) = (
-                a.parse()
-                    .map_err(|_| format!("--seeds: bad number `{a}`"))?,
-                b.parse()
-                    .map_err(|_| format!("--seeds: bad number `{b}`"))?,
-            );
-            if b < a || b - a > 1_000_000 {
-                return Err("--seeds: use A-B with A <= B (at most a million)".into());
-            }
-            v.extend(a..=b);
-        } else {
-            v.push(
-                part.parse()
-                    .map_err(|_| format!("--seeds: bad number `{part}`; use e.g. 1-8 or 1,5,9"))?,
-            );
-        }
-    }
-    Ok(v)
-}
-
-fn parse_shard(s: &str) -> Result<(usize, usize), String> {
-    let err = || format!("--shard {s}: use I/N with 0 <= I < N");
-    let (i, n) = s.split_once('/').ok_or_else(err)?;
-    let (i, n): (usize, usize) = (i.parse().map_err(|_| err())?, n.parse().map_err(|_| err())?);
-    if n == 0 || i >= n {
-        return Err(err());
-    }
-    Ok((i, n))
-}
-
-fn sweep_items(
-    s: &Scenario,
-    seeds: Option<&str>,
-) -> Result<Vec<(u64, Option<FailureSet>)>, String> {
-    let seeds = match seeds {
-        Some(x) => parse_seeds(x)?,
-        None if !s.sweep.seeds.is_empty() => s.sweep.seeds.clone(),
-        None => vec![s.seed],
-    };
-    let sets: Vec<Option<FailureSet>> = if s.sweep.failure_sets.is_empty() {
-        vec![None]
-    } else {
-        s.sweep.failure_sets.iter().cloned().map(Some).collect()
-    };
-    Ok(sets
-        .iter()
-        .flat_map(|f| seeds.iter().map(move |&x| (x, f.clone())))
-        .collect())
 }
 
 fn main() -> ExitCode {
@@ -201,6 +232,24 @@ fn main() -> ExitCode {
     }
 }
 
+fn print_checks(r: &Report) {
+    for v in &r.checks {
+        println!(
+            "  {} {:<30} = {:<12.4} bounds [{}, {}]{}",
+            if v.pass { "PASS" } else { "FAIL" },
+            v.metric,
+            v.value,
+            v.min.map_or("-inf".into(), |x| x.to_string()),
+            v.max.map_or("inf".into(), |x| x.to_string()),
+            if v.why.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", v.why)
+            }
+        );
+    }
+}
+
 fn real_main() -> Result<ExitCode, String> {
     let cli = Cli::parse();
     match cli.cmd {
@@ -209,9 +258,15 @@ fn real_main() -> Result<ExitCode, String> {
             out,
             seed,
             no_baseline,
+            limits,
         } => {
             let s = load(&scenario, seed)?;
-            let r = run_with_progress(&s, s.run.baseline && !no_baseline)?;
+            if no_baseline {
+                refuse_baseline_metrics(&s, "--no-baseline")?;
+            }
+            let plan = plan_for(&scenario, &s, &memory_limit(&limits)?)?;
+            prepare_out(&out, "--out")?;
+            let r = run_with_progress(&s, &plan, s.run.baseline && !no_baseline)?;
             r.write(&out)
                 .map_err(|e| format!("{}: {e}", out.display()))?;
             print!("{}", r.summary());
@@ -222,31 +277,31 @@ fn real_main() -> Result<ExitCode, String> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Validate { scenarios, out } => {
-            let mut ok = true;
+        Cmd::Validate {
+            scenarios,
+            out,
+            limits,
+        } => {
+            let limit = memory_limit(&limits)?;
+            // Check every scenario (and the output folders) before running any.
+            let mut loaded = Vec::new();
             for p in &scenarios {
                 let s = load(p, None)?;
-                let r = run_with_progress(&s, true)?;
+                let plan = plan_for(p, &s, &limit)?;
+                if let Some(o) = &out {
+                    prepare_out(&o.join(&s.name), "--out")?;
+                }
+                loaded.push((p, s, plan));
+            }
+            let mut ok = true;
+            for (p, s, plan) in &loaded {
+                let r = run_with_progress(s, plan, s.run.baseline)?;
                 if let Some(o) = &out {
                     let d = o.join(&s.name);
                     r.write(&d).map_err(|e| format!("{}: {e}", d.display()))?;
                 }
                 println!("== {} ({})", s.name, p.display());
-                for v in &r.checks {
-                    println!(
-                        "  {} {:<30} = {:<12.4} bounds [{}, {}]{}",
-                        if v.pass { "PASS" } else { "FAIL" },
-                        v.metric,
-                        v.value,
-                        v.min.map_or("-inf".into(), |x| x.to_string()),
-                        v.max.map_or("inf".into(), |x| x.to_string()),
-                        if v.why.is_empty() {
-                            String::new()
-                        } else {
-                            format!("  {}", v.why)
-                        }
-                    );
-                }
+                print_checks(&r);
                 let inv = r.invariant_violations();
                 if !inv.is_empty() {
                     println!("  FAIL invariants: {}", inv.join(", "));
@@ -267,21 +322,67 @@ fn real_main() -> Result<ExitCode, String> {
             jobs,
             shard,
             no_baseline,
+            limits,
         } => {
             let s = load(&scenario, None)?;
-            let items = sweep_items(&s, seeds.as_deref())?;
+            if no_baseline {
+                refuse_baseline_metrics(&s, "--no-baseline")?;
+            }
+            let items = sweep::items(&s, seeds.as_deref())?;
             let (si, sn) = match shard.as_deref() {
-                Some(x) => parse_shard(x)?,
+                Some(x) => sweep::parse_shard(x)?,
                 None => (0, 1),
             };
-            let mine: Vec<usize> = (0..items.len()).filter(|i| i % sn == si).collect();
-            let jobs = jobs
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            let limit = memory_limit(&limits)?;
+            // Every item's scenario is checked (and sized) before the first one runs.
+            let mut mine: Vec<(Item, Scenario, Plan)> = Vec::new();
+            for it in items.iter().filter(|it| it.index % sn == si) {
+                let sc = it.scenario(&s);
+                let plan = Plan::new(&sc).map_err(|e| {
+                    format!(
+                        "{} (failure set {}): {e}",
+                        scenario.display(),
+                        it.set_name()
+                    )
+                })?;
+                plan.check_memory(&sc, limit.0, &limit.1)
+                    .map_err(|e| format!("{}: {e}", scenario.display()))?;
+                mine.push((it.clone(), sc, plan));
+            }
+            prepare_out(&out, "--out")?;
+            if sn > 1 || shard.is_some() {
+                sweep::write_plan(&out, &items)?;
+            }
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let mut jobs = jobs.unwrap_or(cores).max(1);
+            let each = mine
+                .iter()
+                .map(|m| m.2.memory.bytes)
+                .max()
+                .unwrap_or(1)
                 .max(1);
+            let fit = usize::try_from(limit.0 / each).unwrap_or(usize::MAX);
+            if fit == 0 {
+                return Err(format!(
+                    "a run needs about {}, more than the {} {}",
+                    human_bytes(each),
+                    human_bytes(limit.0),
+                    limit.1
+                ));
+            }
+            if fit < jobs {
+                eprintln!(
+                    "sweep: {jobs} parallel runs of about {} each would not fit in {}; running {fit} at a time",
+                    human_bytes(each),
+                    human_bytes(limit.0)
+                );
+                jobs = fit;
+            }
             let pb = bar(mine.len() as u64, "sweep");
             let next = AtomicUsize::new(0);
             let results: Mutex<Vec<Option<Result<Report, String>>>> =
                 Mutex::new((0..mine.len()).map(|_| None).collect());
+            let baseline = s.run.baseline && !no_baseline;
             std::thread::scope(|sc| {
                 for _ in 0..jobs.min(mine.len().max(1)) {
                     sc.spawn(|| {
@@ -290,16 +391,8 @@ fn real_main() -> Result<ExitCode, String> {
                             if k >= mine.len() {
                                 break;
                             }
-                            let (seed, set) = &items[mine[k]];
-                            let mut sc = s.clone();
-                            sc.seed = *seed;
-                            if let Some(f) = set {
-                                sc.failures = f.failures.clone();
-                                sc.name = format!("{}-{}", s.name, f.name);
-                            }
-                            let r =
-                                run_scenario(&sc, s.run.baseline && !no_baseline, &mut |_, _| {})
-                                    .map_err(|e| e.to_string());
+                            let r = run_scenario(&mine[k].1, baseline, &mut |_, _| true)
+                                .map_err(|e| e.to_string());
                             if let Ok(mut g) = results.lock() {
                                 g[k] = Some(r);
                             }
@@ -312,42 +405,23 @@ fn real_main() -> Result<ExitCode, String> {
             let results = results
                 .into_inner()
                 .map_err(|_| "a sweep worker panicked".to_string())?;
-            std::fs::create_dir_all(&out).map_err(|e| e.to_string())?;
-            let mut csv = String::from(
-                "item,name,seed,finished,jct_us,jct_slowdown,fct_p99_us,waste_fraction,ev_retirements,checks_passed\n",
-            );
+            let mut csv = format!("{}\n", sweep::HEADER);
             let mut ok = true;
             for (k, r) in results.into_iter().enumerate() {
-                let idx = mine[k];
+                let item = &mine[k].0;
                 let r = r.ok_or("missing sweep result")??;
-                let dir = out.join(format!("item-{idx:05}"));
+                let dir = out.join(item.folder());
                 r.write(&dir)
                     .map_err(|e| format!("{}: {e}", dir.display()))?;
-                let m = |n: &str| {
-                    r.metrics
-                        .get(n)
-                        .map_or(String::new(), |v| format!("{v:.6}"))
-                };
-                csv.push_str(&format!(
-                    "{idx},{},{},{},{},{},{},{},{},{}\n",
-                    r.name,
-                    r.seed,
-                    r.run.finished,
-                    m("jct_us"),
-                    m("jct_slowdown"),
-                    m("fct_p99_us"),
-                    m("waste_fraction"),
-                    m("ev_retirements"),
-                    r.passed()
-                ));
-                ok &= r.invariant_violations().is_empty();
+                csv.push_str(&sweep::row(item, &r));
+                ok &= r.passed() && r.invariant_violations().is_empty();
             }
-            let name = if sn == 1 {
-                "sweep.csv".to_string()
+            let name = if shard.is_some() {
+                sweep::shard_file(si, sn)
             } else {
-                format!("sweep-shard-{si}-of-{sn}.csv")
+                "sweep.csv".to_string()
             };
-            std::fs::write(out.join(&name), csv).map_err(|e| e.to_string())?;
+            sweep::write_atomic(&out.join(&name), &csv)?;
             println!("{} runs; wrote {}", mine.len(), out.join(name).display());
             Ok(if ok {
                 ExitCode::SUCCESS
@@ -355,46 +429,298 @@ fn real_main() -> Result<ExitCode, String> {
                 ExitCode::from(1)
             })
         }
-        Cmd::Slurm {
-            scenario,
-            tasks,
-            seeds,
-            out,
-            script,
-        } => {
-            let s = load(&scenario, None)?;
-            let items = sweep_items(&s, seeds.as_deref())?;
-            let tasks = tasks.clamp(1, items.len().max(1));
-            let seeds_arg = seeds.map_or(String::new(), |x| format!(" --seeds {x}"));
-            let text = format!(
-                "#!/bin/bash\n\
-                 # Generated by mrc-sim: {n} runs of {name} over {tasks} array tasks.\n\
-                 #SBATCH --job-name=mrc-sim-{name}\n\
-                 #SBATCH --array=0-{last}\n\
-                 #SBATCH --cpus-per-task=1\n\
-                 #SBATCH --output={out}/slurm-%A_%a.log\n\
-                 set -euo pipefail\n\
-                 mkdir -p {out}\n\
-                 exec mrc-sim sweep {scen}{seeds_arg} --out {out} --jobs 1 --shard \"$SLURM_ARRAY_TASK_ID/{tasks}\"\n",
-                n = items.len(),
-                name = s.name,
-                last = tasks - 1,
-                out = out.display(),
-                scen = scenario.display(),
-            );
-            std::fs::write(&script, text).map_err(|e| e.to_string())?;
+        Cmd::Slurm(a) => slurm(a),
+        Cmd::Merge { dir } => {
+            let m = sweep::merge(&dir)?;
             println!(
-                "wrote {}: sbatch it; each task writes sweep-shard-I-of-{tasks}.csv under {}",
-                script.display(),
-                out.display()
+                "merged {} runs from {} shards into {}",
+                m.runs,
+                m.shards,
+                m.path.display()
             );
-            Ok(ExitCode::SUCCESS)
+            for (folder, checks) in &m.failed {
+                println!("FAIL {folder}: {checks}");
+            }
+            if m.failed.is_empty() {
+                println!("every run passed its checks");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                println!("{} of {} runs failed a check", m.failed.len(), m.runs);
+                Ok(ExitCode::from(1))
+            }
         }
-        Cmd::Metrics => {
-            for (m, d) in METRICS {
-                println!("{m:<30} {d}");
+        Cmd::Check { scenarios, limits } => {
+            let limit = memory_limit(&limits)?;
+            for p in &scenarios {
+                let s = load(p, None)?;
+                let plan = plan_for(p, &s, &limit)?;
+                let z = &plan.sizes;
+                println!(
+                    "{}: OK: {} hosts x {} planes, {} switches, {} directed ports, {} transfers on {} QP pairs \
+                     ({} EVs each); about {} of memory ({})",
+                    p.display(),
+                    z.hosts,
+                    plan.shape.planes,
+                    z.switches,
+                    z.ports,
+                    plan.transfers,
+                    plan.qp_pairs,
+                    plan.evs_per_qp,
+                    human_bytes(plan.memory.bytes),
+                    plan.memory
+                        .parts
+                        .iter()
+                        .map(|(n, b)| format!("{n} {}", human_bytes(*b)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Metrics => {
+            for m in METRICS {
+                println!("{:<30} {}", m.name, m.about);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct SlurmArgs {
+    /// Scenario file.
+    scenario: PathBuf,
+    /// Array tasks.
+    #[arg(long, default_value_t = 16)]
+    tasks: usize,
+    /// Seeds, as for `sweep`.
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Output folder of the sweep (created now, with its logs/ folder).
+    #[arg(long, default_value = "sweep-out")]
+    out: PathBuf,
+    /// Where to write the script.
+    #[arg(long, default_value = "mrc-sim-sweep.sbatch")]
+    script: PathBuf,
+    /// Time limit per task (Slurm format, e.g. 2:00:00); default: measured by a calibration run.
+    #[arg(long)]
+    time: Option<String>,
+    /// Memory per task (e.g. 4G); default: the larger of the estimate and the calibration's peak.
+    #[arg(long)]
+    mem: Option<String>,
+    /// Wall-clock seconds the calibration run may take (0: none; then give --time).
+    #[arg(long, default_value_t = 30)]
+    calibrate_secs: u64,
+    /// Extra `#SBATCH` lines, e.g. `--partition=short` (repeatable).
+    #[arg(long = "sbatch")]
+    sbatch: Vec<String>,
+    /// A line the script runs before mrc-sim, e.g. `module load rust` (repeatable).
+    #[arg(long)]
+    setup: Vec<String>,
+    /// The mrc-sim binary the tasks run (default: this one, by absolute path).
+    #[arg(long)]
+    binary: Option<PathBuf>,
+}
+
+/// What one calibration run measured.
+struct Calibration {
+    /// Wall seconds one sweep item is expected to take.
+    item_secs: f64,
+    /// Peak resident memory seen, bytes.
+    peak: Option<u64>,
+    /// How it was obtained, for the script's header.
+    how: String,
+}
+
+/// Runs the sweep's first item for at most `secs` and measures it; extrapolates from the simulated time
+/// covered when it does not finish (assuming every variant runs to `limit_us`: an upper bound).
+fn calibrate(s: &Scenario, item: &Item, secs: u64) -> Result<Calibration, String> {
+    let sc = item.scenario(s);
+    let variants = 1
+        + usize::from(sc.run.baseline && !sc.failures.is_empty())
+        + usize::from(sc.run.baseline && sc.workload.victim.is_some());
+    let t0 = Instant::now();
+    let mut covered: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut stopped = false;
+    let r = run_scenario(&sc, sc.run.baseline, &mut |phase, ps| {
+        covered.insert(phase.to_string(), ps);
+        if t0.elapsed().as_secs() >= secs {
+            stopped = true;
+            return false;
+        }
+        true
+    })
+    .map_err(|e| e.to_string())?;
+    let wall = t0.elapsed().as_secs_f64();
+    let peak = peak_rss();
+    if !stopped {
+        return Ok(Calibration {
+            item_secs: wall,
+            peak,
+            how: format!(
+                "one run ({}) took {wall:.1} s, {} events, peak RSS {}",
+                item.folder(),
+                events(&r),
+                peak.map_or("?".into(), human_bytes)
+            ),
+        });
+    }
+    let limit_ps = sc.run.limit_us * 1e6;
+    let done: f64 = covered.values().map(|&p| p as f64).sum::<f64>().max(1.0);
+    let total = limit_ps * variants as f64;
+    let item_secs = wall * (total / done).max(1.0);
+    Ok(Calibration {
+        item_secs,
+        peak,
+        how: format!(
+            "{wall:.1} s simulated {:.1} of up to {:.1} us ({variants} variant(s) to run.limit_us): about {item_secs:.0} s \
+             per run, an upper bound",
+            done / 1e6,
+            total / 1e6
+        ),
+    })
+}
+
+/// `H:MM:SS` for Slurm.
+fn slurm_time(secs: f64) -> String {
+    let s = secs.ceil().max(60.0) as u64;
+    format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+fn slurm(a: SlurmArgs) -> Result<ExitCode, String> {
+    let s = load(&a.scenario, None)?;
+    let items = sweep::items(&s, a.seeds.as_deref())?;
+    let limit = memory_limit(&Limits { max_memory: None })?;
+    let mut estimate = 0;
+    for it in &items {
+        let plan = Plan::new(&it.scenario(&s))
+            .map_err(|e| format!("{} ({}): {e}", a.scenario.display(), it.folder()))?;
+        estimate = estimate.max(plan.memory.bytes);
+    }
+    let tasks = a.tasks.clamp(1, items.len().max(1));
+    let per_task = items.len().div_ceil(tasks);
+    let abs = |p: &Path| std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()));
+    prepare_out(&a.out, "--out")?;
+    let out = abs(&a.out)?;
+    let logs = out.join("logs");
+    prepare_out(&logs, "--out")?;
+    sweep::write_plan(&out, &items)?;
+    let scen = abs(&a.scenario)?;
+    let bin = match a.binary {
+        Some(b) => abs(&b)?,
+        None => std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?,
+    };
+    let calib = if a.time.is_some() && a.mem.is_some() {
+        None
+    } else if a.calibrate_secs == 0 {
+        if a.time.is_none() {
+            return Err("--calibrate-secs 0 measures nothing: give --time (and --mem)".into());
+        }
+        None
+    } else {
+        if estimate > limit.0 {
+            return Err(format!(
+                "a run needs about {}, more than this machine has to calibrate with; give --time and --mem",
+                human_bytes(estimate)
+            ));
+        }
+        eprintln!(
+            "calibrating: running {} for up to {} s",
+            items[0].folder(),
+            a.calibrate_secs
+        );
+        Some(calibrate(&s, &items[0], a.calibrate_secs)?)
+    };
+    // Headroom: a cluster core may be slower than this one, and runs differ by seed.
+    let time = match (&a.time, &calib) {
+        (Some(t), _) => t.clone(),
+        (None, Some(c)) => slurm_time(c.item_secs * per_task as f64 * 2.0 + 120.0),
+        (None, None) => unreachable!("checked above"),
+    };
+    let mem = match (&a.mem, &calib) {
+        (Some(m), _) => {
+            plan::parse_size(m)?;
+            m.clone()
+        }
+        (None, c) => {
+            let peak = c.as_ref().and_then(|c| c.peak).unwrap_or(0);
+            let b = estimate.max(peak) as f64 * 1.25 + 256e6;
+            format!("{}M", (b / 1e6).ceil() as u64)
+        }
+    };
+    let q = |p: &Path| shell_quote(&p.display().to_string());
+    let seeds_arg = a
+        .seeds
+        .as_ref()
+        .map_or(String::new(), |x| format!(" --seeds {}", shell_quote(x)));
+    let mut text = format!(
+        "#!/bin/bash\n\
+         # Generated by mrc-sim {ver}: {n} runs of {name} over {tasks} array tasks ({per_task} per task).\n\
+         # Memory estimate per run: {est}. Calibration: {calib}.\n\
+         # Submit: sbatch {script}   then, when every task is done: {bin} merge {out}\n\
+         #SBATCH --job-name=mrc-sim-{jobname}\n\
+         #SBATCH --array=0-{last}\n\
+         #SBATCH --cpus-per-task=1\n\
+         #SBATCH --time={time}\n\
+         #SBATCH --mem={mem}\n\
+         #SBATCH --output={logs}/%A_%a.log\n",
+        ver = env!("CARGO_PKG_VERSION"),
+        n = items.len(),
+        name = s.name,
+        est = human_bytes(estimate),
+        calib = calib
+            .as_ref()
+            .map_or("none (--time/--mem given)".into(), |c| c.how.clone()),
+        script = a.script.display(),
+        bin = bin.display(),
+        out = out.display(),
+        jobname = s
+            .name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            })
+            .collect::<String>(),
+        last = tasks - 1,
+        logs = logs.display(),
+    );
+    for l in &a.sbatch {
+        text.push_str(&format!("#SBATCH {l}\n"));
+    }
+    text.push_str("set -euo pipefail\n");
+    for l in &a.setup {
+        text.push_str(l);
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "exec {bin} sweep {scen}{seeds_arg} --out {out} --jobs 1 --shard \"$SLURM_ARRAY_TASK_ID/{tasks}\" \
+         --max-memory {mem}\n",
+        bin = q(&bin),
+        scen = q(&scen),
+        out = q(&out),
+    ));
+    std::fs::write(&a.script, text).map_err(|e| format!("{}: {e}", a.script.display()))?;
+    println!(
+        "wrote {}: {} tasks, --time={time} --mem={mem}; logs go to {}; after the job: {} merge {}",
+        a.script.display(),
+        tasks,
+        logs.display(),
+        bin.display(),
+        out.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Quotes a string for bash when it needs it.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,=@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }

@@ -3,75 +3,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::Serialize;
 
-use crate::scenario::{FailureKind, LinkTier, Scenario};
+use crate::scenario::{FailureCfg, FailureKind, Scenario};
 use crate::sim::{Counters, Outcome};
-use crate::topo::PortKind;
 use crate::workload::Transfer;
-
-/// Metrics a scenario can put thresholds on, with what they mean.
-pub const METRICS: &[(&str, &str)] = &[
-    (
-        "jct_us",
-        "time from the first transfer start to the last completion, µs",
-    ),
-    (
-        "jct_slowdown",
-        "jct / jct of the same scenario without failures − 1",
-    ),
-    ("fct_p50_us", "median transfer completion time, µs"),
-    ("fct_p99_us", "99th percentile transfer completion time, µs"),
-    ("fct_max_us", "longest transfer completion time, µs"),
-    ("goodput_gbps", "payload bytes placed / jct, Gbit/s"),
-    (
-        "affected_throughput_fraction",
-        "transfers of hosts with a failed NIC port, running when it failed: baseline time / time",
-    ),
-    (
-        "late_goodput_fraction",
-        "goodput from settle_us after the first failure to 90% of the shorter job, over the baseline's",
-    ),
-    (
-        "waste_fraction",
-        "1 − payload placed / payload sent (retransmissions and discards)",
-    ),
-    (
-        "retransmit_fraction",
-        "retransmitted data packets / data packets sent",
-    ),
-    (
-        "victim_slowdown",
-        "victim completion time / its time alone − 1",
-    ),
-    (
-        "lasting_data_drops",
-        "data packets lost at failed parts later than settle_us after the last failure",
-    ),
-    ("ev_retirements", "EVs retired (ASSUMED_BAD)"),
-    ("ev_recoveries", "EVs restored by probes"),
-    ("trimmed_pkts", "packets trimmed by switches"),
-    (
-        "unfinished_transfers",
-        "transfers not complete at the time limit",
-    ),
-    ("failed_transfers", "transfers completed with an error"),
-    ("qp_errors", "QPs that went to the error state"),
-    (
-        "placement_errors",
-        "payload written elsewhere than it was read from (must be 0)",
-    ),
-    (
-        "failed_link_crossings",
-        "packets that crossed a link after it failed (must be 0)",
-    ),
-    (
-        "conservation_error",
-        "|sent − delivered − dropped − trimmed − in flight| in bytes plus packets (must be 0)",
-    ),
-];
 
 /// Transfer completion time statistics in µs.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -220,6 +157,8 @@ pub struct Report {
     pub hosts: u32,
     /// Planes.
     pub planes: u32,
+    /// Unloaded RTT of the longest path (a full frame out, an ack back), µs.
+    pub base_rtt_us: f64,
     /// Transfers.
     pub transfers: usize,
     /// The run with failures.
@@ -232,14 +171,76 @@ pub struct Report {
     pub metrics: BTreeMap<String, f64>,
     /// Threshold verdicts.
     pub checks: Vec<Verdict>,
+    /// Per transfer: (src, dst, bytes).
+    #[serde(skip)]
+    pub flows: Vec<(u32, u32, u64)>,
+    /// Files the scenario imports: (where they are, the name of their copy beside the echoed scenario).
+    #[serde(skip)]
+    pub imports: Vec<(std::path::PathBuf, String)>,
+}
+
+/// The planes a failure touches (`None`: every plane).
+fn planes_touched(f: &FailureCfg) -> Option<u8> {
+    match f.kind {
+        FailureKind::SwitchDown | FailureKind::SwitchUp => {
+            Some(f.switch.and_then(|s| s.plane).unwrap_or(0))
+        }
+        FailureKind::PlaneDown | FailureKind::NicPortDown => f.plane,
+        _ => f.link.and_then(|l| l.plane),
+    }
+}
+
+/// Time bins inside a failure window, while payload was still being placed (between the run's first and last
+/// placement), in which a plane no failure touches placed nothing: one plane's failure stalling the others.
+fn stalled_plane_bins(s: &Scenario, run: &RunSummary, planes: u32) -> u64 {
+    let mut touched = vec![false; planes as usize];
+    for f in &s.failures {
+        match planes_touched(f) {
+            Some(p) => {
+                if let Some(t) = touched.get_mut(usize::from(p)) {
+                    *t = true;
+                }
+            }
+            None => return 0,
+        }
+    }
+    let busy = |row: &Vec<f64>| row.iter().any(|&g| g > 0.0);
+    let (Some(first), Some(last)) = (
+        run.goodput_gbps.iter().position(busy),
+        run.goodput_gbps.iter().rposition(busy),
+    ) else {
+        return 0;
+    };
+    let mut stalled = std::collections::BTreeSet::new();
+    for f in &s.failures {
+        let from = ((f.at_us / run.bin_us).ceil() as usize).max(first);
+        let to = f
+            .until_us
+            .map_or(usize::MAX, |u| (u / run.bin_us).floor() as usize)
+            .min(last);
+        for b in from..to {
+            let row = &run.goodput_gbps[b];
+            for p in (0..planes as usize).filter(|&p| !touched[p]) {
+                if row.get(p).copied().unwrap_or(0.0) == 0.0 {
+                    stalled.insert((b, p));
+                }
+            }
+        }
+    }
+    stalled.len() as u64
 }
 
 impl Report {
     /// Computes metrics and verdicts.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one call site; the parts of a finished run"
+    )]
     pub fn new(
         s: &Scenario,
         hosts: u32,
         planes: u32,
+        base_rtt_us: f64,
         xfers: &[Transfer],
         run: RunSummary,
         baseline: Option<RunSummary>,
@@ -259,18 +260,11 @@ impl Report {
             run.placed_bytes as f64 * 8.0 / (run.jct_us * 1e3).max(1e-9),
         );
         // Hosts with a failed NIC port, and when.
-        let mut affected: Vec<(u32, f64)> = Vec::new();
-        for f in &s.failures {
-            match (f.kind, f.host, f.link) {
-                (FailureKind::NicPortDown, Some(h), _) => affected.push((h, f.at_us)),
-                (FailureKind::LinkDown | FailureKind::LinkFlap, _, Some(l))
-                    if l.tier == LinkTier::Host && l.host.is_some() =>
-                {
-                    affected.push((l.host.unwrap_or(0), f.at_us));
-                }
-                _ => {}
-            }
-        }
+        let affected: Vec<(u32, f64)> = s
+            .failures
+            .iter()
+            .filter_map(|f| f.failed_nic_host().map(|h| (h, f.at_us)))
+            .collect();
         if let (Some(b), false) = (&baseline, affected.is_empty()) {
             let (mut tb, mut tf) = (0.0, 0.0);
             for (i, t) in xfers.iter().enumerate() {
@@ -308,6 +302,12 @@ impl Report {
             if let (Some(x), Some(y)) = (mean(&run), mean(b)) {
                 m.insert("late_goodput_fraction".into(), x / y);
             }
+        }
+        if !s.failures.is_empty() {
+            m.insert(
+                "stalled_plane_bins".into(),
+                stalled_plane_bins(s, &run, planes) as f64,
+            );
         }
         m.insert(
             "waste_fraction".into(),
@@ -374,18 +374,42 @@ impl Report {
                 }
             })
             .collect();
+        // The echo names imported files by the copies written beside it, so it replays from its folder.
+        let mut scenario = s.clone();
+        let mut imports = Vec::new();
+        for (kind, file) in [
+            ("topology", &mut scenario.topology.file),
+            ("workload", &mut scenario.workload.file),
+        ] {
+            if let Some(f) = file {
+                let base = f
+                    .file_name()
+                    .map_or_else(|| kind.to_string(), |n| n.to_string_lossy().into_owned());
+                let name = if imports.iter().any(|(_, n): &(_, String)| *n == base) {
+                    format!("{kind}-{base}")
+                } else {
+                    base
+                };
+                imports.push((s.resolve(f), name.clone()));
+                *f = name.into();
+            }
+        }
+        scenario.base_dir = None;
         Self {
             name: s.name.clone(),
             seed: s.seed,
-            scenario: s.clone(),
+            scenario,
             hosts,
             planes,
+            base_rtt_us,
             transfers: xfers.len(),
             run,
             baseline,
             victim_alone,
             metrics: m,
             checks,
+            flows: xfers.iter().map(|t| (t.src, t.dst, t.bytes)).collect(),
+            imports,
         }
     }
 
@@ -517,215 +541,5 @@ impl Report {
             "replay: mrc-sim run scenario.toml (the scenario is echoed beside this file)"
         );
         o
-    }
-
-    /// Writes report.json, summary.txt, scenario.toml, CSVs and SVG plots into `dir`.
-    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(dir)?;
-        std::fs::write(dir.join("report.json"), self.to_json())?;
-        std::fs::write(dir.join("summary.txt"), self.summary())?;
-        std::fs::write(
-            dir.join("scenario.toml"),
-            toml::to_string(&self.scenario).unwrap_or_default(),
-        )?;
-        let r = &self.run;
-        let mut f = String::from("transfer,src,dst,bytes,start_us,end_us,fct_us\n");
-        let xs = crate::workload::build(&self.scenario.workload, self.hosts, self.seed)
-            .unwrap_or_default();
-        for (i, (s, e)) in r.times_us.iter().enumerate() {
-            let (src, dst, b) = xs.get(i).map_or((0, 0, 0), |t| (t.src, t.dst, t.bytes));
-            let fct = if *e >= 0.0 { e - s } else { -1.0 };
-            let _ = writeln!(f, "{i},{src},{dst},{b},{s:.4},{e:.4},{fct:.4}");
-        }
-        std::fs::write(dir.join("flows.csv"), f)?;
-        let mut g = String::from("bin_start_us");
-        for p in 0..self.planes {
-            let _ = write!(g, ",plane{p}_gbps");
-        }
-        g.push('\n');
-        for (b, row) in r.goodput_gbps.iter().enumerate() {
-            let _ = write!(g, "{:.3}", b as f64 * r.bin_us);
-            for x in row {
-                let _ = write!(g, ",{x:.3}");
-            }
-            g.push('\n');
-        }
-        std::fs::write(dir.join("goodput.csv"), g)?;
-        let mut q = String::from("bin_start_us");
-        for k in PortKind::ALL {
-            let _ = write!(q, ",{}_max_bytes", k.name());
-        }
-        q.push('\n');
-        for (b, row) in r.queue_max_bytes.iter().enumerate() {
-            let _ = write!(q, "{:.3}", b as f64 * r.bin_us);
-            for x in row {
-                let _ = write!(q, ",{x}");
-            }
-            q.push('\n');
-        }
-        std::fs::write(dir.join("queues.csv"), q)?;
-        // Plots.
-        let series: Vec<(String, Vec<(f64, f64)>)> = (0..self.planes as usize)
-            .map(|p| {
-                (
-                    format!("plane {p}"),
-                    r.goodput_gbps
-                        .iter()
-                        .enumerate()
-                        .map(|(b, row)| (b as f64 * r.bin_us, row.get(p).copied().unwrap_or(0.0)))
-                        .collect(),
-                )
-            })
-            .collect();
-        std::fs::write(
-            dir.join("goodput.svg"),
-            svg_lines("Per-plane goodput", "time (us)", "Gbit/s", &series),
-        )?;
-        let mut cdfs = Vec::new();
-        for (name, run) in [
-            ("with failures", Some(r)),
-            ("baseline", self.baseline.as_ref()),
-        ] {
-            let Some(run) = run else { continue };
-            let mut f: Vec<f64> = run
-                .times_us
-                .iter()
-                .filter(|t| t.1 >= 0.0)
-                .map(|t| t.1 - t.0)
-                .collect();
-            f.sort_by(f64::total_cmp);
-            let n = f.len() as f64;
-            cdfs.push((
-                name.to_string(),
-                f.iter()
-                    .enumerate()
-                    .map(|(i, &x)| (x, (i + 1) as f64 / n))
-                    .collect(),
-            ));
-        }
-        std::fs::write(
-            dir.join("fct_cdf.svg"),
-            svg_lines(
-                "Transfer completion time CDF",
-                "FCT (us)",
-                "fraction",
-                &cdfs,
-            ),
-        )?;
-        let qs: Vec<(String, Vec<(f64, f64)>)> = PortKind::ALL
-            .iter()
-            .enumerate()
-            .filter(|(k, _)| r.queue_max_bytes.iter().any(|row| row[*k] > 0))
-            .map(|(k, kind)| {
-                (
-                    kind.name().to_string(),
-                    r.queue_max_bytes
-                        .iter()
-                        .enumerate()
-                        .map(|(b, row)| (b as f64 * r.bin_us, row[k] as f64 / 1024.0))
-                        .collect(),
-                )
-            })
-            .collect();
-        std::fs::write(
-            dir.join("queues.svg"),
-            svg_lines("Largest queue per port kind", "time (us)", "KiB", &qs),
-        )?;
-        Ok(())
-    }
-}
-
-const COLORS: [&str; 8] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-];
-
-/// A minimal line plot.
-pub fn svg_lines(title: &str, xl: &str, yl: &str, series: &[(String, Vec<(f64, f64)>)]) -> String {
-    let (w, h, l, r, t, b) = (720.0, 400.0, 70.0, 130.0, 40.0, 50.0);
-    let pts = series.iter().flat_map(|s| s.1.iter());
-    let (mut x0, mut x1, mut y1) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
-    for &(x, y) in pts {
-        x0 = x0.min(x);
-        x1 = x1.max(x);
-        y1 = y1.max(y);
-    }
-    if !x0.is_finite() {
-        (x0, x1) = (0.0, 1.0);
-    }
-    if x1 <= x0 {
-        x1 = x0 + 1.0;
-    }
-    if y1 <= 0.0 {
-        y1 = 1.0;
-    }
-    y1 *= 1.05;
-    let px = |x: f64| l + (x - x0) / (x1 - x0) * (w - l - r);
-    let py = |y: f64| h - b - y / y1 * (h - t - b);
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"15\">{title}</text>\n",
-        w / 2.0
-    );
-    let _ = writeln!(
-        s,
-        "<line x1=\"{l}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/><line x1=\"{l}\" y1=\"{t}\" x2=\"{l}\" y2=\"{}\" stroke=\"black\"/>",
-        h - b,
-        w - r,
-        h - b,
-        h - b
-    );
-    for i in 0..=5 {
-        let fx = x0 + (x1 - x0) * f64::from(i) / 5.0;
-        let fy = y1 * f64::from(i) / 5.0;
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
-             <line x1=\"{l}\" y1=\"{:.1}\" x2=\"{}\" y2=\"{:.1}\" stroke=\"#ddd\"/>",
-            px(fx),
-            h - b + 16.0,
-            fmt_tick(fx),
-            l - 6.0,
-            py(fy) + 4.0,
-            fmt_tick(fy),
-            py(fy),
-            w - r,
-            py(fy)
-        );
-    }
-    let _ = writeln!(
-        s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{xl}</text><text x=\"16\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 16 {})\">{yl}</text>",
-        (l + w - r) / 2.0,
-        h - 12.0,
-        (t + h - b) / 2.0,
-        (t + h - b) / 2.0
-    );
-    for (k, (name, v)) in series.iter().enumerate() {
-        let c = COLORS[k % COLORS.len()];
-        let mut d = String::new();
-        for &(x, y) in v {
-            let _ = write!(d, "{:.1},{:.1} ", px(x), py(y));
-        }
-        let _ = writeln!(
-            s,
-            "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"1.5\" points=\"{}\"/>\
-             <text x=\"{}\" y=\"{}\" fill=\"{c}\">{name}</text>",
-            d.trim_end(),
-            w - r + 8.0,
-            t + 16.0 * k as f64 + 10.0
-        );
-    }
-    s.push_str("</svg>\n");
-    s
-}
-
-fn fmt_tick(v: f64) -> String {
-    if v.abs() >= 100.0 || v == 0.0 {
-        format!("{v:.0}")
-    } else if v.abs() >= 1.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
     }
 }

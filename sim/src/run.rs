@@ -1,21 +1,17 @@
 //! Running a scenario: build the topology and workload, expand failures into timed actions, run the
 //! failed scenario and (optionally) its healthy baseline and the incast victim alone.
 
+use crate::plan::{Plan, frame_bytes};
 use crate::report::{Report, RunSummary};
-use crate::scenario::{FailureCfg, FailureKind, LinkRef, Scenario, ScenarioError};
+use crate::scenario::{
+    Direction, FailureCfg, FailureKind, LinkRef, LinkTier, Scenario, ScenarioError,
+};
 use crate::sim::{Action, Outcome, RunSettings, Sim};
 use crate::topo::Topology;
-use crate::workload::{self, Transfer};
+use crate::workload::{self, Transfer, Workload};
 
 fn ps(us: f64) -> u64 {
     (us * 1e6).round() as u64
-}
-
-/// Wire bytes of a full data packet.
-pub fn frame_bytes(s: &Scenario) -> u64 {
-    u64::from(s.transport.mtu + s.transport.frame_overhead)
-        + mrc::wire::MAX_DATA_HEADER_LEN as u64
-        + 4
 }
 
 /// Turns failures into timed actions, checking every reference against the topology.
@@ -136,14 +132,14 @@ pub fn expand_failures(
             }
             FailureKind::NicPortDown => {
                 let r = LinkRef {
-                    tier: crate::scenario::LinkTier::Host,
+                    tier: LinkTier::Host,
                     plane: f.plane,
                     host: f.host,
                     t0: None,
                     t1: None,
                     pod: None,
                     t2: None,
-                    direction: crate::scenario::Direction::Both,
+                    direction: None,
                 };
                 let ports = t.select_links(&r, &at)?;
                 out.push((
@@ -158,17 +154,8 @@ pub fn expand_failures(
                 }
             }
             FailureKind::LinkLoss | FailureKind::LinkSlow => {
-                let r = f.link.unwrap_or(LinkRef {
-                    tier: crate::scenario::LinkTier::Host,
-                    plane: None,
-                    host: None,
-                    t0: None,
-                    t1: None,
-                    pod: None,
-                    t2: None,
-                    direction: crate::scenario::Direction::Both,
-                });
-                let ports = t.directed(&links(&f.link)?, r.direction);
+                let dir = f.link.and_then(|r| r.direction).unwrap_or(Direction::Both);
+                let ports = t.directed(&links(&f.link)?, dir);
                 let (a, b) = if f.kind == FailureKind::LinkLoss {
                     (
                         Action::Loss {
@@ -214,18 +201,21 @@ fn up_port(t: &Topology, p: u32) -> u32 {
 pub struct Prepared {
     /// Topology.
     pub topo: Topology,
-    /// Transfers.
-    pub xfers: Vec<Transfer>,
+    /// Transfers and triggers.
+    pub workload: Workload,
     /// Failure actions.
     pub actions: Vec<(u64, Action)>,
     /// Settings.
     pub rs: RunSettings,
 }
 
-/// Builds topology, workload and actions.
-pub fn prepare(s: &Scenario) -> Result<Prepared, ScenarioError> {
-    let topo = Topology::build(&s.topology, frame_bytes(s))?;
-    let xfers = workload::build(&s.workload, topo.hosts, s.seed)?;
+/// Builds topology, workload and actions from a checked plan.
+pub fn prepare(s: &Scenario, plan: &Plan) -> Result<Prepared, ScenarioError> {
+    let topo = Topology::build(plan.shape, &plan.links, &s.topology.queue, frame_bytes(s))?;
+    let workload = match &plan.matrix {
+        Some(w) => w.clone(),
+        None => workload::build(&s.workload, topo.hosts, s.seed, None)?,
+    };
     let actions = expand_failures(&topo, &s.failures, "failures")?;
     let q = s.topology.queue;
     let rs = RunSettings {
@@ -240,50 +230,66 @@ pub fn prepare(s: &Scenario) -> Result<Prepared, ScenarioError> {
     };
     Ok(Prepared {
         topo,
-        xfers,
+        workload,
         actions,
         rs,
     })
 }
 
-/// Runs one variant.
+/// Runs one variant; `progress` gets the simulated time now and then and may stop the run by returning
+/// false.
 pub fn run_one(
     topo: Topology,
-    xfers: Vec<Transfer>,
+    workload: Workload,
     actions: Vec<(u64, Action)>,
     rs: &RunSettings,
     limit_ps: u64,
-    progress: &mut dyn FnMut(u64),
+    progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<Outcome, ScenarioError> {
-    let sim = Sim::new(topo, xfers, actions, rs)?;
+    let sim = Sim::new(topo, workload, actions, rs)?;
     Ok(sim.run(limit_ps, progress))
 }
 
 /// Runs a scenario: the failed run, and unless turned off the healthy baseline and the victim alone.
+/// `progress(phase, ps)` is called now and then; returning false stops the run where it is (the report then
+/// says the transfers did not finish).
 pub fn run_scenario(
     s: &Scenario,
     baseline: bool,
-    progress: &mut dyn FnMut(&str, u64),
+    progress: &mut dyn FnMut(&str, u64) -> bool,
 ) -> Result<Report, ScenarioError> {
-    let p = prepare(s)?;
+    let plan = Plan::new(s)?;
+    let p = prepare(s, &plan)?;
     let limit = ps(s.run.limit_us);
     let bin = ps(s.run.bin_us);
-    let victim: Vec<Transfer> = p.xfers.iter().filter(|t| t.victim).cloned().collect();
+    let xfers: Vec<Transfer> = p.workload.transfers.clone();
+    let victim = Workload {
+        transfers: xfers
+            .iter()
+            .filter(|t| t.victim)
+            .map(|t| Transfer {
+                triggered: false,
+                fires: Vec::new(),
+                ..t.clone()
+            })
+            .collect(),
+        triggers: Vec::new(),
+    };
     let has_failures = !p.actions.is_empty();
     let base = if baseline && has_failures {
         let o = run_one(
             p.topo.clone(),
-            p.xfers.clone(),
+            p.workload.clone(),
             Vec::new(),
             &p.rs,
             limit,
             &mut |t| progress("baseline", t),
         )?;
-        Some(RunSummary::new(&o, &p.xfers, bin))
+        Some(RunSummary::new(&o, &xfers, bin))
     } else {
         None
     };
-    let alone = if baseline && !victim.is_empty() {
+    let alone = if baseline && !victim.transfers.is_empty() {
         let o = run_one(
             p.topo.clone(),
             victim.clone(),
@@ -292,15 +298,18 @@ pub fn run_scenario(
             limit,
             &mut |t| progress("victim alone", t),
         )?;
-        Some(RunSummary::new(&o, &victim, bin))
+        Some(RunSummary::new(&o, &victim.transfers, bin))
     } else {
         None
     };
     let hosts = p.topo.hosts;
     let planes = p.topo.shape.planes;
-    let main = run_one(p.topo, p.xfers.clone(), p.actions, &p.rs, limit, &mut |t| {
+    let rtt_us = p.topo.base_rtt_ps as f64 / 1e6;
+    let main = run_one(p.topo, p.workload, p.actions, &p.rs, limit, &mut |t| {
         progress("run", t)
     })?;
-    let main = RunSummary::new(&main, &p.xfers, bin);
-    Ok(Report::new(s, hosts, planes, &p.xfers, main, base, alone))
+    let main = RunSummary::new(&main, &xfers, bin);
+    Ok(Report::new(
+        s, hosts, planes, rtt_us, &xfers, main, base, alone,
+    ))
 }

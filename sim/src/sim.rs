@@ -21,9 +21,13 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use crate::queue::EventQueue;
 use crate::scenario::{CcKind, Recovery, TransportCfg};
 use crate::topo::{PortKind, Topology};
-use crate::workload::Transfer;
+use crate::workload::{Transfer, Trigger, TriggerKind, Workload};
 
 const NONE: u32 = u32::MAX;
+/// Bytes of one simulated directed port (for the memory estimate).
+pub const PORT_BYTES: usize = size_of::<Port>();
+/// Bytes of one packet slot (for the memory estimate).
+pub const PKT_BYTES: usize = size_of::<Pkt>();
 /// Header bytes a packet keeps inline: a data header, a trimmed packet, most control packets.
 const HDR: usize = 64;
 /// Salt of the placement markers.
@@ -287,7 +291,9 @@ pub struct Sim {
     hosts: Vec<Host>,
     conns: Vec<Conn>,
     xfers: Vec<Transfer>,
-    waits: Vec<u32>,
+    triggers: Vec<Trigger>,
+    /// Activations of each trigger so far.
+    fired: Vec<u32>,
     xconn: Vec<u32>,
     times: Vec<(u64, u64)>,
     remaining: usize,
@@ -345,10 +351,14 @@ impl Sim {
     /// Builds hosts, QPs and queues; `actions` are failure actions at their times.
     pub fn new(
         topo: Topology,
-        xfers: Vec<Transfer>,
+        workload: Workload,
         actions: Vec<(u64, Action)>,
         rs: &RunSettings,
     ) -> Result<Self, crate::scenario::ScenarioError> {
+        let Workload {
+            transfers: xfers,
+            triggers,
+        } = workload;
         let tr = &rs.transport;
         let planes = topo.shape.planes;
         let frame =
@@ -482,7 +492,7 @@ impl Sim {
         for h in &mut hosts {
             h.qps.sort_unstable();
         }
-        let waits = xfers.iter().map(|t| t.waits).collect();
+        let fired = vec![0; triggers.len()];
         let n = xfers.len();
         let mut sim = Self {
             ports,
@@ -495,7 +505,8 @@ impl Sim {
             hosts,
             conns,
             xfers,
-            waits,
+            triggers,
+            fired,
             xconn,
             times: vec![(u64::MAX, u64::MAX); n],
             remaining: n,
@@ -533,7 +544,7 @@ impl Sim {
             sim.push(t, ev(EV_ACTION, i as u32));
         }
         for i in 0..n {
-            if sim.xfers[i].waits == 0 {
+            if !sim.xfers[i].triggered {
                 let t = sim.xfers[i].start_ps;
                 sim.push(t, ev(EV_START, i as u32));
             }
@@ -551,9 +562,11 @@ impl Sim {
         self.q.push(t, e);
     }
 
-    /// Runs until every transfer finished or `limit_ps`; `progress` is called now and then with the time.
-    pub fn run(mut self, limit_ps: u64, mut progress: impl FnMut(u64)) -> Outcome {
+    /// Runs until every transfer finished or `limit_ps`; `progress` is called now and then with the time and
+    /// may stop the run there by returning false.
+    pub fn run(mut self, limit_ps: u64, mut progress: impl FnMut(u64) -> bool) -> Outcome {
         let mut n = 0u64;
+        let mut end = limit_ps;
         while let Some(t) = self.q.peek_time() {
             if t > limit_ps || self.remaining == 0 {
                 break;
@@ -570,13 +583,14 @@ impl Sim {
                 EV_ACTION => self.action(id as usize),
                 _ => self.start(id),
             }
-            if n & 0xF_FFFF == 0 {
-                progress(self.now);
+            if n & 0xF_FFFF == 0 && !progress(self.now) {
+                end = self.now;
+                break;
             }
         }
         self.c.events = n;
 
-        self.finish(limit_ps)
+        self.finish(end)
     }
 
     fn finish(mut self, limit_ps: u64) -> Outcome {
@@ -1080,20 +1094,29 @@ impl Sim {
         if !self.conns[c as usize].backlog.is_empty() {
             self.post_backlog(c);
         }
-        let sig = std::mem::take(&mut self.xfers[xi].signals);
-        for &y in &sig {
-            let w = &mut self.waits[y as usize];
-            if *w == 0 {
-                continue; // a oneshot trigger that already fired
-            }
-            *w -= 1;
-            if *w == 0 {
-                let t = &self.xfers[y as usize];
-                let at = (self.now + t.delay_ps).max(t.start_ps);
+        let fires = std::mem::take(&mut self.xfers[xi].fires);
+        for &k in &fires {
+            let k = k as usize;
+            self.fired[k] += 1;
+            let n = self.fired[k];
+            let tr = &self.triggers[k];
+            let start: &[u32] = match tr.kind {
+                TriggerKind::Oneshot if n == 1 => &tr.targets,
+                TriggerKind::Barrier(need) if n == need => &tr.targets,
+                TriggerKind::Multishot => tr
+                    .targets
+                    .get(n as usize - 1)
+                    .map_or(&[], std::slice::from_ref),
+                _ => &[],
+            };
+            let start: Vec<u32> = start.to_vec();
+            let delay = tr.delay_ps;
+            for y in start {
+                let at = (self.now + delay).max(self.xfers[y as usize].start_ps);
                 self.push(at, ev(EV_START, y));
             }
         }
-        self.xfers[xi].signals = sig;
+        self.xfers[xi].fires = fires;
     }
 
     fn timer(&mut self, h: u32) {

@@ -6,10 +6,9 @@
 //! T0. Static uSID forwarding becomes: a packet carries (destination host, plane, path index) and each switch
 //! computes its output port from them (the path index picks the T1 and T2), with no table and no ECMP.
 
-use std::path::Path;
-
 use crate::scenario::{
-    Direction, LinkCfg, LinkRef, LinkTier, ScenarioError, SwitchRef, TopoKind, TopologyCfg,
+    Direction, LinkCfg, LinkRef, LinkTier, MAX_BUFFER_BYTES, MAX_GBPS, MAX_LATENCY_NS, QueueCfg,
+    ScenarioError, SwitchRef, TopoKind, TopologyCfg,
 };
 
 /// What a directed port connects.
@@ -91,7 +90,82 @@ pub struct Shape {
     pub hpt0: u32,
 }
 
+/// Element counts of a shape, computed with checked arithmetic: every node and port index fits in a `u32`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    /// Hosts.
+    pub hosts: u32,
+    /// Switches over all planes.
+    pub switches: u32,
+    /// Directed ports (two per link).
+    pub ports: u32,
+}
+
+/// Most nodes (hosts and switches) a topology may have.
+pub const MAX_NODES: u64 = (u32::MAX / 4) as u64;
+/// Most directed ports a topology may have (indices are `u32`, with `u32::MAX` as "none").
+pub const MAX_PORTS: u64 = (u32::MAX - 1) as u64;
+
 impl Shape {
+    /// Counts hosts, switches and ports without overflow; refuses shapes whose indices would not fit.
+    pub fn sizes(&self) -> Result<Sizes, ScenarioError> {
+        let too_big = |what: &str| {
+            ScenarioError::new(
+                "topology",
+                format!(
+                    "{what} overflows 64 bits: {} planes x {} pods x {} T0 x {} hosts per T0, {} T1, {} T2 per T1; \
+                     use smaller counts",
+                    self.planes, self.pods, self.t0, self.hpt0, self.t1, self.t2_per_t1
+                ),
+            )
+        };
+        // Products and sums in u64, any overflow refused.
+        let prod = |xs: &[u32]| {
+            xs.iter()
+                .try_fold(1u64, |acc, &x| acc.checked_mul(u64::from(x)))
+        };
+        let sum = |xs: &[Option<u64>]| {
+            xs.iter()
+                .try_fold(0u64, |acc, &x| x.and_then(|x| acc.checked_add(x)))
+        };
+        let (p, pods) = (self.planes, self.pods);
+        let hosts = prod(&[pods, self.t0, self.hpt0]).ok_or_else(|| too_big("the host count"))?;
+        let switches = sum(&[
+            prod(&[p, pods, self.t0]),
+            prod(&[p, pods, self.t1]),
+            prod(&[p, self.t1, self.t2_per_t1]),
+        ])
+        .ok_or_else(|| too_big("the switch count"))?;
+        let nodes = sum(&[Some(hosts), Some(switches)]).ok_or_else(|| too_big("the node count"))?;
+        // Two directed ports per link: host-T0, T0-T1 and T1-T2 links of every plane.
+        let ports = sum(&[
+            prod(&[2, p, pods, self.t0, self.hpt0]),
+            prod(&[2, p, pods, self.t0, self.t1]),
+            prod(&[2, p, pods, self.t1, self.t2_per_t1]),
+        ])
+        .ok_or_else(|| too_big("the port count"))?;
+        if hosts < 2 {
+            return Err(ScenarioError::new(
+                "topology",
+                format!("{hosts} hosts; a fabric needs at least 2"),
+            ));
+        }
+        if nodes > MAX_NODES || ports > MAX_PORTS {
+            return Err(ScenarioError::new(
+                "topology",
+                format!(
+                    "{hosts} hosts, {nodes} nodes and {ports} directed ports; the simulator indexes at most \
+                     {MAX_NODES} nodes and {MAX_PORTS} ports: use fewer hosts, switches or planes"
+                ),
+            ));
+        }
+        Ok(Sizes {
+            hosts: hosts as u32,
+            switches: switches as u32,
+            ports: ports as u32,
+        })
+    }
+
     /// Hosts.
     pub fn hosts(&self) -> u32 {
         self.pods * self.t0 * self.hpt0
@@ -107,6 +181,85 @@ impl Shape {
     /// Distinct paths per plane between hosts in different pods (or leaves).
     pub fn paths_per_plane(&self) -> u32 {
         self.t1 * self.t2_per_t1.max(1)
+    }
+
+    /// Checks that every index of a link selection exists in this shape.
+    pub fn check_link_ref(&self, r: &LinkRef, field: &str) -> Result<(), ScenarioError> {
+        if r.tier == LinkTier::T1T2 && self.tiers() < 3 {
+            return Err(ScenarioError::new(
+                format!("{field}.tier"),
+                "t1_t2 links exist only in three-tier fabrics; use host or t0_t1",
+            ));
+        }
+        let hosts = self.pods.saturating_mul(self.t0).saturating_mul(self.hpt0);
+        for (f, v, n, what) in [
+            ("plane", r.plane.map(u32::from), self.planes, "planes"),
+            ("host", r.host, hosts, "hosts"),
+            ("t0", r.t0, self.t0, "T0 switches per pod"),
+            ("t1", r.t1, self.t1, "T1 switches per pod"),
+            ("pod", r.pod, self.pods, "pods"),
+            ("t2", r.t2, self.t2_per_t1, "T2 switches per T1 position"),
+        ] {
+            if let Some(v) = v
+                && v >= n
+            {
+                return Err(ScenarioError::new(
+                    format!("{field}.{f}"),
+                    format!("{v} does not exist: the fabric has {n} {what}, so use 0..{n}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that a switch reference names a switch of this shape.
+    pub fn check_switch_ref(&self, r: &SwitchRef, field: &str) -> Result<(), ScenarioError> {
+        let (pods, n, what) = match r.tier {
+            0 => (self.pods, self.t0, "T0 per pod"),
+            1 => (self.pods, self.t1, "T1 per pod"),
+            2 if self.tiers() == 3 => (self.t1, self.t2_per_t1, "T2 per T1 position"),
+            _ => {
+                return Err(ScenarioError::new(
+                    format!("{field}.tier"),
+                    format!(
+                        "tier {} does not exist in this {}-tier fabric",
+                        r.tier,
+                        self.tiers()
+                    ),
+                ));
+            }
+        };
+        let plane = r.plane.map_or(0, u32::from);
+        if plane >= self.planes {
+            return Err(ScenarioError::new(
+                format!("{field}.plane"),
+                format!("plane {plane} does not exist; use 0..{}", self.planes),
+            ));
+        }
+        if self.tiers() == 2 && r.pod.is_some() {
+            return Err(ScenarioError::new(
+                format!("{field}.pod"),
+                "does not apply to a two-tier fabric (it has no pods); leave it out",
+            ));
+        }
+        if self.tiers() == 3 && r.pod.is_none() {
+            return Err(ScenarioError::new(
+                format!("{field}.pod"),
+                "a switch of a three-tier fabric needs pod = P (for a T2: its T1 position)",
+            ));
+        }
+        let pod = r.pod.unwrap_or(0);
+        if pod >= pods || r.index >= n {
+            return Err(ScenarioError::new(
+                field,
+                format!(
+                    "tier {} plane {plane} pod {pod} index {} does not exist; pod 0..{pods}, index 0..{n} \
+                     ({n} {what})",
+                    r.tier, r.index
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -146,9 +299,64 @@ pub struct Topology {
     pub max_hops: u32,
 }
 
+/// Rate, delay and buffer of one kind of directed port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortParams {
+    /// Rate in bit/s.
+    pub rate_bps: u64,
+    /// Propagation delay plus the sending switch's latency, in ps.
+    pub latency_ps: u64,
+    /// Output buffer in bytes; `None` means `buffer_bdp` BDPs.
+    pub buffer: Option<u64>,
+}
+
+/// The parameters of each port kind, indexed by `PortKind as usize`.
+pub type Links = [PortParams; 6];
+
 /// Gbit/s to bit/s.
-fn bps(l: &LinkCfg) -> u64 {
-    (l.gbps * 1e9).round() as u64
+fn bps(gbps: f64) -> u64 {
+    (gbps * 1e9).round() as u64
+}
+
+/// Port parameters from the scenario's per-tier links: both directions of a link alike, except the buffer of
+/// the port towards the spine when `up_buffer_bytes` is given.
+pub fn links_of(cfg: &TopologyCfg) -> Links {
+    let p = |l: LinkCfg, up: bool| PortParams {
+        rate_bps: bps(l.gbps),
+        latency_ps: l.latency_ns * 1000,
+        buffer: if up {
+            l.up_buffer_bytes.or(l.buffer_bytes)
+        } else {
+            l.buffer_bytes
+        },
+    };
+    let (h, a, c) = (
+        cfg.link(LinkTier::Host),
+        cfg.link(LinkTier::T0T1),
+        cfg.link(LinkTier::T1T2),
+    );
+    // HostUp, T0Down, T0Up, T1Down, T1Up, T2Down.
+    [
+        p(h, false),
+        p(h, false),
+        p(a, true),
+        p(a, false),
+        p(c, true),
+        p(c, false),
+    ]
+}
+
+/// The shape of a two- or three-tier scenario fabric (an htsim fabric's comes from its file).
+pub fn shape_of(cfg: &TopologyCfg) -> Shape {
+    let three = cfg.kind == TopoKind::ThreeTier;
+    Shape {
+        planes: u32::from(cfg.planes),
+        pods: if three { cfg.pods } else { 1 },
+        t0: cfg.t0,
+        t1: cfg.t1,
+        t2_per_t1: if three { cfg.t2_per_t1 } else { 0 },
+        hpt0: cfg.hosts_per_t0,
+    }
 }
 
 /// Serialization time in ps of `bytes` at `rate_bps`.
@@ -156,70 +364,39 @@ pub fn ser_ps(bytes: u64, rate_bps: u64) -> u64 {
     (u128::from(bytes) * 8_000_000_000_000 / u128::from(rate_bps.max(1))) as u64
 }
 
+/// Unloaded RTT of the longest path in ps: a full frame out and a 128-byte ack back, every hop's latency
+/// and serialization.
+pub fn base_rtt_ps(shape: &Shape, links: &Links, frame: u64) -> u64 {
+    let mut path = vec![PortKind::HostUp, PortKind::T0Up];
+    if shape.tiers() == 3 {
+        path.extend([PortKind::T1Up, PortKind::T2Down]);
+    }
+    path.extend([PortKind::T1Down, PortKind::T0Down]);
+    path.iter()
+        .map(|&k| {
+            let l = links[k as usize];
+            2 * l.latency_ps + ser_ps(frame, l.rate_bps) + ser_ps(128, l.rate_bps)
+        })
+        .sum()
+}
+
 impl Topology {
     /// Builds the topology; `frame` is the wire size of a full data packet (for the BDP).
-    pub fn build(cfg: &TopologyCfg, frame: u64) -> Result<Self, ScenarioError> {
-        let (shape, links) = match cfg.kind {
-            TopoKind::TwoTier => (
-                Shape {
-                    planes: u32::from(cfg.planes),
-                    pods: 1,
-                    t0: cfg.t0,
-                    t1: cfg.t1,
-                    t2_per_t1: 0,
-                    hpt0: cfg.hosts_per_t0,
-                },
-                [cfg.host_link, cfg.t0_t1_link, cfg.t1_t2_link],
-            ),
-            TopoKind::ThreeTier => (
-                Shape {
-                    planes: u32::from(cfg.planes),
-                    pods: cfg.pods,
-                    t0: cfg.t0,
-                    t1: cfg.t1,
-                    t2_per_t1: cfg.t2_per_t1,
-                    hpt0: cfg.hosts_per_t0,
-                },
-                [cfg.host_link, cfg.t0_t1_link, cfg.t1_t2_link],
-            ),
-            TopoKind::Htsim => {
-                let path = cfg.file.as_deref().unwrap_or(Path::new(""));
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    ScenarioError::new("topology.file", format!("{}: {e}", path.display()))
-                })?;
-                let (mut s, l) = parse_htsim_topo(&text)?;
-                s.planes = u32::from(cfg.planes);
-                (s, l)
-            }
-        };
-        let hosts = u64::from(shape.pods) * u64::from(shape.t0) * u64::from(shape.hpt0);
-        let nodes = hosts + u64::from(shape.planes) * u64::from(shape.switches_per_plane());
-        if hosts < 2 || nodes > u64::from(u32::MAX / 4) {
-            return Err(ScenarioError::new(
-                "topology",
-                format!(
-                    "{hosts} hosts and {nodes} nodes; need at least 2 hosts and fewer than 1e9 nodes"
-                ),
-            ));
-        }
-        let hosts = hosts as u32;
-        let host_rate = bps(&links[0]);
+    pub fn build(
+        shape: Shape,
+        links: &Links,
+        queue: &QueueCfg,
+        frame: u64,
+    ) -> Result<Self, ScenarioError> {
+        let sizes = shape.sizes()?;
+        let hosts = sizes.hosts;
+        let host_rate = links[PortKind::HostUp as usize].rate_bps;
         let tiers = shape.tiers();
         let max_hops = if tiers == 3 { 6 } else { 4 };
-        let one_way: u64 = [links[0], links[1], links[2]]
-            .iter()
-            .take(tiers as usize)
-            .map(|l| 2 * (2 * l.latency_ns * 1000 + ser_ps(frame, bps(l)) + ser_ps(128, bps(l))))
-            .sum();
-        // Data one way plus a small ack back.
-        let base_rtt_ps = one_way;
+        let base_rtt_ps = base_rtt_ps(&shape, links, frame);
         let bdp = (u128::from(base_rtt_ps) * u128::from(host_rate) / 8_000_000_000_000) as f64;
-        let q = cfg.queue;
-        let buf = |l: &LinkCfg| {
-            l.buffer_bytes
-                .unwrap_or(((bdp * q.buffer_bdp) as u64).max(2 * frame))
-        };
-        let mut ports: Vec<PortSpec> = Vec::new();
+        let default_buf = ((bdp * queue.buffer_bdp) as u64).max(2 * frame);
+        let mut ports: Vec<PortSpec> = Vec::with_capacity(sizes.ports as usize);
         let planes = shape.planes;
         let sw_pp = shape.switches_per_plane();
         let t0_node = |p: u32, pod: u32, a: u32| hosts + p * sw_pp + pod * shape.t0 + a;
@@ -229,22 +406,25 @@ impl Topology {
         let t2_node = |p: u32, b: u32, c: u32| {
             hosts + p * sw_pp + shape.pods * (shape.t0 + shape.t1) + b * shape.t2_per_t1 + c
         };
-        let mk = |from, to, kind, plane: u32, l: &LinkCfg| PortSpec {
-            from,
-            to,
-            rev: u32::MAX,
-            kind,
-            plane: plane as u8,
-            rate_bps: bps(l),
-            latency_ps: l.latency_ns * 1000,
-            buffer: buf(l),
+        let mk = |from, to, kind: PortKind, plane: u32| {
+            let l = links[kind as usize];
+            PortSpec {
+                from,
+                to,
+                rev: u32::MAX,
+                kind,
+                plane: plane as u8,
+                rate_bps: l.rate_bps,
+                latency_ps: l.latency_ps,
+                buffer: l.buffer.unwrap_or(default_buf),
+            }
         };
         // Host NIC ports first.
         for h in 0..hosts {
             let pod = h / (shape.t0 * shape.hpt0);
             let a = (h / shape.hpt0) % shape.t0;
             for p in 0..planes {
-                ports.push(mk(h, t0_node(p, pod, a), PortKind::HostUp, p, &links[0]));
+                ports.push(mk(h, t0_node(p, pod, a), PortKind::HostUp, p));
             }
         }
         let mut first_port = Vec::with_capacity((planes * sw_pp) as usize);
@@ -255,10 +435,10 @@ impl Topology {
                     let me = t0_node(p, pod, a);
                     for s in 0..shape.hpt0 {
                         let h = (pod * shape.t0 + a) * shape.hpt0 + s;
-                        ports.push(mk(me, h, PortKind::T0Down, p, &links[0]));
+                        ports.push(mk(me, h, PortKind::T0Down, p));
                     }
                     for b in 0..shape.t1 {
-                        ports.push(mk(me, t1_node(p, pod, b), PortKind::T0Up, p, &links[1]));
+                        ports.push(mk(me, t1_node(p, pod, b), PortKind::T0Up, p));
                     }
                 }
             }
@@ -267,10 +447,10 @@ impl Topology {
                     first_port.push(ports.len() as u32);
                     let me = t1_node(p, pod, b);
                     for a in 0..shape.t0 {
-                        ports.push(mk(me, t0_node(p, pod, a), PortKind::T1Down, p, &links[1]));
+                        ports.push(mk(me, t0_node(p, pod, a), PortKind::T1Down, p));
                     }
                     for c in 0..shape.t2_per_t1 {
-                        ports.push(mk(me, t2_node(p, b, c), PortKind::T1Up, p, &links[2]));
+                        ports.push(mk(me, t2_node(p, b, c), PortKind::T1Up, p));
                     }
                 }
             }
@@ -279,7 +459,7 @@ impl Topology {
                     first_port.push(ports.len() as u32);
                     let me = t2_node(p, b, c);
                     for pod in 0..shape.pods {
-                        ports.push(mk(me, t1_node(p, pod, b), PortKind::T2Down, p, &links[2]));
+                        ports.push(mk(me, t1_node(p, pod, b), PortKind::T2Down, p));
                     }
                 }
             }
@@ -418,50 +598,27 @@ impl Topology {
     /// The ports (one direction per link, towards the spine) of the links a reference selects.
     pub fn select_links(&self, r: &LinkRef, field: &str) -> Result<Vec<u32>, ScenarioError> {
         let s = &self.shape;
-        let bad = |f: &str, v: u64, n: u64| {
-            Err(ScenarioError::new(
-                format!("{field}.{f}"),
-                format!("{v} is out of range; use 0..{n}"),
-            ))
-        };
-        if let Some(p) = r.plane
-            && u32::from(p) >= s.planes
-        {
-            return bad("plane", u64::from(p), u64::from(s.planes));
-        }
+        s.check_link_ref(r, field)?;
+        let plane_ok = |p: u32| r.plane.is_none_or(|x| u32::from(x) == p);
         let mut out = Vec::new();
         match r.tier {
             LinkTier::Host => {
-                if let Some(h) = r.host
-                    && h >= self.hosts
-                {
-                    return bad("host", u64::from(h), u64::from(self.hosts));
-                }
                 for h in 0..self.hosts {
-                    if r.host.is_some_and(|x| x != h) {
-                        continue;
-                    }
-                    for p in 0..s.planes {
-                        if r.plane.is_some_and(|x| u32::from(x) != p) {
-                            continue;
-                        }
-                        out.push(h * s.planes + p);
+                    let (pod, a, _) = self.loc[h as usize];
+                    let keep = r.host.is_none_or(|x| x == h)
+                        && r.t0.is_none_or(|x| x == a)
+                        && r.pod.is_none_or(|x| x == pod);
+                    if keep {
+                        out.extend(
+                            (0..s.planes)
+                                .filter(|&p| plane_ok(p))
+                                .map(|p| h * s.planes + p),
+                        );
                     }
                 }
             }
             LinkTier::T0T1 => {
-                for (f, v, n) in [
-                    ("t0", r.t0, s.t0),
-                    ("t1", r.t1, s.t1),
-                    ("pod", r.pod, s.pods),
-                ] {
-                    if let Some(v) = v
-                        && v >= n
-                    {
-                        return bad(f, u64::from(v), u64::from(n));
-                    }
-                }
-                for p in 0..s.planes {
+                for p in (0..s.planes).filter(|&p| plane_ok(p)) {
                     for pod in 0..s.pods {
                         for a in 0..s.t0 {
                             let sw = self.switch_node(SwitchId {
@@ -472,8 +629,7 @@ impl Topology {
                             });
                             let fp = self.first_port[(sw - self.hosts) as usize];
                             for b in 0..s.t1 {
-                                let keep = r.plane.is_none_or(|x| u32::from(x) == p)
-                                    && r.pod.is_none_or(|x| x == pod)
+                                let keep = r.pod.is_none_or(|x| x == pod)
                                     && r.t0.is_none_or(|x| x == a)
                                     && r.t1.is_none_or(|x| x == b);
                                 if keep {
@@ -485,13 +641,7 @@ impl Topology {
                 }
             }
             LinkTier::T1T2 => {
-                if s.t2_per_t1 == 0 {
-                    return Err(ScenarioError::new(
-                        format!("{field}.tier"),
-                        "t1_t2 links exist only in three-tier topologies; use host or t0_t1",
-                    ));
-                }
-                for p in 0..s.planes {
+                for p in (0..s.planes).filter(|&p| plane_ok(p)) {
                     for pod in 0..s.pods {
                         for b in 0..s.t1 {
                             let sw = self.switch_node(SwitchId {
@@ -502,8 +652,7 @@ impl Topology {
                             });
                             let fp = self.first_port[(sw - self.hosts) as usize];
                             for c in 0..s.t2_per_t1 {
-                                let keep = r.plane.is_none_or(|x| u32::from(x) == p)
-                                    && r.pod.is_none_or(|x| x == pod)
+                                let keep = r.pod.is_none_or(|x| x == pod)
                                     && r.t1.is_none_or(|x| x == b)
                                     && r.t2.is_none_or(|x| x == c);
                                 if keep {
@@ -537,25 +686,11 @@ impl Topology {
 
     /// Node of a switch reference, checked.
     pub fn switch_ref(&self, r: &SwitchRef, field: &str) -> Result<u32, ScenarioError> {
-        let s = &self.shape;
-        let (pods, n) = match r.tier {
-            0 => (s.pods, s.t0),
-            1 => (s.pods, s.t1),
-            _ => (s.t1, s.t2_per_t1),
-        };
-        if u32::from(r.plane) >= s.planes || r.pod >= pods || r.index >= n {
-            return Err(ScenarioError::new(
-                field,
-                format!(
-                    "tier {} plane {} pod {} index {} does not exist; planes 0..{}, pod 0..{pods}, index 0..{n}",
-                    r.tier, r.plane, r.pod, r.index, s.planes
-                ),
-            ));
-        }
+        self.shape.check_switch_ref(r, field)?;
         Ok(self.switch_node(SwitchId {
             tier: r.tier,
-            plane: r.plane,
-            pod: r.pod,
+            plane: r.plane.unwrap_or(0),
+            pod: r.pod.unwrap_or(0),
             index: r.index,
         }))
     }
@@ -573,124 +708,258 @@ impl Topology {
     }
 }
 
-/// Parses htsim's `.topo` format (`Nodes`, `Tiers`, `Podsize`, then `Tier N` sections with
-/// `Downlink_speed_Gbps`, `Radix_Up`, `Radix_Down`, `Queue_Up`, `Queue_Down`, `Oversubscribed`, `Bundle`,
-/// `Switch_Latency_ns`, `Downlink_Latency_ns`).
-pub fn parse_htsim_topo(text: &str) -> Result<(Shape, [LinkCfg; 3]), ScenarioError> {
-    let mut nodes = 0u64;
-    let mut tiers = 0u64;
-    let mut podsize = 0u64;
-    #[derive(Default, Clone, Copy)]
-    struct Tier {
-        speed: f64,
-        up: u64,
-        down: u64,
-        qdown: Option<u64>,
-        bundle: u64,
-        lat: u64,
-        sw_lat: u64,
-    }
-    let mut t = [Tier::default(); 3];
+/// Keys of an htsim `.topo` file's `Tier N` sections.
+pub const TOPO_TIER_KEYS: [&str; 9] = [
+    "downlink_speed_gbps",
+    "radix_up",
+    "radix_down",
+    "queue_up",
+    "queue_down",
+    "oversubscribed",
+    "bundle",
+    "switch_latency_ns",
+    "downlink_latency_ns",
+];
+
+/// Parses htsim's `.topo` format (the subset `sim/README.md` documents): a header of `Nodes`, `Tiers` and
+/// `Podsize`, then one `Tier N` section per tier with the keys of [`TOPO_TIER_KEYS`] (any case). Everything
+/// else, every value that is not a whole number, and every combination the simulator cannot build exactly
+/// (bundles, radices that do not add up) is an error naming the line and the key. Returns one plane's
+/// shape and the port parameters: a port's latency is its link's plus its sending switch's.
+pub fn parse_htsim_topo(text: &str) -> Result<(Shape, Links), ScenarioError> {
+    let mut head: [Option<u64>; 3] = [None; 3]; // nodes, tiers, podsize
+    let mut tiers: [[Option<(u64, usize)>; 9]; 3] = [[None; 9]; 3];
     let mut cur: Option<usize> = None;
     for (ln, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
-        let mut it = line.split_whitespace();
-        let key = it.next().unwrap_or("").to_ascii_lowercase();
-        let val = it.next().unwrap_or("");
-        let err = |what: &str| {
+        let ln = ln + 1;
+        let err = |what: String| {
             ScenarioError::new(
-                format!("topology.file line {}", ln + 1),
+                format!("topology.file line {ln}"),
                 format!("{what} in `{line}`"),
             )
         };
-        let num = || val.parse::<f64>().map_err(|_| err("expected a number"));
-        let v = num()?;
-        let u = v as u64;
-        match key.as_str() {
-            "nodes" => nodes = u,
-            "tiers" => tiers = u,
-            "podsize" => podsize = u,
-            "tier" => {
-                if u > 2 {
-                    return Err(err("tier must be 0, 1 or 2"));
-                }
-                cur = Some(u as usize);
+        let toks: Vec<&str> = line.split_whitespace().collect();
+        let key = toks[0].to_ascii_lowercase();
+        if toks.len() != 2 {
+            return Err(err(format!("`{}` takes exactly one value", toks[0])));
+        }
+        let v: u64 = toks[1].parse().map_err(|_| {
+            err(format!(
+                "`{}` needs a whole number, not `{}`",
+                toks[0], toks[1]
+            ))
+        })?;
+        let slot = match key.as_str() {
+            "nodes" => Some(0),
+            "tiers" => Some(1),
+            "podsize" => Some(2),
+            _ => None,
+        };
+        if let Some(i) = slot {
+            if cur.is_some() {
+                return Err(err(format!(
+                    "`{}` belongs in the header, before any `Tier N`",
+                    toks[0]
+                )));
             }
-            _ => {
-                let Some(c) = cur else {
-                    return Err(err("a per-tier key before any `Tier N` line"));
-                };
-                let tt = &mut t[c];
-                match key.as_str() {
-                    "downlink_speed_gbps" => tt.speed = v,
-                    "radix_up" => tt.up = u,
-                    "radix_down" => tt.down = u,
-                    "queue_up" => {}
-                    "queue_down" => tt.qdown = Some(u),
-                    "oversubscribed" => {}
-                    "bundle" => tt.bundle = u,
-                    "switch_latency_ns" => tt.sw_lat = u,
-                    "downlink_latency_ns" => tt.lat = u,
-                    _ => {
-                        return Err(err(
-                            "unknown key; use Nodes, Tiers, Podsize, Tier, Downlink_speed_Gbps, Radix_Up, \
-                             Radix_Down, Queue_Up, Queue_Down, Oversubscribed, Bundle, Switch_Latency_ns, \
-                             Downlink_Latency_ns",
-                        ));
-                    }
-                }
+            if head[i].replace(v).is_some() {
+                return Err(err(format!("`{}` given twice", toks[0])));
             }
+            continue;
+        }
+        if key == "tier" {
+            if v > 2 {
+                return Err(err("tier must be 0, 1 or 2".into()));
+            }
+            cur = Some(v as usize);
+            continue;
+        }
+        let Some(k) = TOPO_TIER_KEYS.iter().position(|x| *x == key) else {
+            return Err(err(format!(
+                "unknown key `{}`; the accepted keys are Nodes, Tiers, Podsize, Tier, Downlink_speed_Gbps, \
+                 Radix_Up, Radix_Down, Queue_Up, Queue_Down, Oversubscribed, Bundle, Switch_Latency_ns and \
+                 Downlink_Latency_ns (see sim/README.md)",
+                toks[0]
+            )));
+        };
+        let Some(c) = cur else {
+            return Err(err(format!("`{}` before any `Tier N` line", toks[0])));
+        };
+        if tiers[c][k].replace((v, ln)).is_some() {
+            return Err(err(format!("`{}` given twice for tier {c}", toks[0])));
         }
     }
-    let e = |f: &str, m: &str| {
-        Err(ScenarioError::new(
-            format!("topology.file {f}"),
-            m.to_string(),
-        ))
+    let e = |f: String, m: String| Err(ScenarioError::new(format!("topology.file {f}"), m));
+    let (Some(nodes), Some(ntiers), Some(podsize)) = (head[0], head[1], head[2]) else {
+        let missing = ["Nodes", "Tiers", "Podsize"]
+            .iter()
+            .zip(head)
+            .filter(|(_, v)| v.is_none())
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ");
+        return e(
+            "header".into(),
+            format!("missing {missing}; the header gives Nodes N, Tiers 2|3 and Podsize P"),
+        );
     };
-    if !(2..=3).contains(&tiers) {
-        return e("Tiers", "must be 2 or 3");
+    if !(2..=3).contains(&ntiers) {
+        return e("Tiers".into(), format!("{ntiers}; must be 2 or 3"));
     }
-    let hpt0 = t[0].down;
-    if hpt0 == 0 || nodes == 0 || !nodes.is_multiple_of(hpt0) {
-        return e("Tier 0 Radix_Down", "must divide Nodes");
-    }
-    let bundle = t[0].bundle.max(1);
-    let link = |x: &Tier| LinkCfg {
-        gbps: if x.speed > 0.0 { x.speed } else { 100.0 },
-        latency_ns: if x.lat > 0 { x.lat } else { 1000 } + x.sw_lat,
-        buffer_bytes: x.qdown,
+    let nt = ntiers as usize;
+    let get = |t: usize, k: &str| {
+        let i = TOPO_TIER_KEYS.iter().position(|x| *x == k).unwrap_or(0);
+        tiers[t][i].map(|x| x.0)
     };
-    let links = [link(&t[0]), link(&t[1]), link(&t[2])];
-    let shape = if tiers == 2 {
-        Shape {
-            planes: 1,
-            pods: 1,
-            t0: (nodes / hpt0) as u32,
-            t1: (t[0].up / bundle).max(1) as u32,
-            t2_per_t1: 0,
-            hpt0: hpt0 as u32,
+    for (t, keys) in tiers.iter().enumerate() {
+        let name = |k: usize| TOPO_TIER_KEYS[k];
+        for (k, v) in keys.iter().enumerate() {
+            let Some((v, ln)) = v else { continue };
+            let at = format!("line {ln} (Tier {t} {})", name(k));
+            if t >= nt {
+                return e(at, format!("tier {t} does not exist with Tiers {ntiers}"));
+            }
+            let top = t == nt - 1;
+            match name(k) {
+                "radix_up" | "queue_up" if top => {
+                    return e(at, "the top tier has no uplinks".into());
+                }
+                "bundle" if *v != 1 => {
+                    return e(
+                        at,
+                        format!(
+                            "Bundle {v}: parallel links between one pair of switches are not modelled; use \
+                             Bundle 1 (or more switches)"
+                        ),
+                    );
+                }
+                "downlink_speed_gbps" if !(1..=MAX_GBPS as u64).contains(v) => {
+                    return e(at, format!("{v}; use 1..={MAX_GBPS} Gbit/s"));
+                }
+                "switch_latency_ns" | "downlink_latency_ns" if *v > MAX_LATENCY_NS => {
+                    return e(at, format!("{v} ns; use 0..={MAX_LATENCY_NS}"));
+                }
+                "queue_up" | "queue_down" if !(1..=MAX_BUFFER_BYTES).contains(v) => {
+                    return e(at, format!("{v} bytes; use 1..={MAX_BUFFER_BYTES}"));
+                }
+                _ => {}
+            }
         }
-    } else {
-        let ps = if podsize == 0 { nodes } else { podsize };
-        if !ps.is_multiple_of(hpt0) || !nodes.is_multiple_of(ps) {
+        if t >= nt {
+            continue;
+        }
+        for need in ["downlink_speed_gbps", "radix_down", "downlink_latency_ns"] {
+            if get(t, need).is_none() {
+                return e(
+                    format!("Tier {t}"),
+                    format!(
+                        "missing {need}: htsim would take it from its command line; write it in the file"
+                    ),
+                );
+            }
+        }
+        if t < nt - 1 && get(t, "radix_up").is_none() {
+            return e(format!("Tier {t}"), "missing radix_up".into());
+        }
+        if let (Some(o), Some(d), Some(u)) = (
+            get(t, "oversubscribed"),
+            get(t, "radix_down"),
+            get(t, "radix_up"),
+        ) && (u == 0 || d != o * u)
+        {
             return e(
-                "Podsize",
-                "must be a multiple of Tier 0 Radix_Down and divide Nodes",
+                format!("Tier {t} Oversubscribed"),
+                format!(
+                    "{o}, but Radix_Down {d} / Radix_Up {u} is not {o}: the radices give the \
+                     oversubscription; make them agree"
+                ),
             );
         }
-        Shape {
-            planes: 1,
-            pods: (nodes / ps) as u32,
-            t0: (ps / hpt0) as u32,
-            t1: (t[0].up / bundle).max(1) as u32,
-            t2_per_t1: t[1].up.max(1) as u32,
-            hpt0: hpt0 as u32,
+    }
+    let r = |t: usize, k: &str| get(t, k).unwrap_or(0);
+    let hpt0 = r(0, "radix_down");
+    if hpt0 == 0 || !nodes.is_multiple_of(hpt0) || !podsize.is_multiple_of(hpt0) {
+        return e(
+            "Tier 0 Radix_Down".into(),
+            format!("{hpt0} must divide Nodes ({nodes}) and Podsize ({podsize})"),
+        );
+    }
+    if podsize == 0 || !nodes.is_multiple_of(podsize) {
+        return e(
+            "Podsize".into(),
+            format!("{podsize} must divide Nodes ({nodes})"),
+        );
+    }
+    if nt == 2 && podsize != nodes {
+        return e(
+            "Podsize".into(),
+            format!("{podsize}: a two-tier fabric is one pod; use Podsize {nodes} (= Nodes)"),
+        );
+    }
+    let t0 = podsize / hpt0;
+    let t1 = r(0, "radix_up");
+    if t1 == 0 {
+        return e("Tier 0 Radix_Up".into(), "must be at least 1".into());
+    }
+    if r(1, "radix_down") != t0 {
+        return e(
+            "Tier 1 Radix_Down".into(),
+            format!(
+                "{}: every T1 links to each of the {t0} T0s of its pod (Podsize / Tier 0 Radix_Down), so it \
+                 must be {t0}",
+                r(1, "radix_down")
+            ),
+        );
+    }
+    let pods = nodes / podsize;
+    let t2 = if nt == 3 {
+        if r(2, "radix_down") != pods {
+            return e(
+                "Tier 2 Radix_Down".into(),
+                format!(
+                    "{}: every T2 links to one T1 in each of the {pods} pods, so it must be {pods}",
+                    r(2, "radix_down")
+                ),
+            );
         }
+        r(1, "radix_up")
+    } else {
+        0
     };
+    let n32 = |f: &str, v: u64| {
+        u32::try_from(v).map_err(|_| {
+            ScenarioError::new(format!("topology.file {f}"), format!("{v} is too large"))
+        })
+    };
+    let shape = Shape {
+        planes: 1,
+        pods: n32("Nodes", pods)?,
+        t0: n32("Podsize", t0)?,
+        t1: n32("Tier 0 Radix_Up", t1)?,
+        t2_per_t1: n32("Tier 1 Radix_Up", t2)?,
+        hpt0: n32("Tier 0 Radix_Down", hpt0)?,
+    };
+    // A port's latency: its link's, plus the latency of the switch it leaves (hosts add none).
+    let lat = |t: usize| r(t, "downlink_latency_ns") * 1000;
+    let sw = |t: usize| r(t, "switch_latency_ns") * 1000;
+    let port = |t: usize, from_switch: Option<usize>, queue: Option<u64>| PortParams {
+        rate_bps: r(t, "downlink_speed_gbps") * 1_000_000_000,
+        latency_ps: lat(t) + from_switch.map_or(0, sw),
+        buffer: queue,
+    };
+    let top = nt.min(3) - 1;
+    let links = [
+        port(0, None, None),
+        port(0, Some(0), get(0, "queue_down")),
+        port(1, Some(0), get(0, "queue_up")),
+        port(1, Some(1), get(1, "queue_down")),
+        port(top, Some(1), get(1, "queue_up")),
+        port(top, Some(top), get(top, "queue_down")),
+    ];
     Ok((shape, links))
 }
 
@@ -700,11 +969,6 @@ mod tests {
     use crate::scenario::{QueueCfg, TopologyCfg};
 
     fn cfg(kind: TopoKind) -> TopologyCfg {
-        let l = LinkCfg {
-            gbps: 100.0,
-            latency_ns: 1000,
-            buffer_bytes: None,
-        };
         TopologyCfg {
             kind,
             planes: 2,
@@ -713,12 +977,16 @@ mod tests {
             t1: 2,
             pods: 2,
             t2_per_t1: 2,
-            host_link: l,
-            t0_t1_link: l,
-            t1_t2_link: l,
+            host_link: None,
+            t0_t1_link: None,
+            t1_t2_link: None,
             file: None,
             queue: QueueCfg::default(),
         }
+    }
+
+    fn build(c: &TopologyCfg) -> Result<Topology, ScenarioError> {
+        Topology::build(shape_of(c), &links_of(c), &c.queue, 4200)
     }
 
     /// Following `forward` from every host on every path reaches the destination in the expected hops, and
@@ -726,7 +994,7 @@ mod tests {
     #[test]
     fn forwarding_reaches_every_host() {
         for kind in [TopoKind::TwoTier, TopoKind::ThreeTier] {
-            let t = Topology::build(&cfg(kind), 4200).unwrap();
+            let t = build(&cfg(kind)).unwrap();
             for (i, p) in t.ports.iter().enumerate() {
                 let r = t.ports[p.rev as usize];
                 assert_eq!(
@@ -756,14 +1024,68 @@ mod tests {
         }
     }
 
+    /// Issue 10.3: `t0 + t1` wrapped in u32, the size guard passed and the port arrays ate all memory.
+    #[test]
+    fn sizes_that_overflow_are_refused_before_allocating() {
+        let mut c = cfg(TopoKind::TwoTier);
+        (c.hosts_per_t0, c.t0, c.t1) = (2, 1, u32::MAX);
+        let e = build(&c).unwrap_err();
+        assert_eq!(e.field, "topology");
+        assert!(e.problem.contains("ports"), "{e}");
+        let mut c = cfg(TopoKind::ThreeTier);
+        (c.pods, c.t0, c.hosts_per_t0, c.planes) = (u32::MAX, u32::MAX, u32::MAX, 16);
+        let e = build(&c).unwrap_err();
+        assert!(e.problem.contains("overflows"), "{e}");
+    }
+
     #[test]
     fn htsim_topo_parses() {
         let text = "Nodes 32\nTiers 2\nPodsize 32\n\nTier 0\nDownlink_speed_Gbps 400\nRadix_Down 8\nRadix_Up 4\n\
-                    Downlink_Latency_ns 500\nSwitch_Latency_ns 0\n\nTier 1\nDownlink_speed_Gbps 400\nRadix_Down 4\n";
+                    Downlink_Latency_ns 500\nSwitch_Latency_ns 100\nQueue_Up 9000\nOversubscribed 2\n\n\
+                    Tier 1\nDownlink_speed_Gbps 200\nRadix_Down 4\nDownlink_Latency_ns 700\n";
         let (s, l) = parse_htsim_topo(text).unwrap();
         assert_eq!((s.t0, s.t1, s.hpt0, s.hosts()), (4, 4, 8, 32));
-        assert_eq!((l[0].gbps, l[0].latency_ns), (400.0, 500));
-        let e = parse_htsim_topo("Nodes 8\nTiers 2\nTier 0\nRadix_Dn 4\n").unwrap_err();
-        assert!(e.problem.contains("unknown key"), "{e}");
+        let host_up = l[PortKind::HostUp as usize];
+        let t0_up = l[PortKind::T0Up as usize];
+        assert_eq!(
+            (host_up.rate_bps, host_up.latency_ps),
+            (400_000_000_000, 500_000)
+        );
+        assert_eq!(
+            l[PortKind::T0Down as usize].latency_ps,
+            600_000,
+            "link + T0 latency"
+        );
+        assert_eq!(
+            (t0_up.rate_bps, t0_up.latency_ps, t0_up.buffer),
+            (200_000_000_000, 800_000, Some(9000))
+        );
+        assert_eq!(l[PortKind::T1Down as usize].buffer, None);
+    }
+
+    /// Every key htsim knows either builds exactly what it says or is refused by name: nothing is ignored.
+    #[test]
+    fn htsim_topo_refuses_what_it_cannot_build() {
+        let base = "Nodes 32\nTiers 2\nPodsize 32\nTier 0\nDownlink_speed_Gbps 400\nRadix_Down 8\nRadix_Up 4\n\
+                    Downlink_Latency_ns 500\nTier 1\nDownlink_speed_Gbps 400\nRadix_Down 4\nDownlink_Latency_ns 500\n";
+        assert!(parse_htsim_topo(base).is_ok());
+        for (extra, want) in [
+            ("Tier 0\nRadix_Dn 4\n", "unknown key `Radix_Dn`"),
+            ("Tier 1\nBundle 2\n", "Bundle 2"),
+            ("Tier 0\nOversubscribed 3\n", "Oversubscribed"),
+            ("Tier 1\nQueue_Up 1000\n", "top tier has no uplinks"),
+            ("Tier 0\nRadix_Up 4\n", "given twice"),
+            ("Tier 0\nQueue_Down 1.5\n", "whole number"),
+            ("Tier 2\nRadix_Down 1\n", "does not exist"),
+        ] {
+            let e = parse_htsim_topo(&format!("{base}{extra}")).unwrap_err();
+            assert!(e.to_string().contains(want), "{extra:?}: {e}");
+        }
+        let e = parse_htsim_topo(&base.replace("Podsize 32", "Podsize 16")).unwrap_err();
+        assert!(e.field.contains("Podsize"), "{e}");
+        let e = parse_htsim_topo(&base.replace("Radix_Down 4\n", "Radix_Down 5\n")).unwrap_err();
+        assert!(e.field.contains("Tier 1 Radix_Down"), "{e}");
+        let e = parse_htsim_topo(&base.replace("Nodes 32", "Nodes 1e30")).unwrap_err();
+        assert!(e.problem.contains("whole number"), "{e}");
     }
 }

@@ -26,7 +26,7 @@ bin_us = 5
 }
 
 fn run(s: &Scenario) -> mrc_sim::Report {
-    let r = run_scenario(s, true, &mut |_, _| {}).expect("runs");
+    let r = run_scenario(s, true, &mut |_, _| true).expect("runs");
     assert!(
         r.invariant_violations().is_empty(),
         "{:?}",
@@ -133,7 +133,7 @@ fn bad_fields_are_named() {
         "[[failures]]\nkind = \"switch_down\"\nat_us = 1\nswitch = { tier = 1, plane = 0, index = 9 }\n",
     );
     s.seed = 1;
-    let e = run_scenario(&s, false, &mut |_, _| {}).expect_err("bad index");
+    let e = run_scenario(&s, false, &mut |_, _| true).expect_err("bad index");
     assert_eq!(e.field, "failures[0].switch");
     assert!(e.problem.contains("index 0..4"), "{e}");
 }

@@ -250,8 +250,6 @@ pub struct Nscc {
     prev_epoch_acked: u64,
     /// Start of the current unbroken run of feedback; quick adapt needs one full period of it.
     measure_since: u64,
-    /// Bytes in flight at the last ack; zero means the QP went idle.
-    last_inflight: u64,
     /// `window()` as of the last event: it is read before every transmission, so it is computed once per event.
     win: u64,
     counters: CcCounters,
@@ -289,7 +287,6 @@ impl Nscc {
             epoch_acked: 0,
             prev_epoch_acked: 0,
             measure_since: 0,
-            last_inflight: 0,
             win: 0,
             counters: CcCounters::default(),
             cfg,
@@ -340,8 +337,10 @@ impl Nscc {
         self.epoch_start = self
             .epoch_start
             .saturating_add(periods.saturating_mul(self.period_ns));
-        if periods > 1 && self.last_inflight == 0 {
-            // Idle for a period or more: what the QP achieved before says nothing about the network.
+        if periods > 1 {
+            // A full period without feedback: the QP was idle, or everything it had in flight vanished into a
+            // failure the path layer deals with. Either way the bytes it got acked say nothing about what the
+            // network carries now.
             // spec: CC-QA-3
             self.measure_since = now;
         }
@@ -414,7 +413,6 @@ impl Nscc {
         let now = now.as_nanos();
         self.tick(now);
         self.epoch_acked = self.epoch_acked.saturating_add(sample.newly_acked_bytes);
-        self.last_inflight = sample.inflight;
         self.set_penalty(sample.rcv_cwnd_pen);
         // spec: CC-NSCC-8
         let Some(rtt) = sample.rtt else { return };
@@ -800,6 +798,35 @@ mod tests {
         // One period of feedback later, quick adapt works again.
         n.on_ack(at(110), &busy);
         n.on_trim(at(116), 4096, false);
+        assert_eq!(n.window(), 100_000);
+    }
+
+    /// A flight that vanished into a failure is not a measure of the network: after a period of silence with
+    /// bytes in flight, the losses that RTO then declares leave the window alone (it used to fall to one MTU,
+    /// stalling every plane of a QP that had lost one).
+    #[test]
+    fn quick_adapt_ignores_a_flight_lost_in_silence() {
+        let mut n = nscc(NsccConfig {
+            init_cwnd: Some(1_000_000),
+            ..cfg()
+        });
+        let s = AckSample {
+            newly_acked_bytes: 100_000,
+            inflight: 70_000,
+            ..AckSample::default()
+        };
+        for i in 0..10 {
+            n.on_ack(at(i), &s);
+        }
+        // The last 70 kB in flight went down with a plane: nothing is acked for 3 periods, then RTO.
+        for k in 0..8 {
+            n.on_loss(at(40 + k), 4096);
+        }
+        assert_eq!(n.window(), 1_000_000);
+        assert_eq!(n.counters().quick_adapts, 0);
+        // With a period of feedback again, a loss that follows what got through does adapt.
+        n.on_ack(at(50), &s);
+        n.on_loss(at(60), 4096);
         assert_eq!(n.window(), 100_000);
     }
 

@@ -684,11 +684,12 @@ impl Qp {
         }
     }
 
-    /// A plane was just retired for silence: whatever is still in flight on it went the same way as the losses
-    /// that retired it, so it is resent elsewhere now instead of one reorder window at a time. Congestion control
-    /// and the EVs have already heard of the failure.
+    /// A plane was just retired for silence, or a port of it went down at either end: whatever is still in
+    /// flight on it went the same way, so it is resent elsewhere now instead of one reorder window (or one RTO)
+    /// at a time. Neither congestion control nor the EVs are penalised for it.
+    // spec: PATH-PLANE-1
     // spec: PATH-PLANE-2
-    fn presume_plane_lost(&mut self, plane: u8) {
+    pub(crate) fn presume_plane_lost(&mut self, plane: u8) {
         let doomed: Vec<u64> = self
             .sent
             .iter()

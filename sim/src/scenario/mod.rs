@@ -1,10 +1,17 @@
 //! Scenario files (TOML): topology, transport, workload, failures, outputs and validation thresholds.
 //!
 //! Parsing rejects unknown fields and unknown enum values (serde names the field and lists the allowed
-//! values); [`Scenario::check`] then checks ranges and cross-field rules, naming the field and the fix.
+//! values); [`Scenario::check`] (in `check.rs`) then refuses every value out of range, every field that does
+//! not apply where it stands, every time outside the run and every threshold the run cannot compute, naming
+//! the field and the fix. What needs the fabric's shape (references to planes, hosts and switches, sizes and
+//! memory) is checked by `crate::plan` before anything is built.
+
+mod check;
+
+pub use check::*;
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -66,6 +73,9 @@ pub struct Scenario {
     /// Thresholds `mrc-sim validate` checks.
     #[serde(default)]
     pub validate: Vec<Threshold>,
+    /// Folder of the scenario file: `topology.file` and `workload.file` are relative to it.
+    #[serde(skip)]
+    pub base_dir: Option<PathBuf>,
 }
 
 fn one() -> u64 {
@@ -94,8 +104,12 @@ pub struct LinkCfg {
     #[serde(default = "default_latency")]
     pub latency_ns: u64,
     /// Output buffer per port in bytes; default 1 BDP of the fabric.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer_bytes: Option<u64>,
+    /// Buffer of the port towards the spine (T0→T1 of `t0_t1_link`, T1→T2 of `t1_t2_link`) when it differs
+    /// from `buffer_bytes` (htsim's `Queue_Up`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_buffer_bytes: Option<u64>,
 }
 
 fn default_latency() -> u64 {
@@ -126,17 +140,17 @@ pub struct TopologyCfg {
     /// T2 switches above each T1 position (three-tier).
     #[serde(default)]
     pub t2_per_t1: u32,
-    /// Host–T0 links.
-    #[serde(default = "default_link")]
-    pub host_link: LinkCfg,
-    /// T0–T1 links.
-    #[serde(default = "default_link")]
-    pub t0_t1_link: LinkCfg,
-    /// T1–T2 links (three-tier).
-    #[serde(default = "default_link")]
-    pub t1_t2_link: LinkCfg,
+    /// Host–T0 links (default 100 Gbit/s, 1 µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_link: Option<LinkCfg>,
+    /// T0–T1 links (default 100 Gbit/s, 1 µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t0_t1_link: Option<LinkCfg>,
+    /// T1–T2 links (three-tier; default 100 Gbit/s, 1 µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t1_t2_link: Option<LinkCfg>,
     /// `.topo` file for `kind = "htsim"`, relative to the scenario file.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<PathBuf>,
     /// Queues.
     #[serde(default)]
@@ -147,11 +161,23 @@ fn one_u8() -> u8 {
     1
 }
 
-fn default_link() -> LinkCfg {
-    LinkCfg {
-        gbps: 100.0,
-        latency_ns: 1000,
-        buffer_bytes: None,
+/// The links of a tier when the scenario gives none.
+pub const DEFAULT_LINK: LinkCfg = LinkCfg {
+    gbps: 100.0,
+    latency_ns: 1000,
+    buffer_bytes: None,
+    up_buffer_bytes: None,
+};
+
+impl TopologyCfg {
+    /// The links of a tier: `host`, `t0_t1` or `t1_t2`, with the default where none is given.
+    pub fn link(&self, tier: LinkTier) -> LinkCfg {
+        match tier {
+            LinkTier::Host => self.host_link,
+            LinkTier::T0T1 => self.t0_t1_link,
+            LinkTier::T1T2 => self.t1_t2_link,
+        }
+        .unwrap_or(DEFAULT_LINK)
     }
 }
 
@@ -397,9 +423,10 @@ pub struct LinkRef {
     /// T2 index above its T1 position (three-tier).
     #[serde(default)]
     pub t2: Option<u32>,
-    /// `up` (towards the spine), `down` or `both` (default): grey loss and slowness may be one-way.
-    #[serde(default)]
-    pub direction: Direction,
+    /// `up` (towards the spine), `down` or `both` (default): grey loss and slowness may be one-way
+    /// (`link_loss` and `link_slow` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
 }
 
 /// Link tiers.
@@ -433,14 +460,15 @@ pub enum Direction {
 pub struct SwitchRef {
     /// 0 (T0), 1 (T1) or 2 (T2).
     pub tier: u8,
-    /// Plane.
-    #[serde(default)]
-    pub plane: u8,
+    /// Plane; required when the fabric has more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plane: Option<u8>,
     /// Index within the plane (two-tier) or pod (three-tier T0/T1).
     pub index: u32,
-    /// Pod (three-tier T0/T1) or T1 position (three-tier T2).
-    #[serde(default)]
-    pub pod: u32,
+    /// Pod (three-tier T0/T1) or T1 position (three-tier T2); required in three-tier fabrics, refused in
+    /// two-tier ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<u32>,
 }
 
 /// One failure.
@@ -557,279 +585,4 @@ pub struct Threshold {
     /// Why this bound (printed with the result).
     #[serde(default)]
     pub why: String,
-}
-
-impl Scenario {
-    /// Reads and checks a scenario file; relative file references are resolved against its folder.
-    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ScenarioError::new(path.display().to_string(), format!("cannot read: {e}"))
-        })?;
-        let mut s = Self::parse(&text)?;
-        let dir = path.parent().unwrap_or(Path::new("."));
-        if let Some(f) = &s.topology.file {
-            s.topology.file = Some(dir.join(f));
-        }
-        if let Some(f) = &s.workload.file {
-            s.workload.file = Some(dir.join(f));
-        }
-        Ok(s)
-    }
-
-    /// The scenario as TOML text.
-    pub fn to_toml(&self) -> String {
-        toml::to_string(self).unwrap_or_default()
-    }
-
-    /// Parses and checks scenario text.
-    pub fn parse(text: &str) -> Result<Self, ScenarioError> {
-        let s: Self = toml::from_str(text).map_err(|e| {
-            let msg = e.message().to_string();
-            let field = msg
-                .split('`')
-                .nth(1)
-                .filter(|_| msg.starts_with("unknown field"))
-                .unwrap_or("scenario")
-                .to_string();
-            ScenarioError::new(field, e.to_string().trim().to_string())
-        })?;
-        s.check()?;
-        Ok(s)
-    }
-
-    /// Checks ranges and cross-field rules.
-    pub fn check(&self) -> Result<(), ScenarioError> {
-        let t = &self.topology;
-        if !(1..=16).contains(&t.planes) {
-            return Err(ScenarioError::new(
-                "topology.planes",
-                format!("{} planes; use 1..=16", t.planes),
-            ));
-        }
-        match t.kind {
-            TopoKind::TwoTier => {
-                for (f, v) in [
-                    ("topology.hosts_per_t0", t.hosts_per_t0),
-                    ("topology.t0", t.t0),
-                    ("topology.t1", t.t1),
-                ] {
-                    if v == 0 {
-                        return Err(ScenarioError::new(
-                            f,
-                            "must be at least 1 for kind = \"two_tier\"",
-                        ));
-                    }
-                }
-            }
-            TopoKind::ThreeTier => {
-                for (f, v) in [
-                    ("topology.hosts_per_t0", t.hosts_per_t0),
-                    ("topology.t0", t.t0),
-                    ("topology.t1", t.t1),
-                    ("topology.pods", t.pods),
-                    ("topology.t2_per_t1", t.t2_per_t1),
-                ] {
-                    if v == 0 {
-                        return Err(ScenarioError::new(
-                            f,
-                            "must be at least 1 for kind = \"three_tier\"",
-                        ));
-                    }
-                }
-            }
-            TopoKind::Htsim => {
-                if t.file.is_none() {
-                    return Err(ScenarioError::new(
-                        "topology.file",
-                        "kind = \"htsim\" needs file = \"path/to/x.topo\"",
-                    ));
-                }
-            }
-        }
-        for (f, l) in [
-            ("topology.host_link", &t.host_link),
-            ("topology.t0_t1_link", &t.t0_t1_link),
-            ("topology.t1_t2_link", &t.t1_t2_link),
-        ] {
-            if !(l.gbps > 0.0 && l.gbps <= 100_000.0) {
-                return Err(ScenarioError::new(
-                    format!("{f}.gbps"),
-                    format!("{} Gbit/s; use a rate in (0, 100000]", l.gbps),
-                ));
-            }
-            if l.buffer_bytes == Some(0) {
-                return Err(ScenarioError::new(
-                    format!("{f}.buffer_bytes"),
-                    "must be positive (or left out for 1 BDP)",
-                ));
-            }
-        }
-        let q = &t.queue;
-        if !(0.0..=1.0).contains(&q.ecn_kmin) || !(q.ecn_kmin..=1.0).contains(&q.ecn_kmax) {
-            return Err(ScenarioError::new(
-                "topology.queue.ecn_kmin",
-                "need 0 <= ecn_kmin <= ecn_kmax <= 1 (fractions of the buffer)",
-            ));
-        }
-        if !(q.buffer_bdp > 0.0 && q.buffer_bdp <= 1000.0) {
-            return Err(ScenarioError::new(
-                "topology.queue.buffer_bdp",
-                "must be in (0, 1000]",
-            ));
-        }
-        let tr = &self.transport;
-        if !(256..=65000).contains(&tr.mtu) {
-            return Err(ScenarioError::new(
-                "transport.mtu",
-                format!("{} payload bytes; use 256..=65000", tr.mtu),
-            ));
-        }
-        if tr.evs_per_plane == Some(0) {
-            return Err(ScenarioError::new(
-                "transport.evs_per_plane",
-                "must be at least 1 (or left out for one per path)",
-            ));
-        }
-        let w = &self.workload;
-        if w.kind != WorkloadKind::Htsim && w.bytes == 0 {
-            return Err(ScenarioError::new(
-                "workload.bytes",
-                "must be positive: bytes per transfer (or per all-reduce)",
-            ));
-        }
-        if w.kind == WorkloadKind::Htsim && w.file.is_none() {
-            return Err(ScenarioError::new(
-                "workload.file",
-                "kind = \"htsim\" needs file = \"path/to/x.cm\"",
-            ));
-        }
-        if w.kind == WorkloadKind::Incast && w.senders == 0 && w.sources.is_none() {
-            return Err(ScenarioError::new(
-                "workload.senders",
-                "an incast needs senders = N (hosts 1..=N) or sources = [..]",
-            ));
-        }
-        if !(w.start_us >= 0.0 && w.compute_us >= 0.0) {
-            return Err(ScenarioError::new(
-                "workload.start_us",
-                "start_us and compute_us must be >= 0",
-            ));
-        }
-        for (i, f) in self.failures.iter().enumerate() {
-            check_failure(&format!("failures[{i}]"), f)?;
-        }
-        for (si, set) in self.sweep.failure_sets.iter().enumerate() {
-            for (i, f) in set.failures.iter().enumerate() {
-                check_failure(&format!("sweep.failure_sets[{si}].failures[{i}]"), f)?;
-            }
-        }
-        let r = &self.run;
-        if !(r.limit_us > 0.0 && r.bin_us > 0.0 && r.settle_us >= 0.0) {
-            return Err(ScenarioError::new(
-                "run.limit_us",
-                "limit_us and bin_us must be positive, settle_us >= 0",
-            ));
-        }
-        if r.limit_us / r.bin_us > 1e6 {
-            return Err(ScenarioError::new(
-                "run.bin_us",
-                "more than a million bins; use a larger bin_us",
-            ));
-        }
-        for (i, th) in self.validate.iter().enumerate() {
-            if !crate::report::METRICS.iter().any(|(m, _)| *m == th.metric) {
-                let names: Vec<&str> = crate::report::METRICS.iter().map(|(m, _)| *m).collect();
-                return Err(ScenarioError::new(
-                    format!("validate[{i}].metric"),
-                    format!(
-                        "unknown metric `{}`; use one of {}",
-                        th.metric,
-                        names.join(", ")
-                    ),
-                ));
-            }
-            if th.min.is_none() && th.max.is_none() {
-                return Err(ScenarioError::new(
-                    format!("validate[{i}]"),
-                    "give min, max or both",
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-fn check_failure(at: &str, f: &FailureCfg) -> Result<(), ScenarioError> {
-    if f.at_us.is_nan() || f.at_us < 0.0 {
-        return Err(ScenarioError::new(format!("{at}.at_us"), "must be >= 0"));
-    }
-    if let Some(u) = f.until_us
-        && (u.is_nan() || u <= f.at_us)
-    {
-        return Err(ScenarioError::new(
-            format!("{at}.until_us"),
-            "must be later than at_us",
-        ));
-    }
-    let need = |ok: bool, field: &str, what: &str| {
-        if ok {
-            Ok(())
-        } else {
-            Err(ScenarioError::new(
-                format!("{at}.{field}"),
-                what.to_string(),
-            ))
-        }
-    };
-    match f.kind {
-        FailureKind::LinkDown | FailureKind::LinkUp => need(
-            f.link.is_some(),
-            "link",
-            "needs link = { tier = \"host\" | \"t0_t1\" | \"t1_t2\", ... }",
-        ),
-        FailureKind::LinkFlap => {
-            need(f.link.is_some(), "link", "needs link = { tier = ..., ... }")?;
-            need(
-                f.period_us.is_some_and(|p| p > 0.0),
-                "period_us",
-                "needs a positive period_us",
-            )?;
-            need(
-                f.duty.is_some_and(|d| d > 0.0 && d < 1.0),
-                "duty",
-                "needs duty in (0, 1): the fraction of each period the link is up",
-            )?;
-            need(
-                f.until_us.is_some(),
-                "until_us",
-                "needs until_us: when flapping stops (the link stays up)",
-            )
-        }
-        FailureKind::SwitchDown | FailureKind::SwitchUp => need(
-            f.switch.is_some_and(|s| s.tier <= 2),
-            "switch",
-            "needs switch = { tier = 0 | 1 | 2, plane = P, index = I }",
-        ),
-        FailureKind::PlaneDown => need(f.plane.is_some(), "plane", "needs plane = P"),
-        FailureKind::NicPortDown => {
-            need(f.plane.is_some(), "plane", "needs plane = P")?;
-            need(f.host.is_some(), "host", "needs host = H")
-        }
-        FailureKind::LinkLoss => {
-            need(f.link.is_some(), "link", "needs link = { tier = ..., ... }")?;
-            need(
-                f.rate.is_some_and(|r| (0.0..=1.0).contains(&r)),
-                "rate",
-                "needs rate in [0, 1]",
-            )
-        }
-        FailureKind::LinkSlow => {
-            need(f.link.is_some(), "link", "needs link = { tier = ..., ... }")?;
-            need(
-                f.fraction.is_some_and(|r| r > 0.0 && r <= 1.0),
-                "fraction",
-                "needs fraction in (0, 1]",
-            )
-        }
-    }
 }

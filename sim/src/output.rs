@@ -1,0 +1,66 @@
+//! The files of a run: report.json, summary.txt, the echoed scenario (with copies of imported files), CSVs and
+//! the plots. Kept apart from `report` so the report does not depend on how it is drawn.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::report::Report;
+use crate::topo::PortKind;
+
+impl Report {
+    /// Writes report.json, summary.txt, scenario.toml, CSVs and SVG plots into `dir`.
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        std::fs::write(dir.join("report.json"), self.to_json())?;
+        std::fs::write(dir.join("summary.txt"), self.summary())?;
+        std::fs::write(
+            dir.join("scenario.toml"),
+            toml::to_string(&self.scenario).unwrap_or_default(),
+        )?;
+        for (from, name) in &self.imports {
+            std::fs::copy(from, dir.join(name))?;
+        }
+        let r = &self.run;
+        let mut f = String::from("transfer,src,dst,bytes,start_us,end_us,fct_us\n");
+        for (i, (s, e)) in r.times_us.iter().enumerate() {
+            let (src, dst, b) = self.flows.get(i).copied().unwrap_or((0, 0, 0));
+            let fct = if *e >= 0.0 { e - s } else { -1.0 };
+            let _ = writeln!(f, "{i},{src},{dst},{b},{s:.4},{e:.4},{fct:.4}");
+        }
+        std::fs::write(dir.join("flows.csv"), f)?;
+        let mut g = String::from("bin_start_us");
+        for p in 0..self.planes {
+            let _ = write!(g, ",plane{p}_gbps");
+        }
+        g.push('\n');
+        for (b, row) in r.goodput_gbps.iter().enumerate() {
+            let _ = write!(g, "{:.3}", b as f64 * r.bin_us);
+            for x in row {
+                let _ = write!(g, ",{x:.3}");
+            }
+            g.push('\n');
+        }
+        std::fs::write(dir.join("goodput.csv"), g)?;
+        let mut q = String::from("bin_start_us");
+        for k in PortKind::ALL {
+            let _ = write!(q, ",{}_max_bytes", k.name());
+        }
+        q.push('\n');
+        for (b, row) in r.queue_max_bytes.iter().enumerate() {
+            let _ = write!(q, "{:.3}", b as f64 * r.bin_us);
+            for x in row {
+                let _ = write!(q, ",{x}");
+            }
+            q.push('\n');
+        }
+        std::fs::write(dir.join("queues.csv"), q)?;
+        // Plots.
+        let plot = |name: &str, svg: Result<String, String>| {
+            std::fs::write(dir.join(name), svg.map_err(std::io::Error::other)?)
+        };
+        plot("goodput.svg", crate::plots::goodput_svg(self))?;
+        plot("fct_cdf.svg", crate::plots::fct_svg(self))?;
+        plot("queues.svg", crate::plots::queues_svg(self))?;
+        Ok(())
+    }
+}
