@@ -5,10 +5,11 @@
 //! becomes the return value verbs expects for that function (an errno value, `-1` with `errno` set, or `NULL`
 //! with `errno` set), with one log line naming the call and the reason.
 
-use std::any::Any;
 use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
 use std::ffi::c_int;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Once;
 
 use crate::log::log;
 
@@ -99,14 +100,38 @@ pub(crate) fn errno_name(e: c_int) -> Cow<'static, str> {
     })
 }
 
-fn panic_text(p: &(dyn Any + Send)) -> &str {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s
-    } else {
-        "non-string panic payload"
-    }
+thread_local! {
+    /// Entry-point calls in progress on this thread (a panic inside one is reported by its boundary).
+    static IN_BOUNDARY: Cell<u32> = const { Cell::new(0) };
+    /// The last panic's message and location, for the boundary's log line.
+    static LAST_PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Chains a panic hook that stays silent inside an entry point (the boundary logs one line naming the call
+/// instead of the default multi-line report) and defers to the previous hook elsewhere, so a Rust application
+/// that loads the shim keeps its own panic reporting.
+fn install_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let prev = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_BOUNDARY.with(Cell::get) > 0 {
+                let msg = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic payload".into());
+                let at = info
+                    .location()
+                    .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                    .unwrap_or_default();
+                LAST_PANIC.with(|p| *p.borrow_mut() = Some(format!("{msg}{at}")));
+            } else {
+                prev(info);
+            }
+        }));
+    });
 }
 
 /// Runs `f`, turning a panic into `EIO` and logging any failure once with `call`; for entry points whose
@@ -115,16 +140,19 @@ pub(crate) fn guard<R>(
     call: &'static str,
     f: impl FnOnce() -> Result<R, Error>,
 ) -> Result<R, Error> {
-    let r = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(p) => Err(Error::new(
+    install_hook();
+    IN_BOUNDARY.with(|c| c.set(c.get() + 1));
+    let caught = catch_unwind(AssertUnwindSafe(f));
+    IN_BOUNDARY.with(|c| c.set(c.get() - 1));
+    let r = caught.unwrap_or_else(|_| {
+        let what = LAST_PANIC
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| "unknown".into());
+        Err(Error::new(
             libc::EIO,
-            format!(
-                "internal error (panic: {}); please report it",
-                panic_text(&*p)
-            ),
-        )),
-    };
+            format!("internal error (panic: {what}); please report it"),
+        ))
+    });
     if let Err(e) = &r {
         e.report(call);
     }
@@ -193,6 +221,9 @@ mod tests {
 
     #[test]
     fn panics_become_eio_and_errors_keep_their_errno() {
+        let e = guard::<()>("t", || panic!("boom")).unwrap_err();
+        assert_eq!(e.errno, libc::EIO);
+        assert!(e.why().contains("boom at shim/src/ffi.rs"), "{}", e.why());
         assert_eq!(int_call("t", || panic!("boom")), libc::EIO);
         assert_eq!(
             int_call("t", || Err(Error::unsupported("x"))),
