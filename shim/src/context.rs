@@ -1,0 +1,493 @@
+//! `ibv_open_device`: the context, its ops tables, the `verbs_context` extension ops, the query verbs and
+//! asynchronous events.
+//!
+//! The context the application gets is `&verbs_context.context` inside a `Context`, with
+//! `abi_compat = VERBS_ABI_IS_EXTENDED` and `sz = sizeof(verbs_context)`, so the inline `verbs_get_ctx_op`
+//! finds our extension ops and newer applications see the ops we do not know as absent
+//! (`verbs-nccl-abi.md` §1.3). Extension ops with no MRC meaning point at stubs that log the op and fail with
+//! `EOPNOTSUPP`, so even inline-only verbs leave a log line.
+
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::ffi::{c_int, c_uint, c_void};
+use std::mem::offset_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use crate::abi::*;
+use crate::device::{self, Device};
+use crate::ffi::{self, Error, int_call, neg_call, ptr_call};
+use crate::host::HostDevice;
+use crate::log::log;
+use crate::registry::{self, Kind, Object, Users};
+use crate::{cq, qp, unsupported};
+
+/// An open device.
+#[repr(C)]
+pub(crate) struct Context {
+    vctx: UnsafeCell<verbs_context>,
+    pub(crate) dev: &'static Device,
+    pub(crate) host: Arc<HostDevice>,
+    async_fd: OwnedFd,
+    async_events: Mutex<VecDeque<(c_uint, usize)>>,
+    /// PDs, CQs and completion channels created on it.
+    pub(crate) users: Users,
+}
+
+// SAFETY: the C `ibv_context` is the `context` member of the first field, a `verbs_context`.
+unsafe impl Object for Context {
+    type Raw = ibv_context;
+    const KIND: Kind = Kind::Context;
+    const RAW_OFFSET: usize = offset_of!(verbs_context, context);
+}
+
+/// Casts a typed function into an ops slot.
+macro_rules! slot {
+    ($f:expr, $ty:ty) => {{
+        let f: $ty = $f;
+        // SAFETY: function pointers all have the same size; C calls the slot with the signature `$ty`,
+        // which is the one `f` was checked against just above.
+        Some(unsafe { std::mem::transmute::<$ty, unsafe extern "C" fn()>(f) })
+    }};
+}
+pub(crate) use slot;
+
+/// An eventfd in semaphore mode: readable once per `signal`, a real fd applications may poll or make
+/// non-blocking.
+pub(crate) fn eventfd() -> Result<OwnedFd, Error> {
+    // SAFETY: plain syscall; the result is checked.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(Error::new(
+            e.raw_os_error().unwrap_or(libc::EMFILE),
+            format!("eventfd: {e}"),
+        ));
+    }
+    // SAFETY: `fd` is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Makes an eventfd readable once more.
+pub(crate) fn signal(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to an eventfd we own; a full counter (2^64-2) cannot happen.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
+}
+
+/// Takes one signal, blocking unless the application made the fd non-blocking (then `EAGAIN`, not logged).
+pub(crate) fn wait(fd: c_int) -> Result<(), Error> {
+    let mut v: u64 = 0;
+    loop {
+        // SAFETY: reads 8 bytes into a live u64.
+        let n = unsafe { libc::read(fd, (&raw mut v).cast(), 8) };
+        if n == 8 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        match e {
+            libc::EINTR => continue,
+            libc::EAGAIN => return Err(Error::quiet(libc::EAGAIN)),
+            _ => return Err(Error::new(e, "reading the event fd failed")),
+        }
+    }
+}
+
+impl Context {
+    fn open(dev: &'static Device) -> Result<*mut ibv_context, Error> {
+        let host = HostDevice::open(&dev.cfg)?;
+        let async_fd = eventfd()?;
+        // SAFETY: `verbs_context` is plain data (function pointers as Options, integers, a pthread mutex whose
+        // all-zero value is PTHREAD_MUTEX_INITIALIZER on glibc); all-zero is valid.
+        let mut v: verbs_context = unsafe { std::mem::zeroed() };
+        v.sz = size_of::<verbs_context>();
+        v.query_port = slot!(
+            query_port_op,
+            unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int
+        );
+        v.query_device_ex = slot!(
+            query_device_ex_op,
+            unsafe extern "C" fn(
+                *mut ibv_context,
+                *const c_void,
+                *mut ibv_device_attr_ex,
+                usize,
+            ) -> c_int
+        );
+        v.create_qp_ex = slot!(
+            qp::create_qp_ex_op,
+            unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp
+        );
+        unsupported::fill_verbs_context(&mut v);
+        let c = &mut v.context;
+        c.device = dev.raw();
+        c.cmd_fd = -1;
+        c.async_fd = async_fd.as_raw_fd();
+        c.num_comp_vectors = 1;
+        c.abi_compat = VERBS_ABI_IS_EXTENDED;
+        c.ops.poll_cq = slot!(
+            cq::poll_cq_op,
+            unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int
+        );
+        c.ops.req_notify_cq = slot!(
+            cq::req_notify_cq_op,
+            unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int
+        );
+        c.ops.post_send = slot!(
+            qp::post_send_op,
+            unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int
+        );
+        c.ops.post_recv = slot!(
+            qp::post_recv_op,
+            unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int
+        );
+        unsupported::fill_context_ops(&mut c.ops);
+        let ctx = Box::new(Self {
+            vctx: UnsafeCell::new(v),
+            dev,
+            host,
+            async_fd,
+            async_events: Mutex::new(VecDeque::new()),
+            users: Users::default(),
+        });
+        // SAFETY: initialises the context's mutex in place, inside the box that will not move.
+        unsafe {
+            libc::pthread_mutex_init(&raw mut (*ctx.vctx.get()).context.mutex, std::ptr::null())
+        };
+        log!(Info, "opened {} ({})", dev.cfg.name, dev.cfg.source);
+        Ok(registry::publish(ctx))
+    }
+
+    /// The C view.
+    pub(crate) fn raw(&self) -> *mut ibv_context {
+        // SAFETY: only forms a pointer to a field of our own cell.
+        unsafe { &raw mut (*self.vctx.get()).context }
+    }
+
+    /// The port's LID: plane 0's UDP port, so peers sharing one address are told apart.
+    pub(crate) fn lid(&self) -> u16 {
+        self.host.port()
+    }
+
+    /// Queues an asynchronous event for `ibv_get_async_event`.
+    #[allow(
+        dead_code,
+        reason = "stage 2: QP errors reported by the host become IBV_EVENT_QP_FATAL"
+    )]
+    pub(crate) fn push_async(&self, event_type: c_uint, element: *mut c_void) {
+        self.async_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back((event_type, element as usize));
+        signal(&self.async_fd);
+    }
+}
+
+/// The live context behind `ctx`.
+pub(crate) fn context<'a>(ctx: *mut ibv_context) -> Result<&'a Context, Error> {
+    // SAFETY: the registry check inside `get` makes sure `ctx` is one of ours and live.
+    unsafe { registry::get::<Context>(ctx, "context") }
+}
+
+fn write_port_attr(
+    c: &Context,
+    port: u8,
+    out: *mut ibv_port_attr,
+    len: usize,
+) -> Result<(), Error> {
+    let out = ffi::non_null(out, "port_attr")?;
+    device::check_port(port.into())?;
+    let a = c.dev.port_attr(c.lid());
+    // SAFETY: the caller's buffer holds `len` bytes; we write at most that many, zeroing what we do not know
+    // (a newer application's larger struct).
+    unsafe {
+        let n = len.min(size_of::<ibv_port_attr>());
+        std::ptr::write_bytes(out.cast::<u8>(), 0, len);
+        std::ptr::copy_nonoverlapping((&raw const a).cast::<u8>(), out.cast::<u8>(), n);
+    }
+    Ok(())
+}
+
+/// `verbs_context.query_port`: the inline `ibv_query_port` calls it with the application's struct size.
+unsafe extern "C" fn query_port_op(
+    ctx: *mut ibv_context,
+    port: u8,
+    attr: *mut ibv_port_attr,
+    len: usize,
+) -> c_int {
+    int_call("ibv_query_port", || {
+        write_port_attr(context(ctx)?, port, attr, len)
+    })
+}
+
+/// `verbs_context.query_device_ex`: the classic attributes, no extended capabilities.
+unsafe extern "C" fn query_device_ex_op(
+    ctx: *mut ibv_context,
+    input: *const c_void,
+    attr: *mut ibv_device_attr_ex,
+    len: usize,
+) -> c_int {
+    int_call("ibv_query_device_ex", || {
+        let c = context(ctx)?;
+        let attr = ffi::non_null(attr, "attr")?;
+        if !input.is_null() {
+            // SAFETY: `struct ibv_query_device_ex_input` starts with its u32 comp_mask.
+            let mask = unsafe { *input.cast::<u32>() };
+            if mask != 0 {
+                return Err(Error::inval(format!(
+                    "input comp_mask {mask:#x} is not supported"
+                )));
+            }
+        }
+        if len < size_of::<ibv_device_attr>() {
+            return Err(Error::inval(format!(
+                "attr_size {len} is smaller than ibv_device_attr"
+            )));
+        }
+        let a = c.dev.attr();
+        // SAFETY: the caller's struct holds `len` bytes, at least an `ibv_device_attr`.
+        unsafe {
+            std::ptr::write_bytes(attr.cast::<u8>(), 0, len);
+            std::ptr::copy_nonoverlapping(&raw const a, &raw mut (*attr).orig_attr, 1);
+        }
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Exported entry points
+// ---------------------------------------------------------------------------------------------------------
+
+/// Opens a device of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
+    ptr_call("ibv_open_device", || Context::open(device::find(dev)?))
+}
+
+/// Closes a context; `EBUSY` while PDs, CQs or completion channels are left on it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
+    int_call("ibv_close_device", || {
+        // SAFETY: verbs callers do not use a context while closing it.
+        let c =
+            unsafe { registry::destroy::<Context>(ctx, "context", |c| c.users.idle("context")) }?;
+        // SAFETY: the mutex was initialised at open and nobody holds it now.
+        unsafe { libc::pthread_mutex_destroy(&raw mut (*c.vctx.get()).context.mutex) };
+        Ok(())
+    })
+}
+
+/// Device attributes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_device(
+    ctx: *mut ibv_context,
+    attr: *mut ibv_device_attr,
+) -> c_int {
+    int_call("ibv_query_device", || {
+        let c = context(ctx)?;
+        let attr = ffi::non_null(attr, "device_attr")?;
+        // SAFETY: the caller passes a writable `ibv_device_attr`.
+        unsafe { attr.write(c.dev.attr()) };
+        Ok(())
+    })
+}
+
+/// The compat `ibv_query_port`, reached when an application's inline wrapper finds no `query_port` op; it may
+/// write only the old 48-byte struct.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_port(
+    ctx: *mut ibv_context,
+    port: u8,
+    attr: *mut ibv_port_attr,
+) -> c_int {
+    int_call("ibv_query_port", || {
+        write_port_attr(context(ctx)?, port, attr, 48)
+    })
+}
+
+/// GID `index` of `port`: index 0 is the node's address.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_gid(
+    ctx: *mut ibv_context,
+    port: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    neg_call("ibv_query_gid", || {
+        let c = context(ctx)?;
+        let gid = ffi::non_null(gid, "gid")?;
+        device::check_port(port.into())?;
+        if index != 0 {
+            return Err(Error::inval(format!(
+                "GID index {index} does not exist (the table has index 0)"
+            )));
+        }
+        // SAFETY: the caller passes a writable 16-byte GID.
+        unsafe { gid.write(c.dev.gid()) };
+        Ok(0)
+    })
+}
+
+/// `ibv_query_gid_type` (IBVERBS_PRIVATE, used by ibv_devinfo): every GID is RoCE v2.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_gid_type(
+    ctx: *mut ibv_context,
+    port: u8,
+    index: c_uint,
+    ty: *mut c_int,
+) -> c_int {
+    neg_call("ibv_query_gid_type", || {
+        context(ctx)?;
+        let ty = ffi::non_null(ty, "type")?;
+        device::check_port(port.into())?;
+        if index != 0 {
+            return Err(Error::inval(format!("GID index {index} does not exist")));
+        }
+        // SAFETY: the caller passes a writable int.
+        unsafe { *ty = IBV_GID_TYPE_SYSFS_ROCE_V2 };
+        Ok(0)
+    })
+}
+
+fn gid_entry(c: &Context) -> ibv_gid_entry {
+    ibv_gid_entry {
+        gid: c.dev.gid(),
+        gid_index: 0,
+        port_num: 1,
+        gid_type: IBV_GID_TYPE_ROCE_V2,
+        ndev_ifindex: 0,
+    }
+}
+
+/// `ibv_query_gid_ex` (inline) lands here.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _ibv_query_gid_ex(
+    ctx: *mut ibv_context,
+    port: u32,
+    index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    int_call("ibv_query_gid_ex", || {
+        let c = context(ctx)?;
+        let entry = ffi::non_null(entry, "entry")?;
+        device::check_port(port)?;
+        if flags != 0 || entry_size < size_of::<ibv_gid_entry>() {
+            return Err(Error::inval(format!(
+                "flags {flags:#x} / entry_size {entry_size} not supported"
+            )));
+        }
+        if index != 0 {
+            return Err(Error::inval(format!("GID index {index} does not exist")));
+        }
+        // SAFETY: the caller's entry holds `entry_size` ≥ sizeof bytes.
+        unsafe { entry.write(gid_entry(c)) };
+        Ok(())
+    })
+}
+
+/// `ibv_query_gid_table` (inline) lands here: one entry.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _ibv_query_gid_table(
+    ctx: *mut ibv_context,
+    entries: *mut ibv_gid_entry,
+    max_entries: usize,
+    flags: u32,
+    entry_size: usize,
+) -> isize {
+    let r = ffi::guard("ibv_query_gid_table", || {
+        let c = context(ctx)?;
+        let entries = ffi::non_null(entries, "entries")?;
+        if flags != 0 || entry_size < size_of::<ibv_gid_entry>() || max_entries == 0 {
+            return Err(Error::inval(format!(
+                "flags {flags:#x} / entry_size {entry_size} / max_entries {max_entries} not supported"
+            )));
+        }
+        // SAFETY: the caller's array holds at least one entry of `entry_size` bytes.
+        unsafe { entries.write(gid_entry(c)) };
+        Ok(1)
+    });
+    // Failures return a negative errno.
+    r.unwrap_or_else(|e| -(e.errno as isize))
+}
+
+/// P_Key `index` (the default full-membership key 0xffff at index 0), big-endian.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_pkey(
+    ctx: *mut ibv_context,
+    port: u8,
+    index: c_int,
+    pkey: *mut u16,
+) -> c_int {
+    neg_call("ibv_query_pkey", || {
+        context(ctx)?;
+        let pkey = ffi::non_null(pkey, "pkey")?;
+        device::check_port(port.into())?;
+        if index != 0 {
+            return Err(Error::inval(format!("P_Key index {index} does not exist")));
+        }
+        // SAFETY: the caller passes a writable u16.
+        unsafe { *pkey = 0xffff_u16.to_be() };
+        Ok(0)
+    })
+}
+
+/// The index of a big-endian P_Key.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_pkey_index(ctx: *mut ibv_context, port: u8, pkey: u16) -> c_int {
+    neg_call("ibv_get_pkey_index", || {
+        context(ctx)?;
+        device::check_port(port.into())?;
+        if u16::from_be(pkey) & 0x7fff != 0x7fff {
+            return Err(Error::new(
+                libc::ENOENT,
+                format!("P_Key {:#x} is not in the table", u16::from_be(pkey)),
+            ));
+        }
+        Ok(0)
+    })
+}
+
+/// Waits for the next asynchronous event (blocking unless `async_fd` was made non-blocking).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_async_event(
+    ctx: *mut ibv_context,
+    event: *mut ibv_async_event,
+) -> c_int {
+    neg_call("ibv_get_async_event", || {
+        let c = context(ctx)?;
+        let event = ffi::non_null(event, "event")?;
+        wait(c.async_fd.as_raw_fd())?;
+        let (ty, element) = c
+            .async_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+            .ok_or_else(|| Error::quiet(libc::EAGAIN))?;
+        // SAFETY: the caller passes a writable event.
+        unsafe {
+            event.write(ibv_async_event {
+                element: element as *mut c_void,
+                event_type: ty,
+            })
+        };
+        Ok(0)
+    })
+}
+
+/// Acknowledges an asynchronous event (QP events count towards `ibv_qp.events_completed`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
+    ffi::void_call("ibv_ack_async_event", || {
+        let event = ffi::non_null(event, "event")?;
+        // SAFETY: the caller passes an event from `ibv_get_async_event`.
+        let e = unsafe { &*event };
+        if e.event_type == IBV_EVENT_QP_FATAL {
+            qp::ack_event(e.element.cast())?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,349 @@
+//! Completion queues and completion channels.
+//!
+//! A channel's `fd` is a real eventfd (semaphore mode): one count per queued CQ event, so applications can
+//! `poll()` it, make it non-blocking, and `ibv_get_cq_event` reads exactly one event per call. A CQ armed with
+//! `ibv_req_notify_cq` queues itself on its channel at the next completion (`Cq::notify`), once per arming.
+
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::ffi::{c_int, c_uint, c_void};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::abi::*;
+use crate::context::{self, Context, context};
+use crate::device::limits;
+use crate::ffi::{self, Error, int_call, neg_call, ptr_call};
+use crate::host::HostCq;
+use crate::registry::{self, Kind, Object, Users};
+
+/// A completion channel.
+#[repr(C)]
+pub(crate) struct Channel {
+    raw: UnsafeCell<ibv_comp_channel>,
+    ctx: *const Context,
+    efd: OwnedFd,
+    /// CQs with an event not yet taken by `ibv_get_cq_event` (their `ibv_cq` addresses).
+    events: Mutex<VecDeque<usize>>,
+    /// CQs attached to it.
+    users: Users,
+}
+
+// SAFETY: the C struct is the first field.
+unsafe impl Object for Channel {
+    type Raw = ibv_comp_channel;
+    const KIND: Kind = Kind::CompChannel;
+}
+
+impl Channel {
+    fn ctx(&self) -> &Context {
+        // SAFETY: a context with channels cannot be closed (`Users`), so it outlives the channel.
+        unsafe { &*self.ctx }
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<usize>> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Notification state of a CQ.
+const DISARMED: u8 = 0;
+const ARMED_ALL: u8 = 1;
+const ARMED_SOLICITED: u8 = 2;
+
+/// A completion queue.
+#[repr(C)]
+pub(crate) struct Cq {
+    raw: UnsafeCell<ibv_cq>,
+    ctx: *const Context,
+    channel: *const Channel,
+    pub(crate) host: HostCq,
+    armed: AtomicU8,
+    /// QPs using it.
+    pub(crate) users: Users,
+}
+
+// SAFETY: the C struct is the first field.
+unsafe impl Object for Cq {
+    type Raw = ibv_cq;
+    const KIND: Kind = Kind::Cq;
+}
+
+impl Cq {
+    pub(crate) fn ctx(&self) -> &Context {
+        // SAFETY: a context with CQs cannot be closed (`Users`), so it outlives the CQ.
+        unsafe { &*self.ctx }
+    }
+
+    fn channel(&self) -> Option<&Channel> {
+        // SAFETY: a channel with CQs cannot be destroyed (`Users`), so it outlives the CQ.
+        unsafe { self.channel.as_ref() }
+    }
+
+    /// The C view.
+    pub(crate) fn raw(&self) -> *mut ibv_cq {
+        self.raw.get()
+    }
+
+    /// A completion was added (`solicited`: a solicited receive or an error): queue a channel event if the CQ
+    /// is armed for it. Called by the host layer's completion path.
+    #[allow(dead_code, reason = "stage 2: the host layer reports new completions")]
+    pub(crate) fn notify(&self, solicited: bool) {
+        let want = if solicited {
+            ARMED_SOLICITED
+        } else {
+            ARMED_ALL
+        };
+        let armed = self.armed.load(Ordering::Acquire);
+        if armed == DISARMED || (armed == ARMED_SOLICITED && want == ARMED_ALL) {
+            return;
+        }
+        if self
+            .armed
+            .compare_exchange(armed, DISARMED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+            && let Some(ch) = self.channel()
+        {
+            ch.queue().push_back(self.raw() as usize);
+            context::signal(&ch.efd);
+        }
+    }
+}
+
+pub(crate) fn init_sync(m: *mut pthread_mutex_t, c: *mut pthread_cond_t) {
+    // SAFETY: `m` and `c` point into a freshly boxed object that will not move.
+    unsafe {
+        libc::pthread_mutex_init(m, std::ptr::null());
+        libc::pthread_cond_init(c, std::ptr::null());
+    }
+}
+
+pub(crate) fn destroy_sync(m: *mut pthread_mutex_t, c: *mut pthread_cond_t) {
+    // SAFETY: initialised by `init_sync`; nobody waits on an object being destroyed.
+    unsafe {
+        libc::pthread_mutex_destroy(m);
+        libc::pthread_cond_destroy(c);
+    }
+}
+
+/// The live CQ behind `cq`.
+pub(crate) fn cq<'a>(p: *mut ibv_cq, what: &str) -> Result<&'a Cq, Error> {
+    // SAFETY: the registry check inside `get` makes sure `p` is one of ours and live.
+    unsafe { registry::get::<Cq>(p, what) }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Context ops (reached through the inline `ibv_poll_cq` / `ibv_req_notify_cq`)
+// ---------------------------------------------------------------------------------------------------------
+
+/// `ibv_poll_cq`: up to `n` completions into `wc`; a negative errno on failure.
+pub(crate) unsafe extern "C" fn poll_cq_op(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
+    ffi::guard("ibv_poll_cq", || {
+        // SAFETY: reached through the ops of the CQ's own context, so `cq` is one of ours.
+        let q = unsafe { registry::get_unchecked::<Cq>(cq, "cq") }?;
+        if n < 0 {
+            return Err(Error::inval(format!("num_entries {n} is negative")));
+        }
+        if n == 0 {
+            return Ok(0);
+        }
+        let wc = ffi::non_null(wc, "wc")?;
+        // SAFETY: the caller passes an array of `n` completions.
+        let out = unsafe { std::slice::from_raw_parts_mut(wc, n as usize) };
+        Ok(q.ctx().host.poll_cq(q.host, out) as c_int)
+    })
+    .unwrap_or_else(|e| -e.errno)
+}
+
+/// `ibv_req_notify_cq`: the next completion (or the next solicited one) queues an event on the channel.
+pub(crate) unsafe extern "C" fn req_notify_cq_op(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    int_call("ibv_req_notify_cq", || {
+        // SAFETY: reached through the ops of the CQ's own context, so `cq` is one of ours.
+        let q = unsafe { registry::get_unchecked::<Cq>(cq, "cq") }?;
+        let arm = if solicited_only != 0 {
+            ARMED_SOLICITED
+        } else {
+            ARMED_ALL
+        };
+        // Arming for all completions widens an arming for solicited ones, never the reverse.
+        let _ = q
+            .armed
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| {
+                (a != ARMED_ALL).then_some(arm)
+            });
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Exported entry points
+// ---------------------------------------------------------------------------------------------------------
+
+/// Creates a completion channel with a real fd.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
+    ptr_call("ibv_create_comp_channel", || {
+        let c = context(ctx)?;
+        let efd = context::eventfd()?;
+        c.users.add();
+        Ok(registry::publish(Box::new(Channel {
+            raw: UnsafeCell::new(ibv_comp_channel {
+                context: ctx,
+                fd: efd.as_raw_fd(),
+                refcnt: 0,
+            }),
+            ctx: c,
+            efd,
+            events: Mutex::new(VecDeque::new()),
+            users: Users::default(),
+        })))
+    })
+}
+
+/// Destroys a completion channel; `EBUSY` while CQs use it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
+    int_call("ibv_destroy_comp_channel", || {
+        // SAFETY: verbs callers do not use a channel while destroying it.
+        let ch = unsafe {
+            registry::destroy::<Channel>(ch, "channel", |c| c.users.idle("completion channel"))
+        }?;
+        ch.ctx().users.sub();
+        Ok(())
+    })
+}
+
+/// Creates a CQ of at least `cqe` entries, optionally reporting to `channel`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_create_cq(
+    ctx: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq {
+    ptr_call("ibv_create_cq", || {
+        let c = context(ctx)?;
+        if cqe < 1 || cqe as u32 > limits::MAX_CQE {
+            return Err(Error::inval(format!(
+                "cqe {cqe} is outside 1..={}",
+                limits::MAX_CQE
+            )));
+        }
+        if comp_vector != 0 {
+            return Err(Error::inval(format!(
+                "comp_vector {comp_vector} does not exist (num_comp_vectors is 1)"
+            )));
+        }
+        let ch: *const Channel = if channel.is_null() {
+            std::ptr::null()
+        } else {
+            // SAFETY: the registry check inside `get` makes sure `channel` is one of ours and live.
+            let ch = unsafe { registry::get::<Channel>(channel, "channel") }?;
+            if !std::ptr::eq(ch.ctx, c) {
+                return Err(Error::inval("the channel belongs to another context"));
+            }
+            ch
+        };
+        let host = c.host.create_cq(cqe as u32)?;
+        c.users.add();
+        // SAFETY: `ch` is NULL or the live channel checked above.
+        if let Some(ch) = unsafe { ch.as_ref() } {
+            ch.users.add();
+        }
+        let q = Box::new(Cq {
+            raw: UnsafeCell::new(ibv_cq {
+                context: ctx,
+                channel,
+                cq_context,
+                handle: host.0,
+                cqe,
+                // SAFETY: all-zero is a valid pthread mutex/cond bit pattern on glibc; both are initialised below.
+                mutex: unsafe { std::mem::zeroed() },
+                // SAFETY: as above.
+                cond: unsafe { std::mem::zeroed() },
+                comp_events_completed: 0,
+                async_events_completed: 0,
+            }),
+            ctx: c,
+            channel: ch,
+            host,
+            armed: AtomicU8::new(DISARMED),
+            users: Users::default(),
+        });
+        let raw = q.raw();
+        // SAFETY: `raw` points into the box, which does not move when published.
+        init_sync(unsafe { &raw mut (*raw).mutex }, unsafe {
+            &raw mut (*raw).cond
+        });
+        Ok(registry::publish(q))
+    })
+}
+
+/// Destroys a CQ; `EBUSY` while QPs use it. Events still queued for it on its channel are dropped.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
+    int_call("ibv_destroy_cq", || {
+        // SAFETY: verbs callers do not use a CQ while destroying it.
+        let q = unsafe { registry::destroy::<Cq>(cq, "cq", |q| q.users.idle("completion queue")) }?;
+        if let Some(ch) = q.channel() {
+            ch.queue().retain(|&p| p != cq as usize);
+            ch.users.sub();
+        }
+        q.ctx().host.destroy_cq(q.host);
+        q.ctx().users.sub();
+        let raw = q.raw();
+        // SAFETY: fields of the CQ we own again.
+        destroy_sync(unsafe { &raw mut (*raw).mutex }, unsafe {
+            &raw mut (*raw).cond
+        });
+        Ok(())
+    })
+}
+
+/// Takes the next CQ event from a channel (blocking unless its fd was made non-blocking).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_cq_event(
+    channel: *mut ibv_comp_channel,
+    cq_out: *mut *mut ibv_cq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    neg_call("ibv_get_cq_event", || {
+        // SAFETY: the registry check inside `get` makes sure `channel` is one of ours and live.
+        let ch = unsafe { registry::get::<Channel>(channel, "channel") }?;
+        let cq_out = ffi::non_null(cq_out, "cq")?;
+        let cq_context = ffi::non_null(cq_context, "cq_context")?;
+        loop {
+            context::wait(ch.efd.as_raw_fd())?;
+            // An event of a CQ destroyed meanwhile was dropped: wait for the next one.
+            if let Some(p) = ch.queue().pop_front() {
+                let q = p as *mut ibv_cq;
+                // SAFETY: `q` is a live CQ of this channel (destroying it removes its events); the out-pointers
+                // are the caller's.
+                unsafe {
+                    *cq_out = q;
+                    *cq_context = (*q).cq_context;
+                }
+                return Ok(0);
+            }
+        }
+    })
+}
+
+/// Acknowledges `nevents` events of `cq` (`ibv_cq.comp_events_completed`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
+    ffi::void_call("ibv_ack_cq_events", || {
+        let q = self::cq(cq, "cq")?;
+        let raw = q.raw();
+        // SAFETY: the CQ's mutex and cond were initialised at creation; the counter is guarded by the mutex.
+        unsafe {
+            libc::pthread_mutex_lock(&raw mut (*raw).mutex);
+            (*raw).comp_events_completed = (*raw).comp_events_completed.wrapping_add(nevents);
+            libc::pthread_cond_signal(&raw mut (*raw).cond);
+            libc::pthread_mutex_unlock(&raw mut (*raw).mutex);
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,82 @@
+//! Helpers shared by the shim's integration tests: where the preload library is, compiling C probes against
+//! the installed rdma-core headers, running programs under `LD_PRELOAD`.
+#![allow(dead_code, reason = "each test binary uses a subset")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `target/<profile>/libmrc_verbs_shim.so`, built by cargo with the tests (the cdylib crate type).
+pub(crate) fn shim_lib() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>-<hash>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
+    let lib = dir.join("libmrc_verbs_shim.so");
+    assert!(
+        lib.exists(),
+        "{} is missing: build the mrc-verbs-shim cdylib",
+        lib.display()
+    );
+    lib
+}
+
+/// Installs hint for a missing system package.
+pub(crate) fn need(what: &str, pkg: &str) -> ! {
+    panic!("{what} is missing: install the Debian package {pkg} (.ci/run does, as root)")
+}
+
+/// Compiles `src` (a path under `tests/c/`) into an executable in the test's scratch directory.
+pub(crate) fn compile_c(src: &str, extra: &[&str]) -> PathBuf {
+    if !Path::new("/usr/include/infiniband/verbs.h").exists() {
+        need("/usr/include/infiniband/verbs.h", "libibverbs-dev");
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(src);
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(src.file_stem().expect("file name"));
+    let o = Command::new("cc")
+        .arg("-Wall")
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .args(extra)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cc ({e}): install gcc"));
+    assert!(
+        o.status.success(),
+        "compiling {}:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// Runs `cmd` with the shim preloaded and the given extra environment.
+pub(crate) fn preload(cmd: &mut Command, env: &[(&str, &str)]) -> Output {
+    cmd.env("LD_PRELOAD", shim_lib());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run the program")
+}
+
+/// Path of an installed tool, or a failure naming its package.
+pub(crate) fn tool(name: &str, pkg: &str) -> PathBuf {
+    for dir in ["/usr/bin", "/usr/local/bin", "/bin"] {
+        let p = Path::new(dir).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    need(name, pkg)
+}
+
+/// Stdout and stderr as text, for assertion messages.
+pub(crate) fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
