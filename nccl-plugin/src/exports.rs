@@ -175,8 +175,8 @@ mod common {
         })
     }
 
-    /// The `isend` of every version.
-    pub(super) unsafe fn isend(
+    /// The `isend` of every version (v9's signature).
+    pub(super) unsafe extern "C" fn isend(
         comm: *mut c_void,
         data: *mut c_void,
         size: usize,
@@ -245,6 +245,31 @@ mod common {
     pub(super) fn props(dev: c_int) -> Result<Props, Error> {
         net::properties(dev)
     }
+}
+
+/// A later version's properties from the v9 ones plus that version's fields.
+macro_rules! props_from {
+    ($t:path, $b:expr, { $($f:ident: $v:expr),* $(,)? }) => {{
+        let b: v9::ncclNetProperties_v9_t = $b;
+        $t {
+            name: b.name,
+            pciPath: b.pciPath,
+            guid: b.guid,
+            ptrSupport: b.ptrSupport,
+            regIsGlobal: b.regIsGlobal,
+            forceFlush: b.forceFlush,
+            speed: b.speed,
+            port: b.port,
+            latency: b.latency,
+            maxComms: b.maxComms,
+            maxRecvs: b.maxRecvs,
+            netDeviceType: b.netDeviceType,
+            netDeviceVersion: b.netDeviceVersion,
+            maxP2pBytes: b.maxP2pBytes,
+            maxCollBytes: b.maxCollBytes,
+            $($f: $v,)*
+        }
+    }};
 }
 
 fn name_ptr() -> *mut c_char {
@@ -396,18 +421,6 @@ mod a9 {
         })
     }
 
-    pub(super) unsafe extern "C" fn isend(
-        comm: *mut c_void,
-        data: *mut c_void,
-        size: usize,
-        tag: c_int,
-        mhandle: *mut c_void,
-        request: *mut *mut c_void,
-    ) -> ncclResult_t {
-        // SAFETY: forwarded from NCCL.
-        unsafe { common::isend(comm, data, size, tag, mhandle, request) }
-    }
-
     pub(super) unsafe extern "C" fn irecv(
         comm: *mut c_void,
         n: c_int,
@@ -440,7 +453,7 @@ pub static ncclNetPlugin_v9: v9::ncclNet_v9_t = v9::ncclNet_v9_t {
     regMr: Some(common::reg_mr),
     regMrDmaBuf: Some(common::reg_mr_dma_buf),
     deregMr: Some(common::dereg_mr),
-    isend: Some(a9::isend),
+    isend: Some(common::isend),
     irecv: Some(a9::irecv),
     iflush: Some(common::iflush),
     test: Some(common::test),
@@ -557,27 +570,8 @@ mod a11 {
         props: *mut v11::ncclNetProperties_v11_t,
     ) -> ncclResult_t {
         call("getProperties", || {
-            let p = common::props(dev)?;
-            let b = props_v9(&p, dev);
-            let v = v11::ncclNetProperties_v11_t {
-                name: b.name,
-                pciPath: b.pciPath,
-                guid: b.guid,
-                ptrSupport: b.ptrSupport,
-                regIsGlobal: b.regIsGlobal,
-                forceFlush: b.forceFlush,
-                speed: b.speed,
-                port: b.port,
-                latency: b.latency,
-                maxComms: b.maxComms,
-                maxRecvs: b.maxRecvs,
-                netDeviceType: b.netDeviceType,
-                netDeviceVersion: b.netDeviceVersion,
-                vProps: b.vProps,
-                maxP2pBytes: b.maxP2pBytes,
-                maxCollBytes: b.maxCollBytes,
-                maxMultiRequestSize: 1,
-            };
+            let b = props_v9(&common::props(dev)?, dev);
+            let v = props_from!(v11::ncclNetProperties_v11_t, b, { vProps: b.vProps, maxMultiRequestSize: 1 });
             // SAFETY: NCCL passes a writable properties struct of this version.
             unsafe { put(props, v, "props") }
         })
@@ -630,32 +624,16 @@ mod a12 {
         props: *mut v12::ncclNetProperties_v12_t,
     ) -> ncclResult_t {
         call("getProperties", || {
-            let p = common::props(dev)?;
-            let b = props_v9(&p, dev);
+            let b = props_v9(&common::props(dev)?, dev);
             let mut devs = [0; MAX_DEVS_PER_NIC_V12];
             devs[0] = dev;
-            let v = v12::ncclNetProperties_v12_t {
-                name: b.name,
-                pciPath: b.pciPath,
-                guid: b.guid,
-                ptrSupport: b.ptrSupport,
-                regIsGlobal: b.regIsGlobal,
-                forceFlush: b.forceFlush,
-                speed: b.speed,
-                port: b.port,
-                latency: b.latency,
-                maxComms: b.maxComms,
-                maxRecvs: b.maxRecvs,
-                netDeviceType: b.netDeviceType,
-                netDeviceVersion: b.netDeviceVersion,
+            // One NIC spans every plane: no single rail or plane (NCCL_NET_ID_UNDEF).
+            let v = props_from!(v12::ncclNetProperties_v12_t, b, {
                 vProps: ncclNetVDeviceProps_v12_t { ndevs: 1, devs },
-                maxP2pBytes: b.maxP2pBytes,
-                maxCollBytes: b.maxCollBytes,
                 maxMultiRequestSize: 1,
-                // One NIC spans every plane: no single rail or plane (NCCL_NET_ID_UNDEF).
                 railId: -1,
                 planeId: -1,
-            };
+            });
             // SAFETY: NCCL passes a writable properties struct of this version.
             unsafe { put(props, v, "props") }
         })

@@ -14,7 +14,7 @@ type Fields = Vec<(&'static str, &'static str, usize)>;
 
 macro_rules! fields {
     ($t:ty { $($r:ident => $c:literal),* $(,)? }) => {
-        vec![$((stringify!($r), $c, offset_of!($t, $r))),*]
+        <Fields>::from([$((stringify!($r), $c, offset_of!($t, $r))),*])
     };
 }
 
@@ -24,134 +24,116 @@ struct Struct {
     fields: Fields,
 }
 
+/// The slots every function table has, plus `extra`.
+macro_rules! slots {
+    ($t:ty $(, $r:ident => $c:literal)*) => {{
+        let mut f = fields!($t {
+            name => "name", init => "init", devices => "devices", getProperties => "get_properties",
+            listen => "listen", connect => "connect", accept => "accept", regMr => "reg_mr",
+            regMrDmaBuf => "reg_mr_dmabuf", deregMr => "dereg_mr", isend => "isend", irecv => "irecv",
+            iflush => "iflush", test => "test", closeSend => "close_send", closeRecv => "close_recv",
+            closeListen => "close_listen", getDeviceMr => "get_device_mr", irecvConsumed => "irecv_consumed",
+        });
+        f.extend(fields!($t { $($r => $c),* }));
+        f
+    }};
+}
+
+/// The fields every properties struct has, plus `extra`.
+macro_rules! props {
+    ($t:ty $(, $r:ident => $c:literal)*) => {{
+        let mut f = fields!($t {
+            name => "name", pciPath => "pci_path", guid => "guid", ptrSupport => "ptr_support",
+            regIsGlobal => "reg_is_global", speed => "speed", port => "port", latency => "latency",
+            maxComms => "max_comms", maxRecvs => "max_recvs", netDeviceType => "device_type",
+            netDeviceVersion => "device_version",
+        });
+        f.extend(fields!($t { $($r => $c),* }));
+        f
+    }};
+}
+
 fn table() -> Vec<Struct> {
+    macro_rules! s {
+        ($c:literal, $t:ty, $f:expr) => {
+            Struct {
+                c: $c,
+                size: size_of::<$t>(),
+                fields: $f,
+            }
+        };
+    }
     vec![
-        Struct {
-            c: "mrc_props_v8_t",
-            size: size_of::<v8::ncclNetProperties_v8_t>(),
-            fields: fields!(v8::ncclNetProperties_v8_t {
-                name => "name", pciPath => "pci_path", guid => "guid", ptrSupport => "ptr_support",
-                regIsGlobal => "reg_is_global", speed => "speed", port => "port", latency => "latency",
-                maxComms => "max_comms", maxRecvs => "max_recvs", netDeviceType => "device_type",
-                netDeviceVersion => "device_version",
-            }),
-        },
-        Struct {
-            c: "mrc_props_v9_t",
-            size: size_of::<v9::ncclNetProperties_v9_t>(),
-            fields: fields!(v9::ncclNetProperties_v9_t {
-                name => "name", pciPath => "pci_path", guid => "guid", ptrSupport => "ptr_support",
-                regIsGlobal => "reg_is_global", forceFlush => "force_flush", speed => "speed", port => "port",
-                latency => "latency", maxComms => "max_comms", maxRecvs => "max_recvs",
-                netDeviceType => "device_type", netDeviceVersion => "device_version", vProps => "vprops",
+        s!(
+            "mrc_props_v8_t",
+            v8::ncclNetProperties_v8_t,
+            props!(v8::ncclNetProperties_v8_t)
+        ),
+        s!(
+            "mrc_props_v9_t",
+            v9::ncclNetProperties_v9_t,
+            props!(v9::ncclNetProperties_v9_t, forceFlush => "force_flush", vProps => "vprops",
+                maxP2pBytes => "max_p2p_bytes", maxCollBytes => "max_coll_bytes")
+        ),
+        s!(
+            "mrc_props_v11_t",
+            v11::ncclNetProperties_v11_t,
+            props!(v11::ncclNetProperties_v11_t, forceFlush => "force_flush", vProps => "vprops",
                 maxP2pBytes => "max_p2p_bytes", maxCollBytes => "max_coll_bytes",
-            }),
-        },
-        Struct {
-            c: "mrc_props_v11_t",
-            size: size_of::<v11::ncclNetProperties_v11_t>(),
-            fields: fields!(v11::ncclNetProperties_v11_t {
-                name => "name", pciPath => "pci_path", guid => "guid", ptrSupport => "ptr_support",
-                regIsGlobal => "reg_is_global", forceFlush => "force_flush", speed => "speed", port => "port",
-                latency => "latency", maxComms => "max_comms", maxRecvs => "max_recvs",
-                netDeviceType => "device_type", netDeviceVersion => "device_version", vProps => "vprops",
+                maxMultiRequestSize => "max_multi_request")
+        ),
+        s!(
+            "mrc_props_v12_t",
+            v12::ncclNetProperties_v12_t,
+            props!(v12::ncclNetProperties_v12_t, forceFlush => "force_flush", vProps => "vprops",
                 maxP2pBytes => "max_p2p_bytes", maxCollBytes => "max_coll_bytes",
-                maxMultiRequestSize => "max_multi_request",
-            }),
-        },
-        Struct {
-            c: "mrc_props_v12_t",
-            size: size_of::<v12::ncclNetProperties_v12_t>(),
-            fields: fields!(v12::ncclNetProperties_v12_t {
-                name => "name", pciPath => "pci_path", guid => "guid", ptrSupport => "ptr_support",
-                regIsGlobal => "reg_is_global", forceFlush => "force_flush", speed => "speed", port => "port",
-                latency => "latency", maxComms => "max_comms", maxRecvs => "max_recvs",
-                netDeviceType => "device_type", netDeviceVersion => "device_version", vProps => "vprops",
-                maxP2pBytes => "max_p2p_bytes", maxCollBytes => "max_coll_bytes",
-                maxMultiRequestSize => "max_multi_request", railId => "rail_id", planeId => "plane_id",
-            }),
-        },
-        Struct {
-            c: "mrc_comm_config_t",
-            size: size_of::<ncclNetCommConfig_t>(),
-            fields: fields!(ncclNetCommConfig_t { trafficClass => "traffic_class" }),
-        },
-        Struct {
-            c: "mrc_vdev_v9_t",
-            size: size_of::<ncclNetVDeviceProps_v9_t>(),
-            fields: fields!(ncclNetVDeviceProps_v9_t { ndevs => "ndevs", devs => "devs" }),
-        },
-        Struct {
-            c: "mrc_vdev_v12_t",
-            size: size_of::<ncclNetVDeviceProps_v12_t>(),
-            fields: fields!(ncclNetVDeviceProps_v12_t { ndevs => "ndevs", devs => "devs" }),
-        },
-        Struct {
-            c: "mrc_net_attr_t",
-            size: size_of::<ncclNetAttr_v11_t>(),
-            fields: fields!(ncclNetAttr_v11_t {
+                maxMultiRequestSize => "max_multi_request", railId => "rail_id", planeId => "plane_id")
+        ),
+        s!(
+            "mrc_comm_config_t",
+            ncclNetCommConfig_t,
+            fields!(ncclNetCommConfig_t { trafficClass => "traffic_class" })
+        ),
+        s!(
+            "mrc_vdev_v9_t",
+            ncclNetVDeviceProps_v9_t,
+            fields!(ncclNetVDeviceProps_v9_t { ndevs => "ndevs", devs => "devs" })
+        ),
+        s!(
+            "mrc_vdev_v12_t",
+            ncclNetVDeviceProps_v12_t,
+            fields!(ncclNetVDeviceProps_v12_t { ndevs => "ndevs", devs => "devs" })
+        ),
+        s!(
+            "mrc_net_attr_t",
+            ncclNetAttr_v11_t,
+            fields!(ncclNetAttr_v11_t {
                 sendCommAttr => "send", recvCommAttr => "recv", op => "op", algo => "algo", proto => "proto",
-            }),
-        },
-        Struct {
-            c: "mrc_net_v8_t",
-            size: size_of::<v8::ncclNet_v8_t>(),
-            fields: fields!(v8::ncclNet_v8_t {
-                name => "name", init => "init", devices => "devices", getProperties => "get_properties",
-                listen => "listen", connect => "connect", accept => "accept", regMr => "reg_mr",
-                regMrDmaBuf => "reg_mr_dmabuf", deregMr => "dereg_mr", isend => "isend", irecv => "irecv",
-                iflush => "iflush", test => "test", closeSend => "close_send", closeRecv => "close_recv",
-                closeListen => "close_listen", getDeviceMr => "get_device_mr", irecvConsumed => "irecv_consumed",
-            }),
-        },
-        Struct {
-            c: "mrc_net_v9_t",
-            size: size_of::<v9::ncclNet_v9_t>(),
-            fields: fields!(v9::ncclNet_v9_t {
-                name => "name", init => "init", devices => "devices", getProperties => "get_properties",
-                listen => "listen", connect => "connect", accept => "accept", regMr => "reg_mr",
-                regMrDmaBuf => "reg_mr_dmabuf", deregMr => "dereg_mr", isend => "isend", irecv => "irecv",
-                iflush => "iflush", test => "test", closeSend => "close_send", closeRecv => "close_recv",
-                closeListen => "close_listen", getDeviceMr => "get_device_mr", irecvConsumed => "irecv_consumed",
-                makeVDevice => "make_vdevice",
-            }),
-        },
-        Struct {
-            c: "mrc_net_v10_t",
-            size: size_of::<v10::ncclNet_v10_t>(),
-            fields: fields!(v10::ncclNet_v10_t {
-                name => "name", init => "init", devices => "devices", getProperties => "get_properties",
-                listen => "listen", connect => "connect", accept => "accept", regMr => "reg_mr",
-                regMrDmaBuf => "reg_mr_dmabuf", deregMr => "dereg_mr", isend => "isend", irecv => "irecv",
-                iflush => "iflush", test => "test", closeSend => "close_send", closeRecv => "close_recv",
-                closeListen => "close_listen", getDeviceMr => "get_device_mr", irecvConsumed => "irecv_consumed",
-                makeVDevice => "make_vdevice",
-            }),
-        },
-        Struct {
-            c: "mrc_net_v11_t",
-            size: size_of::<v11::ncclNet_v11_t>(),
-            fields: fields!(v11::ncclNet_v11_t {
-                name => "name", init => "init", devices => "devices", getProperties => "get_properties",
-                listen => "listen", connect => "connect", accept => "accept", regMr => "reg_mr",
-                regMrDmaBuf => "reg_mr_dmabuf", deregMr => "dereg_mr", isend => "isend", irecv => "irecv",
-                iflush => "iflush", test => "test", closeSend => "close_send", closeRecv => "close_recv",
-                closeListen => "close_listen", getDeviceMr => "get_device_mr", irecvConsumed => "irecv_consumed",
-                makeVDevice => "make_vdevice", finalize => "finalize", setNetAttr => "set_net_attr",
-            }),
-        },
-        Struct {
-            c: "mrc_net_v12_t",
-            size: size_of::<v12::ncclNet_v12_t>(),
-            fields: fields!(v12::ncclNet_v12_t {
-                name => "name", init => "init", devices => "devices", getProperties => "get_properties",
-                listen => "listen", connect => "connect", accept => "accept", regMr => "reg_mr",
-                regMrDmaBuf => "reg_mr_dmabuf", deregMr => "dereg_mr", isend => "isend", irecv => "irecv",
-                iflush => "iflush", test => "test", closeSend => "close_send", closeRecv => "close_recv",
-                closeListen => "close_listen", getDeviceMr => "get_device_mr", irecvConsumed => "irecv_consumed",
-                makeVDevice => "make_vdevice", finalize => "finalize", setNetAttr => "set_net_attr",
-            }),
-        },
+            })
+        ),
+        s!("mrc_net_v8_t", v8::ncclNet_v8_t, slots!(v8::ncclNet_v8_t)),
+        s!(
+            "mrc_net_v9_t",
+            v9::ncclNet_v9_t,
+            slots!(v9::ncclNet_v9_t, makeVDevice => "make_vdevice")
+        ),
+        s!(
+            "mrc_net_v10_t",
+            v10::ncclNet_v10_t,
+            slots!(v10::ncclNet_v10_t, makeVDevice => "make_vdevice")
+        ),
+        s!(
+            "mrc_net_v11_t",
+            v11::ncclNet_v11_t,
+            slots!(v11::ncclNet_v11_t, makeVDevice => "make_vdevice", finalize => "finalize",
+                setNetAttr => "set_net_attr")
+        ),
+        s!(
+            "mrc_net_v12_t",
+            v12::ncclNet_v12_t,
+            slots!(v12::ncclNet_v12_t, makeVDevice => "make_vdevice", finalize => "finalize",
+                setNetAttr => "set_net_attr")
+        ),
     ]
 }
 

@@ -12,6 +12,101 @@
 
 use std::ffi::{c_char, c_int, c_ulong, c_void};
 
+/// Declares a `ncclNetProperties_v*_t`: the fields every version has, `forceFlush` (v9+) in `$mid`, and
+/// the version's additions in `$tail`.
+macro_rules! properties {
+    ($(#[$doc:meta])* $name:ident { $($(#[$md:meta])* $mid:ident: $mt:ty,)* } { $($(#[$td:meta])* $tail:ident: $tt:ty,)* }) => {
+        $(#[$doc])*
+        #[repr(C)]
+        #[derive(Debug, Clone, Copy)]
+        pub struct $name {
+            /// Device name, for logs.
+            pub name: *mut std::ffi::c_char,
+            /// sysfs path of the PCI device, or NULL for a virtual NIC.
+            pub pciPath: *mut std::ffi::c_char,
+            /// Unique id of the NIC.
+            pub guid: u64,
+            /// `NCCL_PTR_*` bits.
+            pub ptrSupport: std::ffi::c_int,
+            /// Whether a registration is valid for every comm.
+            pub regIsGlobal: std::ffi::c_int,
+            $($(#[$md])* pub $mid: $mt,)*
+            /// Port speed in Mbit/s.
+            pub speed: std::ffi::c_int,
+            /// Port number.
+            pub port: std::ffi::c_int,
+            /// Latency in µs.
+            pub latency: f32,
+            /// Comms the device supports.
+            pub maxComms: std::ffi::c_int,
+            /// Receives one `irecv` may group.
+            pub maxRecvs: std::ffi::c_int,
+            /// `ncclNetDeviceType` (offload).
+            pub netDeviceType: std::ffi::c_int,
+            /// Offload version.
+            pub netDeviceVersion: std::ffi::c_int,
+            $($(#[$td])* pub $tail: $tt,)*
+        }
+    };
+}
+
+/// Declares a `ncclNet_v*_t`: the slots every version has in NCCL's order, with the version's types for
+/// the slots whose signature changed, and its additions at the end.
+macro_rules! net_table {
+    ($(#[$doc:meta])* $name:ident {
+        init: $init:ty, getProperties: $gp:ty, listen: $listen:ty, connect: $connect:ty,
+        isend: $isend:ty, irecv: $irecv:ty, $($(#[$xd:meta])* $extra:ident: $xt:ty,)*
+    }) => {
+        $(#[$doc])*
+        #[repr(C)]
+        pub struct $name {
+            /// The name `NCCL_NET` is compared with.
+            pub name: *const std::ffi::c_char,
+            /// `init`.
+            pub init: $init,
+            /// `devices(&ndev)`.
+            pub devices: $crate::abi::fns::Devices,
+            /// `getProperties(dev, props)`.
+            pub getProperties: $gp,
+            /// `listen`.
+            pub listen: $listen,
+            /// `connect`.
+            pub connect: $connect,
+            /// `accept`.
+            pub accept: $crate::abi::fns::Accept,
+            /// `regMr`.
+            pub regMr: $crate::abi::fns::RegMr,
+            /// `regMrDmaBuf`.
+            pub regMrDmaBuf: $crate::abi::fns::RegMrDmaBuf,
+            /// `deregMr`.
+            pub deregMr: $crate::abi::fns::DeregMr,
+            /// `isend`.
+            pub isend: $isend,
+            /// `irecv`.
+            pub irecv: $irecv,
+            /// `iflush`.
+            pub iflush: $crate::abi::fns::Iflush,
+            /// `test`.
+            pub test: $crate::abi::fns::Test,
+            /// `closeSend`.
+            pub closeSend: $crate::abi::fns::Close,
+            /// `closeRecv`.
+            pub closeRecv: $crate::abi::fns::Close,
+            /// `closeListen`.
+            pub closeListen: $crate::abi::fns::Close,
+            /// `getDeviceMr` (may be NULL).
+            pub getDeviceMr: $crate::abi::fns::GetDeviceMr,
+            /// `irecvConsumed` (may be NULL).
+            pub irecvConsumed: $crate::abi::fns::IrecvConsumed,
+            $($(#[$xd])* pub $extra: $xt,)*
+        }
+
+        // SAFETY: the table is immutable after construction and holds only function pointers and a pointer
+        // to a static string; sharing it between threads is what NCCL does with it.
+        unsafe impl Sync for $name {}
+    };
+}
+
 pub mod v10;
 pub mod v11;
 pub mod v12;

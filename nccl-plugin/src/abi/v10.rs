@@ -1,7 +1,7 @@
 //! `ncclNet_v10_t` (NCCL 2.26–2.27): `init` takes a profiler callback, `connect` a per-connection config,
 //! `isend`/`irecv` a profiler handle each.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 
 use super::fns::*;
 use super::v9::ncclNetProperties_v9_t;
@@ -13,6 +13,20 @@ use super::{
 /// `ncclNetProperties_v10_t`: the v9 layout.
 pub type ncclNetProperties_v10_t = ncclNetProperties_v9_t;
 
+/// `init(logger, profiler)`.
+pub type Init = Option<
+    unsafe extern "C" fn(log: ncclDebugLogger_t, prof: ncclProfilerCallback_t) -> ncclResult_t,
+>;
+/// `connect(dev, config, handle, &sendComm, &sendDevComm)`.
+pub type Connect = Option<
+    unsafe extern "C" fn(
+        dev: c_int,
+        config: *mut ncclNetCommConfig_t,
+        handle: *mut c_void,
+        send_comm: *mut *mut c_void,
+        send_dev_comm: *mut *mut ncclNetDeviceHandle_t,
+    ) -> ncclResult_t,
+>;
 /// `isend(sendComm, data, size, tag, mhandle, phandle, &request)` (v10+).
 pub type Isend = Option<
     unsafe extern "C" fn(
@@ -39,60 +53,12 @@ pub type Irecv = Option<
     ) -> ncclResult_t,
 >;
 
-/// `ncclNet_v10_t`.
-#[repr(C)]
-pub struct ncclNet_v10_t {
-    /// The name `NCCL_NET` is compared with.
-    pub name: *const c_char,
-    /// `init(logger, profiler)`.
-    pub init: Option<
-        unsafe extern "C" fn(log: ncclDebugLogger_t, prof: ncclProfilerCallback_t) -> ncclResult_t,
-    >,
-    /// `devices(&ndev)`.
-    pub devices: Devices,
-    /// `getProperties`.
-    pub getProperties: GetProperties<ncclNetProperties_v10_t>,
-    /// `listen`.
-    pub listen: Listen,
-    /// `connect(dev, config, handle, &sendComm, &sendDevComm)`.
-    pub connect: Option<
-        unsafe extern "C" fn(
-            dev: c_int,
-            config: *mut ncclNetCommConfig_t,
-            handle: *mut c_void,
-            send_comm: *mut *mut c_void,
-            send_dev_comm: *mut *mut ncclNetDeviceHandle_t,
-        ) -> ncclResult_t,
-    >,
-    /// `accept`.
-    pub accept: Accept,
-    /// `regMr`.
-    pub regMr: RegMr,
-    /// `regMrDmaBuf`.
-    pub regMrDmaBuf: RegMrDmaBuf,
-    /// `deregMr`.
-    pub deregMr: DeregMr,
-    /// `isend`.
-    pub isend: Isend,
-    /// `irecv`.
-    pub irecv: Irecv,
-    /// `iflush`.
-    pub iflush: Iflush,
-    /// `test`.
-    pub test: Test,
-    /// `closeSend`.
-    pub closeSend: Close,
-    /// `closeRecv`.
-    pub closeRecv: Close,
-    /// `closeListen`.
-    pub closeListen: Close,
-    /// `getDeviceMr` (may be NULL).
-    pub getDeviceMr: GetDeviceMr,
-    /// `irecvConsumed` (may be NULL).
-    pub irecvConsumed: IrecvConsumed,
-    /// `makeVDevice` (may be NULL).
-    pub makeVDevice: MakeVDevice<ncclNetVDeviceProps_v9_t>,
+net_table! {
+    /// `ncclNet_v10_t`.
+    ncclNet_v10_t {
+        init: Init, getProperties: GetProperties<ncclNetProperties_v10_t>, listen: Listen, connect: Connect,
+        isend: Isend, irecv: Irecv,
+        /// `makeVDevice` (may be NULL).
+        makeVDevice: MakeVDevice<ncclNetVDeviceProps_v9_t>,
+    }
 }
-
-// SAFETY: immutable table of function pointers and a static string, as for v8.
-unsafe impl Sync for ncclNet_v10_t {}
