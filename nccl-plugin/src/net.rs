@@ -585,10 +585,12 @@ pub(crate) unsafe fn dereg_mr(comm: *mut c_void, mh: *mut c_void) -> Result<(), 
 
 /// The local buffer `[data, data + size)` as the transport names it.
 fn local_sge(m: &MrHandle, data: u64, size: usize) -> Result<(Sge, u32), Error> {
-    let inside = data >= m.addr
-        && data
-            .checked_add(size as u64)
-            .is_some_and(|end| end <= m.addr + m.len as u64);
+    // An empty transfer moves no bytes, wherever its pointer points (NCCL sends empty messages).
+    let inside = size == 0
+        || (data >= m.addr
+            && data
+                .checked_add(size as u64)
+                .is_some_and(|end| end <= m.addr + m.len as u64));
     if !inside {
         return Err(Error::invalid(format!(
             "buffer {data:#x}+{size} lies outside its registration {:#x}+{}",
