@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, c_int, c_void};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::abi::{NET_HANDLE_MAXSIZE, PTR_HOST, ncclDebugLogger_t, ncclNetCommConfig_t};
@@ -234,11 +234,29 @@ enum Side {
     Recv(RecvSide),
 }
 
-/// A request as NCCL holds it.
+/// A request as NCCL holds it: one per send id and one per receive slot, preallocated in the comm.
 struct Request {
     magic: u64,
     comm: *const Comm,
-    kind: ReqKind,
+    /// The send id, or the receive slot.
+    index: u16,
+    recv: bool,
+    /// Receive: the sequence number of the request now using the slot (set under the comm's lock, read by
+    /// `test`).
+    seq: AtomicU32,
+}
+
+impl Request {
+    fn kind(&self) -> ReqKind {
+        if self.recv {
+            ReqKind::Recv(RecvId {
+                slot: self.index as u8,
+                seq: self.seq.load(Ordering::Relaxed),
+            })
+        } else {
+            ReqKind::Send(self.index)
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -438,17 +456,14 @@ fn new_comm(host: Arc<Host>, link: Link, ctrl_mr: Mr, side: Side) -> *mut c_void
         reqs: Box::new([]),
     }));
     let reqs: Box<[Request]> = (0..nsend)
-        .map(|i| ReqKind::Send(i as SendId))
-        .chain((0..SLOTS).map(|s| {
-            ReqKind::Recv(RecvId {
-                slot: s as u8,
-                seq: 0,
-            })
-        }))
-        .map(|kind| Request {
+        .map(|i| (i, false))
+        .chain((0..SLOTS).map(|s| (s, true)))
+        .map(|(index, recv)| Request {
             magic: REQ_MAGIC,
             comm: c,
-            kind,
+            index: index as u16,
+            recv,
+            seq: AtomicU32::new(0),
         })
         .collect();
     // SAFETY: `c` was just created from a Box and is not shared yet.
@@ -494,20 +509,18 @@ impl Comm {
         Ok(())
     }
 
+    /// The request object NCCL gets for `kind` (the comm's lock is held by the caller).
     fn request(&self, kind: ReqKind) -> *mut c_void {
-        let i = match kind {
-            ReqKind::Send(id) => usize::from(id),
-            ReqKind::Recv(r) => SLOTS * MAX_RECVS * 2 + usize::from(r.slot),
+        let req = match kind {
+            ReqKind::Send(id) => &self.reqs[usize::from(id)],
+            ReqKind::Recv(r) => {
+                let req = &self.reqs[SLOTS * MAX_RECVS * 2 + usize::from(r.slot)];
+                req.seq.store(r.seq, Ordering::Relaxed);
+                req
+            }
         };
-        let req = &self.reqs[i];
-        let p = std::ptr::from_ref(req).cast_mut();
-        if let ReqKind::Recv(r) = kind {
-            // SAFETY: `p` points into this comm's request array; NCCL is not holding this slot's request
-            // (the protocol only reuses a slot after its request was reported done), and the comm's lock
-            // (held by our caller) serialises writers.
-            unsafe { (*p).kind = ReqKind::Recv(r) };
-        }
-        p.cast()
+        // NCCL only passes the pointer back to `test`, which reads through it.
+        std::ptr::from_ref(req).cast_mut().cast()
     }
 }
 
@@ -718,7 +731,8 @@ pub(crate) unsafe fn test(
     let mut side = lock(&c.side);
     c.pump(&mut side)?;
     let mut out = [0u32; MAX_RECVS];
-    let (finished, n) = match (&mut *side, req.kind) {
+    let kind = req.kind();
+    let (finished, n) = match (&mut *side, kind) {
         (Side::Send(s), ReqKind::Send(id)) => match s.test(id)? {
             Some(size) => {
                 out[0] = size;
