@@ -1,0 +1,230 @@
+//! `mrc-nccl-harness`: drives a built `libnccl-net-mrc.so` the way NCCL's proxy threads do.
+//!
+//! ```text
+//! mrc-nccl-harness [--lib PATH] [--version 8..12] props
+//! mrc-nccl-harness pair    [run options]               both ranks in one process, two threads
+//! mrc-nccl-harness listen  [run options]               receiving rank: prints HANDLE <hex>, then RESULT
+//! mrc-nccl-harness connect --handle HEX [run options]  sending rank
+//! mrc-nccl-harness bench   [--sizes 4k,64k,1m,...]     Gbit/s per message size (two threads)
+//! mrc-nccl-harness init                                init (+finalize); exit 0 or the NCCL result code
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use mrc_nccl_harness::proxy::{self, Options, Report};
+use mrc_nccl_harness::{Plugin, Version, locate};
+
+#[derive(Parser)]
+#[command(about = "Drive libnccl-net-mrc.so as NCCL's proxy threads do")]
+struct Cli {
+    /// The plugin library (default: the one cargo built next to this binary).
+    #[arg(long, global = true)]
+    lib: Option<PathBuf>,
+    /// Which exported table to use (ncclNetPlugin_vN).
+    #[arg(long, global = true, default_value_t = 11, value_parser = clap::value_parser!(u32).range(8..=12))]
+    version: u32,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print the device properties.
+    Props,
+    /// Both ranks in one process (two threads).
+    Pair(Run),
+    /// The receiving rank: prints `HANDLE <hex>` for the sending rank.
+    Listen(Run),
+    /// The sending rank, connecting to a `listen` rank's handle.
+    Connect {
+        /// The handle `listen` printed.
+        #[arg(long)]
+        handle: String,
+        #[command(flatten)]
+        run: Run,
+    },
+    /// Throughput per message size over one connection (two threads).
+    Bench {
+        /// Message sizes (k, m, g suffixes).
+        #[arg(long, value_delimiter = ',', default_value = "4k,64k,256k,1m,4m,16m")]
+        sizes: Vec<String>,
+        /// Bytes to move per size (at least 8 messages).
+        #[arg(long, default_value = "256m")]
+        bytes: String,
+        /// Outstanding requests.
+        #[arg(long, default_value_t = 8)]
+        depth: usize,
+    },
+    /// Call init (and finalize): exit 0, or with the NCCL result code.
+    Init,
+}
+
+#[derive(Args, Clone)]
+struct Run {
+    /// Receive requests to complete.
+    #[arg(long, default_value_t = 64)]
+    messages: usize,
+    /// Receive buffer size (k, m, g suffixes).
+    #[arg(long, default_value = "64k")]
+    size: String,
+    /// Buffers per grouped receive.
+    #[arg(long, default_value_t = 1)]
+    group: usize,
+    /// Outstanding requests per comm.
+    #[arg(long, default_value_t = 8)]
+    depth: usize,
+    /// Send less than the receive buffer holds.
+    #[arg(long)]
+    shrink: bool,
+    /// Pass the optional receive-completion hint (v9+).
+    #[arg(long)]
+    hint: bool,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+}
+
+fn bytes(s: &str) -> Result<usize, String> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, mul) = match s.chars().last() {
+        Some('k') => (&s[..s.len() - 1], 1 << 10),
+        Some('m') => (&s[..s.len() - 1], 1 << 20),
+        Some('g') => (&s[..s.len() - 1], 1 << 30),
+        _ => (&s[..], 1),
+    };
+    num.parse::<usize>()
+        .map(|n| n * mul)
+        .map_err(|_| format!("{s:?} is not a size (e.g. 4k, 1m)"))
+}
+
+impl Run {
+    fn options(&self) -> Result<Options, String> {
+        Ok(Options {
+            messages: self.messages,
+            size: bytes(&self.size)?,
+            group: self.group.clamp(1, 8),
+            depth: self.depth.clamp(1, 32),
+            shrink: self.shrink,
+            hint: self.hint,
+            verify: true,
+            timeout: Duration::from_secs(self.timeout),
+        })
+    }
+}
+
+fn result_line(role: &str, r: &Report) {
+    println!(
+        "RESULT ok role={role} requests={} bytes={} seconds={:.6} gbps={:.3} null_retries={} short_receives={}",
+        r.requests,
+        r.bytes,
+        r.elapsed.as_secs_f64(),
+        r.gbps(),
+        r.null_retries,
+        r.short_receives
+    );
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let lib = match cli.lib {
+        Some(l) => l,
+        None => locate::plugin_near(&std::env::current_exe().map_err(|e| e.to_string())?)?,
+    };
+    let v = Version::from_number(cli.version).ok_or("version must be 8..=12")?;
+    let p = Plugin::load(&lib, v)?;
+    match cli.cmd {
+        Cmd::Props => {
+            p.init(0).map_err(|c| format!("init: {c}"))?;
+            println!(
+                "name {:?}, devices {}",
+                p.name(),
+                p.devices().map_err(|c| c.to_string())?
+            );
+            println!("{:#?}", p.properties(0).map_err(|c| c.to_string())?);
+        }
+        Cmd::Init => {
+            let ctx = p.init(0).map_err(|c| format!("INIT {}", c.0))?;
+            p.finalize(ctx).map_err(|c| format!("FINALIZE {}", c.0))?;
+            println!("INIT ok");
+        }
+        Cmd::Pair(r) => {
+            let o = r.options()?;
+            let reps = proxy::pair(&p, std::slice::from_ref(&o))?;
+            result_line("receiver", &reps[0].0);
+            result_line("sender", &reps[0].1);
+        }
+        Cmd::Listen(r) => {
+            let o = r.options()?;
+            let ctx = p.init(1).map_err(|c| format!("init: {c}"))?;
+            let (l, c) = proxy::accept(
+                &p,
+                ctx,
+                |h| println!("HANDLE {}", proxy::hex(&h)),
+                o.timeout,
+            )?;
+            let rep = proxy::receive(&p, c, &o)?;
+            p.close_recv(c).map_err(|e| format!("closeRecv: {e}"))?;
+            p.close_listen(l).map_err(|e| format!("closeListen: {e}"))?;
+            p.finalize(ctx).map_err(|e| format!("finalize: {e}"))?;
+            result_line("receiver", &rep);
+        }
+        Cmd::Connect { handle, run } => {
+            let o = run.options()?;
+            let ctx = p.init(2).map_err(|c| format!("init: {c}"))?;
+            let c = proxy::connect(&p, ctx, proxy::unhex(&handle)?, o.timeout)?;
+            let rep = proxy::send(&p, c, &o)?;
+            p.close_send(c).map_err(|e| format!("closeSend: {e}"))?;
+            p.finalize(ctx).map_err(|e| format!("finalize: {e}"))?;
+            result_line("sender", &rep);
+        }
+        Cmd::Bench {
+            sizes,
+            bytes: budget,
+            depth,
+        } => {
+            let budget = bytes(&budget)?;
+            let runs: Vec<Options> = sizes
+                .iter()
+                .map(|s| {
+                    let size = bytes(s)?;
+                    Ok(Options {
+                        messages: (budget / size.max(1)).max(8),
+                        size,
+                        depth: depth.clamp(1, 32),
+                        verify: false,
+                        timeout: Duration::from_secs(300),
+                        ..Options::default()
+                    })
+                })
+                .collect::<Result<_, String>>()?;
+            let reps = proxy::pair(&p, &runs)?;
+            println!(
+                "{:>10} {:>10} {:>12} {:>10}",
+                "size", "messages", "Gbit/s", "NULL"
+            );
+            for (o, (r, s)) in runs.iter().zip(reps) {
+                println!(
+                    "{:>10} {:>10} {:>12.3} {:>10}",
+                    o.size,
+                    r.requests,
+                    r.gbps(),
+                    r.null_retries + s.null_retries
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mrc-nccl-harness: {e}");
+            println!("RESULT failed {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,806 @@
+//! The one implementation behind every exported version: NCCL's calls with their arguments already in Rust
+//! form (the per-version adapters in `exports` convert sizes and pick the context), over [`crate::host`] and
+//! the rendezvous in [`crate::proto`].
+//!
+//! Objects handed to NCCL (contexts, comms, memory handles, requests) are boxes with a magic word checked
+//! on every use, so a NULL, a pointer of the wrong kind or a closed comm gets an error code, not a crash.
+#![allow(
+    unsafe_code,
+    reason = "NCCL hands over raw pointers to its arrays, handles and out-parameters"
+)]
+
+use std::collections::BTreeMap;
+use std::ffi::{CStr, c_int, c_void};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use crate::abi::{NET_HANDLE_MAXSIZE, PTR_HOST, ncclDebugLogger_t, ncclNetCommConfig_t};
+use crate::config::Settings;
+use crate::ctrl::CtrlBlock;
+use crate::ffi::Error;
+use crate::handle::{self, State};
+use crate::host::{Connecting, Host, Link, Listener, Mr};
+use crate::log::{info, set_logger};
+use crate::proto::{
+    self, CTRL_BYTES, Done, MAX_RECVS, MAX_TRANSFER, ReceiverInfo, RecvBuf, RecvId, RecvSide,
+    SLOTS, SendId, SendSide, SenderInfo, Sge,
+};
+
+/// The name NCCL_NET selects this plugin by.
+pub(crate) const NAME: &CStr = c"MRC";
+/// The one device's name in NCCL's logs.
+pub(crate) const DEVICE: &CStr = c"mrc0";
+
+/// Process-wide state, set up by the first `init`.
+struct Global {
+    settings: Settings,
+    host: Mutex<Option<Arc<Host>>>,
+}
+
+static GLOBAL: OnceLock<Result<Global, Error>> = OnceLock::new();
+/// `init` calls not yet matched by `finalize` (v11+), for the log.
+static INITS: AtomicUsize = AtomicUsize::new(0);
+
+fn global() -> Result<&'static Global, Error> {
+    match GLOBAL.get() {
+        Some(Ok(g)) => Ok(g),
+        Some(Err(e)) => Err(e.clone()),
+        None => Err(Error::usage("called before init")),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while the lock was held was caught at the boundary and already reported; the state is still
+    // consistent between calls.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Global {
+    /// The host layer, opened at first use and kept for the life of the process.
+    fn host(&self) -> Result<Arc<Host>, Error> {
+        let mut h = lock(&self.host);
+        if let Some(h) = h.as_ref() {
+            return Ok(Arc::clone(h));
+        }
+        let new = Host::open(&self.settings)?;
+        *h = Some(Arc::clone(&new));
+        Ok(new)
+    }
+}
+
+/// `init` (every version): reads the settings once and remembers NCCL's logger.
+pub(crate) fn init(log: ncclDebugLogger_t) -> Result<(), Error> {
+    set_logger(log);
+    let g = GLOBAL.get_or_init(|| {
+        Settings::from_env().map(|settings| {
+            info!(
+                INIT,
+                "MRC plugin {} (protocol {}): {}, {} QP(s) per connection, maxRecvs {}",
+                env!("CARGO_PKG_VERSION"),
+                proto::PROTO_VERSION,
+                match &settings.node_config {
+                    Some(p) => format!("node file {}", p.display()),
+                    None => format!("{} loopback plane(s)", settings.planes),
+                },
+                settings.qps_per_conn,
+                settings.max_recvs
+            );
+            Global {
+                settings,
+                host: Mutex::new(None),
+            }
+        })
+    });
+    g.as_ref().map(|_| ()).map_err(Clone::clone)
+}
+
+const CTX_MAGIC: u64 = 0x4d52_435f_4354_5831; // "MRC_CTX1"
+
+/// A v11+ per-communicator context.
+pub(crate) struct Ctx {
+    magic: u64,
+    comm_id: u64,
+}
+
+/// `init` of v11+: one context per communicator.
+pub(crate) fn init_ctx(
+    log: ncclDebugLogger_t,
+    comm_id: u64,
+    config: Option<ncclNetCommConfig_t>,
+) -> Result<*mut c_void, Error> {
+    init(log)?;
+    let tc = config.map_or(crate::abi::TRAFFIC_CLASS_UNDEF, |c| c.trafficClass);
+    let n = INITS.fetch_add(1, Ordering::Relaxed) + 1;
+    info!(
+        INIT,
+        "init for communicator {comm_id:#x} (traffic class {tc}; {n} open)"
+    );
+    Ok(Box::into_raw(Box::new(Ctx {
+        magic: CTX_MAGIC,
+        comm_id,
+    }))
+    .cast())
+}
+
+/// `finalize` of v11+: frees the context `init` returned.
+///
+/// # Safety
+/// `ctx` is NULL or a pointer `init_ctx` returned and `finalize` has not freed.
+pub(crate) unsafe fn finalize(ctx: *mut c_void) -> Result<(), Error> {
+    // SAFETY: per this function's contract.
+    let c = unsafe { ctx_ref(ctx) }?.ok_or_else(|| Error::invalid("finalize of a NULL context"))?;
+    let id = c.comm_id;
+    let ctx = ctx.cast::<Ctx>();
+    // SAFETY: the magic check passed, so this is a live context from `init_ctx`; clearing the magic first
+    // makes a second finalize of the same pointer fail its check while the memory is still ours.
+    unsafe {
+        (*ctx).magic = 0;
+        drop(Box::from_raw(ctx));
+    }
+    let n = INITS.fetch_sub(1, Ordering::Relaxed).saturating_sub(1);
+    info!(INIT, "finalize for communicator {id:#x} ({n} open)");
+    Ok(())
+}
+
+/// # Safety
+/// `ctx` is NULL or a pointer `init_ctx` returned.
+unsafe fn ctx_ref<'a>(ctx: *mut c_void) -> Result<Option<&'a Ctx>, Error> {
+    if ctx.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: per the contract, a non-NULL `ctx` points to a `Ctx`; the magic check catches other pointers.
+    let c = unsafe { &*ctx.cast::<Ctx>() };
+    if c.magic != CTX_MAGIC {
+        return Err(Error::invalid(
+            "not a context returned by this plugin's init",
+        ));
+    }
+    Ok(Some(c))
+}
+
+/// `devices`: one MRC NIC (all planes of the node behind it).
+pub(crate) fn devices() -> Result<c_int, Error> {
+    global().map(|_| 1)
+}
+
+/// Device properties, independent of the ABI version.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Props {
+    pub(crate) guid: u64,
+    pub(crate) speed: c_int,
+    pub(crate) latency: f32,
+    pub(crate) max_comms: c_int,
+    pub(crate) max_recvs: c_int,
+    pub(crate) max_p2p_bytes: usize,
+    pub(crate) max_coll_bytes: usize,
+}
+
+/// `getProperties`.
+pub(crate) fn properties(dev: c_int) -> Result<Props, Error> {
+    let g = global()?;
+    check_dev(dev)?;
+    Ok(Props {
+        guid: 0x4d52_4300 | dev as u64,
+        speed: g.settings.speed(),
+        latency: g.settings.latency_us,
+        max_comms: 65_536,
+        max_recvs: g.settings.max_recvs as c_int,
+        max_p2p_bytes: MAX_TRANSFER,
+        max_coll_bytes: MAX_TRANSFER / 2,
+    })
+}
+
+fn check_dev(dev: c_int) -> Result<(), Error> {
+    if dev == 0 {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "device {dev} does not exist (devices() is 1)"
+        )))
+    }
+}
+
+const LISTEN_MAGIC: u64 = 0x4d52_435f_4c53_4e31; // "MRC_LSN1"
+const COMM_MAGIC: u64 = 0x4d52_435f_434f_4d31; // "MRC_COM1"
+const MR_MAGIC: u64 = 0x4d52_435f_4d52_5f31; // "MRC_MR_1"
+const REQ_MAGIC: u64 = 0x4d52_435f_5245_5131; // "MRC_REQ1"
+
+/// What `listen` returns: the listener and the receiving side's control block, registered up front so its
+/// address can go in the accept reply.
+struct ListenComm {
+    magic: u64,
+    host: Arc<Host>,
+    listener: Listener,
+    ctrl: Option<(CtrlBlock, Mr)>,
+}
+
+/// A connected send or receive comm.
+struct Comm {
+    magic: u64,
+    host: Arc<Host>,
+    link: Link,
+    ctrl_mr: Mr,
+    side: Mutex<Side>,
+    /// Request objects handed to NCCL: sends first, then one per receive slot.
+    reqs: Box<[Request]>,
+}
+
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per comm, never moved after creation"
+)]
+enum Side {
+    Send(SendSide),
+    Recv(RecvSide),
+}
+
+/// A request as NCCL holds it: one per send id and one per receive slot, preallocated in the comm.
+struct Request {
+    magic: u64,
+    comm: *const Comm,
+    /// The send id, or the receive slot.
+    index: u16,
+    recv: bool,
+    /// Receive: the sequence number of the request now using the slot (set under the comm's lock, read by
+    /// `test`).
+    seq: AtomicU32,
+}
+
+impl Request {
+    fn kind(&self) -> ReqKind {
+        if self.recv {
+            ReqKind::Recv(RecvId {
+                slot: self.index as u8,
+                seq: self.seq.load(Ordering::Relaxed),
+            })
+        } else {
+            ReqKind::Send(self.index)
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum ReqKind {
+    Send(SendId),
+    Recv(RecvId),
+}
+
+/// A registration as NCCL holds it.
+struct MrHandle {
+    magic: u64,
+    addr: u64,
+    len: usize,
+    mr: Option<Mr>,
+}
+
+/// Connections `connect` has started, by the key written into their handles.
+fn pending() -> &'static Mutex<BTreeMap<u64, PendingConn>> {
+    static P: OnceLock<Mutex<BTreeMap<u64, PendingConn>>> = OnceLock::new();
+    P.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+struct PendingConn {
+    host: Arc<Host>,
+    connecting: Connecting,
+    ctrl: CtrlBlock,
+    mr: Mr,
+    qps: usize,
+}
+
+/// # Safety
+/// `handle` is NULL or points to `NCCL_NET_HANDLE_MAXSIZE` writable bytes.
+unsafe fn handle_mut<'a>(handle: *mut c_void) -> Result<&'a mut [u8; NET_HANDLE_MAXSIZE], Error> {
+    if handle.is_null() {
+        return Err(Error::invalid("handle is NULL"));
+    }
+    // SAFETY: NCCL's handles are NCCL_NET_HANDLE_MAXSIZE bytes (this function's contract); alignment 1.
+    Ok(unsafe { &mut *handle.cast::<[u8; NET_HANDLE_MAXSIZE]>() })
+}
+
+/// `listen`: a listener and the handle that reaches it.
+///
+/// # Safety
+/// `ctx` as for [`finalize`]; `handle` as for [`handle_mut`].
+pub(crate) unsafe fn listen(
+    ctx: *mut c_void,
+    dev: c_int,
+    handle: *mut c_void,
+) -> Result<*mut c_void, Error> {
+    // SAFETY: forwarded contract.
+    unsafe { ctx_ref(ctx) }?;
+    // SAFETY: forwarded contract.
+    let h = unsafe { handle_mut(handle) }?;
+    let g = global()?;
+    check_dev(dev)?;
+    let host = g.host()?;
+    let listener = host.listen()?;
+    let ctrl = CtrlBlock::new(CTRL_BYTES);
+    let mr = host.reg_mr(ctrl.addr(), ctrl.len(), true)?;
+    handle::write_listen(h, &listener.blob())?;
+    Ok(Box::into_raw(Box::new(ListenComm {
+        magic: LISTEN_MAGIC,
+        host,
+        listener,
+        ctrl: Some((ctrl, mr)),
+    }))
+    .cast())
+}
+
+/// `connect`: NULL until the connection is up; its progress is kept under a key written into the handle.
+///
+/// # Safety
+/// As for [`listen`].
+pub(crate) unsafe fn connect(
+    ctx: *mut c_void,
+    dev: c_int,
+    handle: *mut c_void,
+) -> Result<*mut c_void, Error> {
+    // SAFETY: forwarded contract.
+    unsafe { ctx_ref(ctx) }?;
+    // SAFETY: forwarded contract.
+    let h = unsafe { handle_mut(handle) }?;
+    let g = global()?;
+    check_dev(dev)?;
+    let (state, blob) = handle::parse(h)?;
+    let key = match state {
+        State::Fresh => {
+            let host = g.host()?;
+            let qps = g.settings.qps_per_conn;
+            let ctrl = CtrlBlock::new(CTRL_BYTES);
+            let mr = host.reg_mr(ctrl.addr(), ctrl.len(), true)?;
+            let app = SenderInfo {
+                qps: qps as u8,
+                fifo_addr: ctrl.addr(),
+                fifo_rkey: mr.rkey,
+            }
+            .encode();
+            let connecting = host.connect(blob, qps, &app)?;
+            static NEXT: AtomicU64 = AtomicU64::new(1);
+            let key = NEXT.fetch_add(1, Ordering::Relaxed);
+            lock(pending()).insert(
+                key,
+                PendingConn {
+                    host,
+                    connecting,
+                    ctrl,
+                    mr,
+                    qps,
+                },
+            );
+            handle::set_connecting(h, key);
+            key
+        }
+        State::Connecting(key) => key,
+    };
+    let mut map = lock(pending());
+    let p = map.get_mut(&key).ok_or_else(|| {
+        Error::invalid(format!(
+            "handle names connection {key}, which is not in progress"
+        ))
+    })?;
+    let up = match p.connecting.poll() {
+        Ok(None) => return Ok(std::ptr::null_mut()),
+        Ok(Some(up)) => Ok(up),
+        Err(e) => Err(e),
+    };
+    let p = map.remove(&key).expect("present above");
+    drop(map);
+    let (link, reply) = up?;
+    let peer = ReceiverInfo::decode(&reply)?;
+    if link.qps() != p.qps {
+        return Err(Error::internal(format!(
+            "asked for {} QPs, got {}",
+            p.qps,
+            link.qps()
+        )));
+    }
+    let side = SendSide::new(p.qps, p.ctrl, p.mr.lkey, peer);
+    Ok(new_comm(p.host, link, p.mr, Side::Send(side)))
+}
+
+/// `accept`: NULL until a connector arrived.
+///
+/// # Safety
+/// `listen_comm` is NULL or a pointer `listen` returned.
+pub(crate) unsafe fn accept(listen_comm: *mut c_void) -> Result<*mut c_void, Error> {
+    // SAFETY: forwarded contract.
+    let l = unsafe { listen_mut(listen_comm) }?;
+    let Some((ctrl, _)) = l.ctrl.as_ref() else {
+        return Err(Error::usage(
+            "this listen comm has already accepted its connection",
+        ));
+    };
+    let reply = ReceiverInfo {
+        sizes_addr: ctrl.addr() + proto::SIZES_AT as u64,
+        sizes_rkey: l.ctrl.as_ref().expect("checked").1.rkey,
+    }
+    .encode();
+    let Some((link, app)) = l.listener.poll_accept(&reply)? else {
+        return Ok(std::ptr::null_mut());
+    };
+    let peer = SenderInfo::decode(&app)?;
+    let (ctrl, mr) = l.ctrl.take().expect("checked");
+    let side = RecvSide::new(ctrl, mr.lkey, peer);
+    if link.qps() != side.qps() {
+        return Err(Error::remote(format!(
+            "peer asked for {} QPs, the link has {}",
+            side.qps(),
+            link.qps()
+        )));
+    }
+    Ok(new_comm(Arc::clone(&l.host), link, mr, Side::Recv(side)))
+}
+
+/// # Safety
+/// `p` is NULL or a pointer `listen` returned.
+unsafe fn listen_mut<'a>(p: *mut c_void) -> Result<&'a mut ListenComm, Error> {
+    if p.is_null() {
+        return Err(Error::invalid("listen comm is NULL"));
+    }
+    // SAFETY: per the contract; NCCL uses a listen comm from one thread at a time.
+    let l = unsafe { &mut *p.cast::<ListenComm>() };
+    if l.magic != LISTEN_MAGIC {
+        return Err(Error::invalid("not a listen comm of this plugin"));
+    }
+    Ok(l)
+}
+
+fn new_comm(host: Arc<Host>, link: Link, ctrl_mr: Mr, side: Side) -> *mut c_void {
+    let nsend = SLOTS * MAX_RECVS * 2;
+    let c = Box::into_raw(Box::new(Comm {
+        magic: COMM_MAGIC,
+        host,
+        link,
+        ctrl_mr,
+        side: Mutex::new(side),
+        reqs: Box::new([]),
+    }));
+    let reqs: Box<[Request]> = (0..nsend)
+        .map(|i| (i, false))
+        .chain((0..SLOTS).map(|s| (s, true)))
+        .map(|(index, recv)| Request {
+            magic: REQ_MAGIC,
+            comm: c,
+            index: index as u16,
+            recv,
+            seq: AtomicU32::new(0),
+        })
+        .collect();
+    // SAFETY: `c` was just created from a Box and is not shared yet.
+    unsafe { (*c).reqs = reqs };
+    c.cast()
+}
+
+/// # Safety
+/// `p` is NULL or a pointer `connect`/`accept` returned.
+unsafe fn comm_ref<'a>(p: *mut c_void) -> Result<&'a Comm, Error> {
+    if p.is_null() {
+        return Err(Error::invalid("comm is NULL"));
+    }
+    // SAFETY: per the contract; the magic check catches other pointers and closed comms.
+    let c = unsafe { &*p.cast::<Comm>() };
+    if c.magic != COMM_MAGIC {
+        return Err(Error::invalid("not a send or receive comm of this plugin"));
+    }
+    Ok(c)
+}
+
+impl Comm {
+    /// Posts what the protocol queued and feeds it the completions that arrived.
+    fn pump(&self, side: &mut Side) -> Result<(), Error> {
+        let mut done: Vec<Done> = Vec::new();
+        self.link.poll(&mut done)?;
+        for d in done {
+            match side {
+                Side::Send(s) => s.on_done(d),
+                Side::Recv(r) => r.on_done(d),
+            }
+        }
+        let ops = match side {
+            Side::Send(s) => s.ops(),
+            Side::Recv(r) => r.ops(),
+        };
+        while let Some(op) = ops.front() {
+            if !self.link.post(op)? {
+                break;
+            }
+            ops.pop_front();
+        }
+        Ok(())
+    }
+
+    /// The request object NCCL gets for `kind` (the comm's lock is held by the caller).
+    fn request(&self, kind: ReqKind) -> *mut c_void {
+        let req = match kind {
+            ReqKind::Send(id) => &self.reqs[usize::from(id)],
+            ReqKind::Recv(r) => {
+                let req = &self.reqs[SLOTS * MAX_RECVS * 2 + usize::from(r.slot)];
+                req.seq.store(r.seq, Ordering::Relaxed);
+                req
+            }
+        };
+        // NCCL only passes the pointer back to `test`, which reads through it.
+        std::ptr::from_ref(req).cast_mut().cast()
+    }
+}
+
+/// # Safety
+/// `mh` is NULL or a pointer `reg_mr` returned.
+unsafe fn mr_ref<'a>(mh: *mut c_void) -> Result<&'a MrHandle, Error> {
+    if mh.is_null() {
+        return Err(Error::invalid("memory handle is NULL"));
+    }
+    // SAFETY: per the contract; the magic check catches other pointers.
+    let m = unsafe { &*mh.cast::<MrHandle>() };
+    if m.magic != MR_MAGIC {
+        return Err(Error::invalid("not a memory handle of this plugin"));
+    }
+    Ok(m)
+}
+
+/// `regMr`: host memory only (`ptrSupport` is `NCCL_PTR_HOST`).
+///
+/// # Safety
+/// `comm` as for [`comm_ref`]; `[data, data + size)` is memory of this process that stays valid until
+/// `dereg_mr`.
+pub(crate) unsafe fn reg_mr(
+    comm: *mut c_void,
+    data: *mut c_void,
+    size: usize,
+    kind: c_int,
+) -> Result<*mut c_void, Error> {
+    // SAFETY: forwarded contract.
+    let c = unsafe { comm_ref(comm) }?;
+    if kind != PTR_HOST {
+        return Err(Error::usage(format!(
+            "regMr of memory type {kind}: this plugin registers host memory only (NCCL_PTR_HOST)"
+        )));
+    }
+    if data.is_null() && size > 0 {
+        return Err(Error::invalid("regMr of NULL"));
+    }
+    let remote = matches!(*lock(&c.side), Side::Recv(_));
+    let mr = if size == 0 {
+        None
+    } else {
+        Some(c.host.reg_mr(data as u64, size, remote)?)
+    };
+    Ok(Box::into_raw(Box::new(MrHandle {
+        magic: MR_MAGIC,
+        addr: data as u64,
+        len: size,
+        mr,
+    }))
+    .cast())
+}
+
+/// `deregMr`.
+///
+/// # Safety
+/// `comm` as for [`comm_ref`], `mh` as for [`mr_ref`].
+pub(crate) unsafe fn dereg_mr(comm: *mut c_void, mh: *mut c_void) -> Result<(), Error> {
+    // SAFETY: forwarded contract.
+    let c = unsafe { comm_ref(comm) }?;
+    // SAFETY: forwarded contract.
+    unsafe { mr_ref(mh) }?;
+    let mh = mh.cast::<MrHandle>();
+    // SAFETY: the magic check passed, so this is a live handle from `reg_mr`; the magic is cleared before the
+    // box is freed so a second deregMr of it fails its check.
+    let m = unsafe {
+        (*mh).magic = 0;
+        Box::from_raw(mh)
+    };
+    if let Some(mr) = &m.mr {
+        c.host.dereg_mr(mr);
+    }
+    Ok(())
+}
+
+/// The local buffer `[data, data + size)` as the transport names it.
+fn local_sge(m: &MrHandle, data: u64, size: usize) -> Result<(Sge, u32), Error> {
+    // An empty transfer moves no bytes, wherever its pointer points (NCCL sends empty messages).
+    let inside = size == 0
+        || (data >= m.addr
+            && data
+                .checked_add(size as u64)
+                .is_some_and(|end| end <= m.addr + m.len as u64));
+    if !inside {
+        return Err(Error::invalid(format!(
+            "buffer {data:#x}+{size} lies outside its registration {:#x}+{}",
+            m.addr, m.len
+        )));
+    }
+    if size > MAX_TRANSFER {
+        return Err(Error::invalid(format!(
+            "transfer of {size} bytes; maxP2pBytes is {MAX_TRANSFER}"
+        )));
+    }
+    let (lkey, rkey) = m.mr.as_ref().map_or((0, 0), |r| (r.lkey, r.rkey));
+    Ok((
+        Sge {
+            addr: data,
+            len: size as u32,
+            lkey,
+        },
+        rkey,
+    ))
+}
+
+/// `isend`: NULL request when the receiver has not announced a matching receive yet.
+///
+/// # Safety
+/// `comm` as for [`comm_ref`], `mh` as for [`mr_ref`].
+pub(crate) unsafe fn isend(
+    comm: *mut c_void,
+    data: *mut c_void,
+    size: usize,
+    tag: c_int,
+    mh: *mut c_void,
+) -> Result<*mut c_void, Error> {
+    // SAFETY: forwarded contract.
+    let c = unsafe { comm_ref(comm) }?;
+    // SAFETY: forwarded contract.
+    let (sge, _) = local_sge(unsafe { mr_ref(mh) }?, data as u64, size)?;
+    let mut side = lock(&c.side);
+    c.pump(&mut side)?;
+    let Side::Send(s) = &mut *side else {
+        return Err(Error::usage("isend on a receive comm"));
+    };
+    let r = s.isend(sge, tag)?;
+    let req = r.map_or(std::ptr::null_mut(), |id| c.request(ReqKind::Send(id)));
+    c.pump(&mut side)?;
+    Ok(req)
+}
+
+/// `irecv` of `n` grouped buffers; `size(i)` reads NCCL's size array (`int` or `size_t` by version).
+///
+/// # Safety
+/// `comm` as for [`comm_ref`]; `data`, `tags` and `mhandles` point to `n` elements each, every handle as for
+/// [`mr_ref`].
+pub(crate) unsafe fn irecv(
+    comm: *mut c_void,
+    n: c_int,
+    data: *mut *mut c_void,
+    size: impl Fn(usize) -> usize,
+    tags: *mut c_int,
+    mhandles: *mut *mut c_void,
+    optional: bool,
+) -> Result<*mut c_void, Error> {
+    // SAFETY: forwarded contract.
+    let c = unsafe { comm_ref(comm) }?;
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|n| (1..=MAX_RECVS).contains(n))
+        .ok_or_else(|| {
+            Error::invalid(format!(
+                "irecv of {n} buffers (maxRecvs is at most {MAX_RECVS})"
+            ))
+        })?;
+    crate::ffi::non_null(data, "data")?;
+    crate::ffi::non_null(tags, "tags")?;
+    crate::ffi::non_null(mhandles, "mhandles")?;
+    let mut bufs = [RecvBuf {
+        addr: 0,
+        size: 0,
+        rkey: 0,
+        tag: 0,
+    }; MAX_RECVS];
+    for (i, b) in bufs.iter_mut().enumerate().take(n) {
+        // SAFETY: the arrays hold `n` elements (contract); `i < n`.
+        let (d, t, m) = unsafe { (*data.add(i), *tags.add(i), *mhandles.add(i)) };
+        let len = size(i);
+        // SAFETY: forwarded contract.
+        let (_, rkey) = local_sge(unsafe { mr_ref(m) }?, d as u64, len)?;
+        *b = RecvBuf {
+            addr: d as u64,
+            size: len,
+            rkey,
+            tag: t,
+        };
+    }
+    let mut side = lock(&c.side);
+    c.pump(&mut side)?;
+    let Side::Recv(r) = &mut *side else {
+        return Err(Error::usage("irecv on a send comm"));
+    };
+    let id = r.irecv(&bufs[..n], optional)?;
+    let req = id.map_or(std::ptr::null_mut(), |id| c.request(ReqKind::Recv(id)));
+    c.pump(&mut side)?;
+    Ok(req)
+}
+
+/// `test`: `done` and, for receives, the size of each grouped buffer.
+///
+/// # Safety
+/// `request` is a pointer `isend`/`irecv` returned and not yet reported done; `done` is writable; `sizes` is
+/// NULL or has room for the request's buffer count.
+pub(crate) unsafe fn test(
+    request: *mut c_void,
+    done: *mut c_int,
+    sizes: *mut c_int,
+) -> Result<(), Error> {
+    crate::ffi::non_null(request, "request")?;
+    crate::ffi::non_null(done, "done")?;
+    // SAFETY: per the contract; the magic check catches other pointers.
+    let req = unsafe { &*request.cast::<Request>() };
+    if req.magic != REQ_MAGIC {
+        return Err(Error::invalid("not a request of this plugin"));
+    }
+    // SAFETY: requests live inside their comm, which NCCL closes only after its requests are done.
+    let c = unsafe { comm_ref(req.comm.cast_mut().cast()) }?;
+    let mut side = lock(&c.side);
+    c.pump(&mut side)?;
+    let mut out = [0u32; MAX_RECVS];
+    let kind = req.kind();
+    let (finished, n) = match (&mut *side, kind) {
+        (Side::Send(s), ReqKind::Send(id)) => match s.test(id)? {
+            Some(size) => {
+                out[0] = size;
+                (true, 1)
+            }
+            None => (false, 0),
+        },
+        (Side::Recv(r), ReqKind::Recv(id)) => (r.test(id, &mut out)?, r.count(id)),
+        _ => return Err(Error::internal("request kind does not match its comm")),
+    };
+    // SAFETY: `done` is writable (contract, checked non-NULL).
+    unsafe { *done = c_int::from(finished) };
+    if finished && !sizes.is_null() {
+        for (i, v) in out.iter().enumerate().take(n) {
+            // SAFETY: `sizes` has room for the request's buffer count (contract); `n` is that count.
+            unsafe { *sizes.add(i) = *v as c_int };
+        }
+    }
+    Ok(())
+}
+
+/// `iflush`: host memory needs no flush, so no request (NCCL treats NULL as done).
+pub(crate) fn iflush(comm: *mut c_void) -> Result<*mut c_void, Error> {
+    // SAFETY: NCCL passes its recv comm; the magic check rejects anything else.
+    unsafe { comm_ref(comm) }?;
+    Ok(std::ptr::null_mut())
+}
+
+/// `closeSend` / `closeRecv`.
+///
+/// # Safety
+/// `comm` as for [`comm_ref`]; no request of it is used afterwards.
+pub(crate) unsafe fn close(comm: *mut c_void) -> Result<(), Error> {
+    // SAFETY: forwarded contract.
+    unsafe { comm_ref(comm) }?;
+    let c = comm.cast::<Comm>();
+    // SAFETY: the magic check passed: a live comm from `new_comm`. The magic is cleared before the box (and
+    // with it the link and registrations) is dropped.
+    let c = unsafe {
+        (*c).magic = 0;
+        Box::from_raw(c)
+    };
+    let failure = match &*lock(&c.side) {
+        Side::Send(s) => s.failure().cloned(),
+        Side::Recv(r) => r.failure().cloned(),
+    };
+    if let Some(e) = failure {
+        info!(NET, "closing a comm that had failed: {e}");
+    }
+    c.host.dereg_mr(&c.ctrl_mr);
+    Ok(())
+}
+
+/// `closeListen`.
+///
+/// # Safety
+/// `listen_comm` as for [`listen_mut`].
+pub(crate) unsafe fn close_listen(listen_comm: *mut c_void) -> Result<(), Error> {
+    // SAFETY: forwarded contract.
+    unsafe { listen_mut(listen_comm) }?;
+    let l = listen_comm.cast::<ListenComm>();
+    // SAFETY: a live listen comm from `listen`; the magic is cleared before it is freed.
+    let l = unsafe {
+        (*l).magic = 0;
+        Box::from_raw(l)
+    };
+    if let Some((_, mr)) = &l.ctrl {
+        l.host.dereg_mr(mr);
+    }
+    Ok(())
+}
