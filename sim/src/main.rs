@@ -144,7 +144,8 @@ fn prepare_out(dir: &Path, flag: &str) -> Result<(), String> {
     }
     std::fs::create_dir_all(dir)
         .map_err(|e| format!("{flag} {}: cannot create the folder: {e}", dir.display()))?;
-    let probe = dir.join(".mrc-sim-write-test");
+    // One probe name per process: the shards of a Slurm array check the same folder at the same moment.
+    let probe = dir.join(format!(".mrc-sim-write-test-{}", std::process::id()));
     std::fs::write(&probe, b"")
         .and_then(|()| std::fs::remove_file(&probe))
         .map_err(|e| format!("{flag} {}: cannot write into it: {e}", dir.display()))
