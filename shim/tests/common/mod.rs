@@ -5,21 +5,30 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// `target/<profile>/libmrc_verbs_shim.so`, built by cargo with the tests (the cdylib crate type).
+/// The preload library built with these tests: `cargo test` writes it into `target/<profile>/deps/` (the
+/// cdylib comes out of the same rustc run as the rlib the tests link), `cargo build` into `target/<profile>/`;
+/// the newer of the two is the current one.
 pub(crate) fn shim_lib() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/<test>-<hash>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    let lib = dir.join("libmrc_verbs_shim.so");
-    assert!(
-        lib.exists(),
-        "{} is missing: build the mrc-verbs-shim cdylib",
-        lib.display()
-    );
-    lib
+    let deps = exe.parent().expect("target/<profile>/deps");
+    let profile = deps.parent().expect("target/<profile>");
+    let candidates = [
+        deps.join("libmrc_verbs_shim.so"),
+        profile.join("libmrc_verbs_shim.so"),
+    ];
+    candidates
+        .iter()
+        .filter_map(|p| Some((std::fs::metadata(p).ok()?.modified().ok()?, p.clone())))
+        .max()
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| {
+            panic!(
+                "libmrc_verbs_shim.so is in neither {} nor {}: build the mrc-verbs-shim cdylib",
+                candidates[0].display(),
+                candidates[1].display()
+            )
+        })
 }
 
 /// Installs hint for a missing system package.
