@@ -28,17 +28,17 @@ fn link(a: &Host, b: &Host, qps: usize) -> (Link, Link) {
     let (mut la, mut lb) = (None, None);
     while la.is_none() || lb.is_none() {
         assert!(start.elapsed() < LIMIT, "bootstrap did not finish");
-        if lb.is_none() {
-            if let Some((link, app)) = l.poll_accept(b"from b").unwrap() {
-                assert_eq!(app, b"from a");
-                lb = Some(link);
-            }
+        if lb.is_none()
+            && let Some((link, app)) = l.poll_accept(b"from b").unwrap()
+        {
+            assert_eq!(app, b"from a");
+            lb = Some(link);
         }
-        if la.is_none() {
-            if let Some((link, app)) = c.poll().unwrap() {
-                assert_eq!(app, b"from b");
-                la = Some(link);
-            }
+        if la.is_none()
+            && let Some((link, app)) = c.poll().unwrap()
+        {
+            assert_eq!(app, b"from b");
+            la = Some(link);
         }
         for h in [a, b] {
             h.progress().unwrap();
