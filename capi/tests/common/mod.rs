@@ -173,12 +173,7 @@ pub(crate) fn our_functions() -> Vec<String> {
         .iter()
         .filter_map(|p| {
             let before_paren = p.split(" (").next()?;
-            Some(
-                before_paren
-                    .rsplit(|c: char| c == ' ' || c == '*')
-                    .next()?
-                    .to_string(),
-            )
+            Some(before_paren.rsplit([' ', '*']).next()?.to_string())
         })
         .collect()
 }
