@@ -610,8 +610,11 @@ pub unsafe extern "C" fn mrc_create_qp(
             ..cap
         };
         a.cap = granted;
+        // A QP counts once on each CQ it uses (once if both queues share one).
         scq.users.add();
-        rcq.users.add();
+        if !std::ptr::eq(scq, rcq) {
+            rcq.users.add();
+        }
         c.users.add();
         Ok(registry::publish(Box::new(mrc_qp {
             ctx: c,
@@ -653,7 +656,12 @@ pub unsafe extern "C" fn mrc_destroy_qp(p: *mut mrc_qp) -> c_int {
             hint_users(s.mrc.qp_hint, false);
         }
         transport::destroy_qp(q.qpn);
-        for c in [q.send_cq, q.recv_cq] {
+        let cqs = if q.send_cq == q.recv_cq {
+            &[q.send_cq][..]
+        } else {
+            &[q.send_cq, q.recv_cq][..]
+        };
+        for &c in cqs {
             if let Ok(c) = cq(c, "cq") {
                 c.users.sub();
             }

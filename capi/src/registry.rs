@@ -21,6 +21,10 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    fn article(self) -> &'static str {
+        if self == Kind::Context { "an" } else { "a" }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Context => "MRC context",
@@ -54,8 +58,10 @@ fn check(addr: usize, kind: Kind, what: &str) -> Result<(), Error> {
     match live().get(&addr) {
         Some(k) if *k == kind => Ok(()),
         Some(k) => Err(Error::inval(format!(
-            "{what} is a {}, not a {}",
+            "{what} is {} {}, not {} {}",
+            k.article(),
             k.name(),
+            kind.article(),
             kind.name()
         ))),
         None => Err(Error::inval(format!(

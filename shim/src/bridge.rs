@@ -60,7 +60,8 @@ fn errno_of(r: Result<(), Error>) -> c_int {
 
 unsafe extern "C" fn context_info(ctx: *mut ibv_context, info: *mut MrcShimContextInfo) -> c_int {
     errno_of(guard("mrc_shim_bridge.context_info", || {
-        let c = context(ctx)?;
+        // "Is this an MRC device?" is a normal question for libmrc to ask: no log line for "no".
+        let c = context(ctx).map_err(|e| Error::quiet(e.errno))?;
         if info.is_null() {
             return Err(Error::inval("info is NULL"));
         }

@@ -2,6 +2,7 @@
 //! scratch prefix, compiling C against the installed headers, running programs under the verbs shim.
 #![allow(dead_code, reason = "each test binary uses a subset")]
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -78,8 +79,22 @@ pub(crate) fn need(what: &str, pkg: &str) -> ! {
     panic!("{what} is missing: install the Debian package {pkg} (.ci/run does, as root)")
 }
 
-/// Compiles `tests/c/<src>` against the installed headers and links it to the installed libmrc (plus `extra`).
+/// Compiles `tests/c/<src>` against the installed headers and links it to the installed libmrc (plus `extra`);
+/// once per test binary and source, since the tests of a binary run in parallel.
 pub(crate) fn compile_c(src: &str, extra: &[&str]) -> PathBuf {
+    static BUILT: std::sync::Mutex<BTreeMap<String, PathBuf>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    let key = format!("{src} {}", extra.join(" "));
+    if let Some(p) = built.get(&key) {
+        return p.clone();
+    }
+    let exe = compile_c_now(src, extra);
+    built.insert(key, exe.clone());
+    exe
+}
+
+fn compile_c_now(src: &str, extra: &[&str]) -> PathBuf {
     if !Path::new("/usr/include/infiniband/verbs.h").exists() {
         need("/usr/include/infiniband/verbs.h", "libibverbs-dev");
     }
