@@ -507,6 +507,9 @@ struct Core {
     resolving: BTreeMap<u64, SocketAddrV6>,
     mrs: u32,
     scratch: Vec<Completion>,
+    /// Manual mode: when the last busy round ended, and how long to keep spinning after it.
+    last_busy: WallClock,
+    busy_poll: StdDuration,
 }
 
 struct Inner {
@@ -604,6 +607,8 @@ impl Host {
                 resolving: BTreeMap::new(),
                 mrs: 0,
                 scratch: vec![Completion::default(); 64],
+                last_busy: WallClock::now(),
+                busy_poll: StdDuration::from_micros(200),
             }),
             mode: cfg.progress,
             profile: p,
@@ -670,6 +675,58 @@ impl Host {
                 Err(_) => Ok(false),
             },
         }
+    }
+
+    /// Manual mode's application loop: one round, and when nothing has happened for a while (the datapath's
+    /// busy-poll time), a sleep on the sockets and the next timer of at most `max_wait`.
+    pub fn progress_wait(&self, max_wait: StdDuration) -> Result<(), HostError> {
+        let i = self.inner();
+        if i.mode != ProgressMode::Manual {
+            std::thread::yield_now();
+            return Ok(());
+        }
+        let mut c = lock(&i.core);
+        let busy = i.round(&mut c)?;
+        if busy {
+            c.last_busy = WallClock::now();
+            return Ok(());
+        }
+        if c.last_busy.elapsed() < c.busy_poll {
+            return Ok(());
+        }
+        let sleep = c.dp.idle_timeout(mrc::time::Duration::from_nanos(
+            max_wait.as_nanos().min(u128::from(u64::MAX)) as u64,
+        ));
+        let (fds, blocked) = (c.dp.fds(), c.dp.blocked().to_vec());
+        drop(c);
+        if sleep.as_nanos() > 0 {
+            wait(
+                &fds,
+                &blocked,
+                Some(StdDuration::from_nanos(sleep.as_nanos() as u64)),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Adds a peer whose planes the application learned out of band (e.g. a perftest-style TCP exchange), so
+    /// connecting to it needs no in-band resolution. A peer already known at `planes[0]` is returned as is.
+    pub fn learn_peer(&self, planes: &[PeerPlane]) -> Result<(), HostError> {
+        let i = self.inner();
+        let mut c = lock(&i.core);
+        i.peer_for(&mut c, planes).map(|_| ())
+    }
+
+    /// Read-only access to the datapath and engine under the lock, for diagnostics (per-QP and per-plane
+    /// counters, EV states): tools only, never on a data path.
+    pub fn inspect<R>(&self, f: impl FnOnce(&UdpEndpoint) -> R) -> R {
+        f(&lock(&self.inner().core).dp)
+    }
+
+    /// What a peer needs to reach this host's planes (addresses and T0s), for [`learn_peer`](Self::learn_peer)
+    /// at the other end.
+    pub fn local_planes(&self) -> Vec<PeerPlane> {
+        self.inner().local_planes.clone()
     }
 
     /// Plane addresses and port.
