@@ -270,3 +270,25 @@ pub unsafe extern "C" fn mrc_get_async_event(
 pub unsafe extern "C" fn mrc_ack_async_event(event: *mut mrc_async_event) {
     ffi::void("mrc_ack_async_event", || non_null(event, "event"))
 }
+
+/// A context on a made-up device (no verbs context, no shim), for unit tests of the objects below it.
+#[cfg(test)]
+pub(crate) fn test_context(device_index: u32, planes: u32) -> *mut mrc_context {
+    let info = bridge::ContextInfo {
+        device_index,
+        planes,
+        usid: 0,
+        lid: 0,
+        gid: [0; 16],
+        name: [0; 64],
+    };
+    registry::publish(Box::new(mrc_context {
+        vctx: std::ptr::null_mut(),
+        dev: device::get(info),
+        api_version: MRC_API_CURRENT_VERSION,
+        users: Users::default(),
+        hints: Users::default(),
+        async_fd: eventfd().expect("eventfd"),
+        async_events: Mutex::new(VecDeque::new()),
+    }))
+}

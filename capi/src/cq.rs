@@ -399,3 +399,64 @@ pub unsafe extern "C" fn mrc_ack_cq_events(cq: *mut mrc_cq, nevents: c_uint) {
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{mrc_destroy_context, test_context};
+
+    fn errno() -> c_int {
+        // SAFETY: reads the calling thread's errno slot.
+        unsafe { *libc::__errno_location() }
+    }
+
+    #[test]
+    fn an_armed_cq_signals_its_channel_once_and_destroy_waits_for_the_ack() {
+        let m = test_context(1000, 2);
+        let mut ch = std::ptr::null_mut();
+        let mut tag = 5u8;
+        // SAFETY: `m` is a live context and the out-pointers are live locals, as the header requires.
+        unsafe {
+            assert_eq!(mrc_create_comp_channel(m, &mut ch), 0);
+            let mut fd = -1;
+            assert_eq!(mrc_get_comp_channel_fd(ch, &mut fd), 0);
+            libc::fcntl(
+                fd,
+                libc::F_SETFL,
+                libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
+            );
+            let cq = mrc_create_cq(m, 16, (&raw mut tag).cast(), ch, 0);
+            assert!(!cq.is_null());
+            let q = crate::cq::cq(cq, "cq").unwrap();
+            let (mut got, mut got_ctx) = (std::ptr::null_mut(), std::ptr::null_mut());
+            // Not armed: a completion does not signal.
+            q.notify(false);
+            assert_eq!(mrc_get_cq_event(ch, &mut got, &mut got_ctx), -1);
+            assert_eq!(errno(), libc::EAGAIN);
+            // Armed for solicited completions only: an unsolicited one does not signal either.
+            assert_eq!(mrc_req_notify_cq(cq, 1), 0);
+            q.notify(false);
+            assert_eq!(mrc_get_cq_event(ch, &mut got, &mut got_ctx), -1);
+            // A solicited one does, once.
+            q.notify(true);
+            q.notify(true);
+            assert_eq!(mrc_get_cq_event(ch, &mut got, &mut got_ctx), 0);
+            assert_eq!((got, got_ctx), (cq, (&raw mut tag).cast()));
+            assert_eq!(
+                mrc_get_cq_event(ch, &mut got, &mut got_ctx),
+                -1,
+                "disarmed after one event"
+            );
+            // Destroying the channel under its CQ, or the context under both, is refused.
+            assert_eq!(mrc_destroy_comp_channel(ch), libc::EBUSY);
+            assert_eq!(mrc_destroy_context(m), -1);
+            assert_eq!(errno(), libc::EBUSY);
+            // The event is acknowledged, so the CQ goes without waiting.
+            mrc_ack_cq_events(cq, 1);
+            assert_eq!(mrc_destroy_cq(cq), 0);
+            assert_eq!(mrc_destroy_cq(cq), libc::EINVAL);
+            assert_eq!(mrc_destroy_comp_channel(ch), 0);
+            assert_eq!(mrc_destroy_context(m), 0);
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! explicit EVs and their states (DENY included), CC profiles with NSCC parameters, EV events and endpoint
 //! operations.
 //!
-//! Profiles are validated and stored per device ([`State`], behind the device's lock); each update checks
+//! Profiles are validated and stored per device (`State`, behind the device's lock); each update checks
 //! everything before it writes, so a refused call changes nothing (EV operations excepted: they stop at the
 //! first failing entry, as the API specifies). What the transport does with them — spraying over the explicit
 //! EVs, skipping DENIED ones, running NSCC with the parameters — is stage 2 (`transport.rs`).

@@ -2,7 +2,7 @@
 //! queries, and posting (through the transport).
 //!
 //! The attribute rules are those of an RC QP in verbs, minus what the OCP API takes over (port, timers,
-//! retries, RD atomics, alternate paths) and plus the MRC attributes of each step. [`Settings::modify`] is pure
+//! retries, RD atomics, alternate paths) and plus the MRC attributes of each step. `Settings::modify` is pure
 //! so the rules are unit-tested without a device.
 
 #![allow(
