@@ -56,3 +56,13 @@ fn every_declared_function_is_exported() {
     let missing: Vec<&String> = declared.iter().filter(|f| !statik.contains(*f)).collect();
     assert!(missing.is_empty(), "libmrc.a does not define {missing:?}");
 }
+
+#[test]
+fn the_shim_exports_the_bridge_libmrc_looks_up() {
+    // libmrc finds the shim's objects through this one symbol (src/bridge.rs, shim/src/bridge.rs).
+    let shim = defined(&common::shim_lib(), true);
+    assert!(
+        shim.contains("mrc_shim_bridge_v1"),
+        "libmrc_verbs_shim.so does not export mrc_shim_bridge_v1"
+    );
+}
