@@ -31,6 +31,9 @@ pub struct Options {
     pub verify: bool,
     /// Give up after this long.
     pub timeout: Duration,
+    /// The receiver prints `PROGRESS <done> <messages>` on stdout every this many completed receives (0: never),
+    /// so a test can apply a fault once data is moving rather than after a guessed delay.
+    pub progress: usize,
 }
 
 impl Default for Options {
@@ -44,8 +47,71 @@ impl Default for Options {
             hint: false,
             verify: true,
             timeout: Duration::from_secs(60),
+            progress: 0,
         }
     }
+}
+
+/// NCCL's usage patterns, each a run over the same connection: (name, options). Every run verifies its bytes.
+pub fn suite(v: Version) -> Vec<(&'static str, Options)> {
+    let o = Options::default();
+    let mut runs = vec![
+        // NCCL_STEPS outstanding per comm, the proxy's steady state.
+        ("steady", Options { ..o.clone() }),
+        // Grouped receives (maxRecvs > 1): one request, four buffers told apart by tag, sends in tag order.
+        (
+            "grouped",
+            Options {
+                messages: 48,
+                size: 32 * 1024,
+                group: 4,
+                shrink: true,
+                ..o.clone()
+            },
+        ),
+        // Receives larger than their sends: test reports what was sent.
+        (
+            "larger-receive",
+            Options {
+                messages: 16,
+                size: 1 << 20,
+                shrink: true,
+                ..o.clone()
+            },
+        ),
+        // Empty messages (NCCL sends them).
+        (
+            "empty",
+            Options {
+                messages: 16,
+                size: 0,
+                ..o.clone()
+            },
+        ),
+        // NCCL_NET_MAX_REQUESTS outstanding: the whole 32-slot window, reused many times.
+        (
+            "window",
+            Options {
+                messages: 256,
+                size: 4096,
+                depth: 32,
+                ..o.clone()
+            },
+        ),
+    ];
+    if v >= Version::V9 {
+        // LL/LL128's optional completion.
+        runs.push((
+            "hint",
+            Options {
+                messages: 32,
+                shrink: true,
+                hint: true,
+                ..o
+            },
+        ));
+    }
+    runs
 }
 
 /// What one side saw.
@@ -220,6 +286,11 @@ pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
             rep.bytes += want as u64;
         }
         done += 1;
+        if o.progress > 0 && done % o.progress == 0 {
+            use std::io::Write as _;
+            println!("PROGRESS {done} {}", o.messages);
+            let _ = std::io::stdout().flush();
+        }
     }
     rep.elapsed = start.elapsed();
     rep.requests = done;
