@@ -56,7 +56,7 @@ enum Cmd {
         /// Message sizes (k, m, g suffixes).
         #[arg(long, value_delimiter = ',', default_value = "4k,64k,256k,1m,4m,16m")]
         sizes: Vec<String>,
-        /// Bytes to move per size (at least 8 messages).
+        /// Bytes to move per size (at least four rounds of `depth` messages).
         #[arg(long, default_value = "256m")]
         bytes: String,
         /// Outstanding requests.
@@ -211,7 +211,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 .map(|s| {
                     let size = bytes(s)?;
                     Ok(Options {
-                        messages: (budget / size.max(1)).max(8),
+                        // At least four passes over the `depth` buffers, so a size's figure is a steady state.
+                        messages: (budget / size.max(1)).max(4 * depth.clamp(1, 32)),
                         size,
                         depth: depth.clamp(1, 32),
                         verify: false,

@@ -219,7 +219,7 @@ pub fn connect(
 /// The receiving rank's data phase on `comm`.
 pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
     let slot = o.size * o.group;
-    let mut buf = vec![0u8; (slot * o.depth).max(1)];
+    let mut buf = touched((slot * o.depth).max(1));
     let base = buf.as_mut_ptr();
     let mh = p.reg_mr(comm, base, buf.len()).map_err(err("regMr"))?;
     let hint = o.hint && o.group == 1 && p.version() >= Version::V9;
@@ -244,15 +244,18 @@ pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
                 Some(r) => {
                     reqs.push_back((posted, r));
                     posted += 1;
+                    continue;
                 }
                 None => rep.null_retries += 1,
             }
         }
         let Some(&(k, r)) = reqs.front() else {
+            idle();
             continue;
         };
         let mut sizes = [0 as c_int; 8];
         if !p.test(r, &mut sizes[..o.group]).map_err(err("test"))? {
+            idle();
             continue;
         }
         reqs.pop_front();
@@ -304,6 +307,24 @@ pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
     Ok(rep)
 }
 
+/// A round that moved nothing: give the CPU away, as NCCL's proxy thread does (`sched_yield` when idle), so
+/// the transport's progress thread and the peer's proxy get it on small machines.
+fn idle() {
+    std::thread::yield_now();
+}
+
+/// A zeroed buffer whose pages are all mapped, so first-touch page faults stay out of the measured time.
+fn touched(len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    for page in v.chunks_mut(4096) {
+        // A write, not a read (the shared zero page would fault again at the first real write), and volatile
+        // so it is not dropped as a store of the value already there.
+        // SAFETY: `page[0]` is a valid, exclusively borrowed byte.
+        unsafe { std::ptr::write_volatile(&mut page[0], 0) };
+    }
+    v
+}
+
 /// A copy of `len` bytes at `base + off` (read through a volatile-free copy after the plugin said so).
 fn buf_view(base: *mut u8, off: usize, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
@@ -316,7 +337,7 @@ fn buf_view(base: *mut u8, off: usize, len: usize) -> Vec<u8> {
 /// The sending rank's data phase on `comm`.
 pub fn send(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
     let slot = o.size * o.group;
-    let mut buf = vec![0u8; (slot * o.depth).max(1)];
+    let mut buf = touched((slot * o.depth).max(1));
     let base = buf.as_mut_ptr();
     let mh = p.reg_mr(comm, base, buf.len()).map_err(err("regMr"))?;
     let total = o.messages * o.group;
@@ -348,15 +369,19 @@ pub fn send(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
                 Some(r) => {
                     reqs.push_back((len, r));
                     next += 1;
+                    continue;
                 }
                 None => rep.null_retries += 1,
             }
         }
         let Some(&(len, r)) = reqs.front() else {
+            idle();
             continue;
         };
         let mut size = [0 as c_int; 1];
-        if p.test(r, &mut size).map_err(err("test"))? {
+        if !p.test(r, &mut size).map_err(err("test"))? {
+            idle();
+        } else {
             if size[0] as usize != len {
                 return Err(format!(
                     "send of {len} bytes completed with size {}",
