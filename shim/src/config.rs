@@ -1,7 +1,7 @@
 //! Configuration by environment: which MRC nodes this process presents as RDMA devices.
 //!
 //! - `MRC_SHIM_NODE=h0.toml[,h1.toml…]`: one device per node file (the format `mrc-fabric up` writes and
-//!   `mrc::datapath::NodeConfig` reads): `mrc0`, `mrc1`, … in the order given.
+//!   `mrc_host::NodeConfig` reads): `mrc0`, `mrc1`, … in the order given.
 //! - otherwise one loopback device `mrc0` with `MRC_SHIM_PLANES` planes (default 8, like `mrc-perf`) on `::1`.
 //!
 //! A wrong value names the variable and the fix; the shim then presents no device, so `ibv_get_device_list`
@@ -10,8 +10,8 @@
 use std::net::Ipv6Addr;
 use std::path::Path;
 
-use mrc::datapath::NodeConfig;
-use mrc::datapath::config::MAX_PLANES;
+use mrc_host::MAX_PLANES;
+use mrc_host::NodeConfig;
 
 /// Node files, comma-separated.
 pub(crate) const NODE_ENV: &str = "MRC_SHIM_NODE";

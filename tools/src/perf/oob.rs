@@ -4,8 +4,8 @@ use std::io::{self, BufRead, BufReader, Read as _, Write};
 use std::net::{SocketAddrV6, TcpStream};
 
 use mrc::ConnInfo;
-use mrc::datapath::PeerPlane;
-use mrc::datapath::config::MAX_PLANES;
+use mrc_host::MAX_PLANES;
+use mrc_host::PeerPlane;
 use serde::{Deserialize, Serialize};
 
 use super::{MAX_DEPTH, MAX_EVS, MAX_MEMORY, MAX_QPS, MAX_SIZE, Mode, Test};

@@ -4,11 +4,11 @@ use std::io::{self, Write as _};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use mrc::datapath::{DatapathConfig, NodeConfig, Progress, UdpEndpoint, software_cc};
 use mrc::{
     Access, Completion, ConnInfo, CqId, EndpointConfig, EvState, MrKeys, QpConfig, QpInit, RecvWr,
     SendOp, SendWr, Sge, WcStatus,
 };
+use mrc_host::{DatapathConfig, NodeConfig, Progress, UdpEndpoint, software_cc};
 use serde::Serialize;
 
 use super::oob::{

@@ -1,13 +1,28 @@
 //! The UDP datapath over loopback sockets: real sockets, real registered memory, zero configuration.
-#![cfg(feature = "udp")]
-
-mod common;
-
-use common::forge;
 use std::time::{Duration, Instant as WallClock};
 
-use mrc::datapath::{DatapathConfig, NodeConfig, Progress, UdpEndpoint, software_cc};
 use mrc::*;
+use mrc_host::{DatapathConfig, NodeConfig, Progress, UdpEndpoint, software_cc};
+
+/// A sealed packet of `body` to `dest_qp` at `psn`, as an attacker (or a test) forges it.
+fn forge(opcode: wire::Opcode, dest_qp: u32, psn: u32, body: wire::Body<'_>) -> Vec<u8> {
+    let p = wire::Packet {
+        bth: wire::Bth {
+            opcode,
+            se: false,
+            rtx: false,
+            pkey: wire::DEFAULT_PKEY,
+            dest_qp,
+            ack_req: false,
+            psn: psn & wire::PSN_MASK,
+        },
+        body,
+    };
+    let mut buf = vec![0u8; p.buffer_len()];
+    let n = p.emit(&mut buf).expect("a buffer of buffer_len bytes");
+    buf.truncate(n);
+    buf
+}
 
 const PLANES: usize = 4;
 const MTU: u32 = 8192;

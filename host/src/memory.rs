@@ -5,7 +5,7 @@
 //! never turn into a stray write.
 #![allow(unsafe_code, reason = "placement into registered memory is a raw copy")]
 
-use crate::mem::Memory;
+use mrc::mem::Memory;
 
 struct Region {
     addr: u64,

@@ -1,12 +1,15 @@
-//! The UDP datapath (feature `udp`): real sockets, one per plane, driving the sans-IO [`Endpoint`].
+//! # mrc-host — the host layer of the MRC transport
+//!
+//! The engine (`mrc`) is sans-IO: it takes datagrams and the time in and gives datagrams and deadlines out.
+//! This crate is everything around it that a host needs and every front end (mrc-perf, the verbs shim, the
+//! NCCL plugin, the C API) would otherwise write again: per-plane UDP sockets, registered application memory,
+//! the clock, the peer table and the progress loop.
 //!
 //! - [`config`]: a node's planes and the EV → destination-address expansion (plain or SRv6 uSID).
 //! - [`socket`]: one plane's socket: batched send and receive, traffic class, the ICMP error queue.
 //! - [`memory`]: registered host memory, the placement target.
 //! - [`driver`]: [`UdpEndpoint`], one round of progress at a time (application-driven poll mode).
 //! - [`progress`]: a progress thread that drives a [`UdpEndpoint`] while the application posts and polls.
-//!
-//! [`Endpoint`]: crate::Endpoint
 
 pub mod config;
 pub mod driver;
@@ -14,7 +17,7 @@ pub mod memory;
 pub mod progress;
 pub mod socket;
 
-pub use config::{NodeConfig, PeerPlane, PlaneAddr};
+pub use config::{MAX_PLANES, NodeConfig, PeerPlane, PlaneAddr};
 pub use driver::{DatapathConfig, DatapathStats, StartError, UdpEndpoint, software_cc};
 pub use memory::HostMemory;
 pub use progress::Progress;

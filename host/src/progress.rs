@@ -12,8 +12,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::driver::UdpEndpoint;
-use super::socket::wait;
+use crate::driver::UdpEndpoint;
+use crate::socket::wait;
 
 /// Longest sleep between rounds when nothing is due (timers and the doorbell usually end it sooner).
 const MAX_SLEEP: Duration = Duration::from_millis(5);

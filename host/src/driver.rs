@@ -5,27 +5,25 @@
 //! run due timers, then send everything the engine has, batched per plane with `sendmmsg`. A plane whose
 //! socket buffer is full is left out of the ready mask, so the engine moves that plane's share of traffic to
 //! the others instead of queueing behind it. Drive it from the application (poll mode) or hand it to a
-//! [`Progress`](super::Progress) thread.
+//! [`Progress`](crate::Progress) thread.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddrV6;
 use std::os::fd::{AsRawFd, RawFd};
 
-use crate::cc::{CcConfig, NsccConfig};
-use crate::config::{ConfigError, EndpointConfig, QpConfig};
-use crate::datapath::config::{NodeConfig, PeerPlane};
-use crate::datapath::memory::HostMemory;
-use crate::datapath::socket::{PlaneSocket, RxBatch, SendError, TxBatch, wait};
-use crate::endpoint::{Endpoint, RecvMeta, TrimMark};
-use crate::mem::{Access, MrKeys, Pd};
-use crate::path::EvConfig;
-use crate::qp::{ConnInfo, ModifyError, PeerId, QpInit, Transition};
-use crate::time::Duration;
-use crate::time::Instant;
-use crate::wire::{
-    Body, PSN_MASK, Packet, ParseOptions, TrafficClass, UsidContainer, traffic_class,
-};
+use crate::config::{NodeConfig, PeerPlane};
+use crate::memory::HostMemory;
+use crate::socket::{PlaneSocket, RxBatch, SendError, TxBatch, wait};
+use mrc::cc::{CcConfig, NsccConfig};
+use mrc::config::{ConfigError, EndpointConfig, QpConfig};
+use mrc::endpoint::{Endpoint, RecvMeta, TrimMark};
+use mrc::mem::{Access, MrKeys, Pd};
+use mrc::path::EvConfig;
+use mrc::qp::{ConnInfo, ModifyError, PeerId, QpInit, Transition};
+use mrc::time::Duration;
+use mrc::time::Instant;
+use mrc::wire::{Body, PSN_MASK, Packet, ParseOptions, TrafficClass, UsidContainer, traffic_class};
 
 /// Datagrams per `sendmmsg`.
 const BATCH: usize = 32;
