@@ -11,13 +11,22 @@
 //! - [`driver`]: [`UdpEndpoint`], one round of progress at a time (application-driven poll mode).
 //! - [`progress`]: a progress thread that drives a [`UdpEndpoint`] while the application posts and polls.
 
+pub mod bootstrap;
 pub mod config;
 pub mod driver;
+mod error;
+mod host;
 pub mod memory;
 pub mod progress;
 pub mod socket;
 
+pub use bootstrap::{Blob, BlobKind};
 pub use config::{MAX_PLANES, NodeConfig, PeerPlane, PlaneAddr};
 pub use driver::{DatapathConfig, DatapathStats, StartError, UdpEndpoint, software_cc};
+pub use error::HostError;
+pub use host::{
+    AsyncEvent, Connecting, Cq, Host, HostConfig, HostStats, Link, Listener, LocalInfo, Mr,
+    PeerAddr, ProgressMode, Qp, QpProfile, QpSpec, QpTransition, SendRequest,
+};
 pub use memory::HostMemory;
 pub use progress::Progress;
