@@ -32,9 +32,6 @@ pub(crate) struct Settings {
     pub(crate) timeout: u8,
     /// `NCCL_MRC_RETRY_CNT`: retries at the ACK timeout before backing off (then the QP fails).
     pub(crate) retry_cnt: u8,
-    /// `NCCL_MRC_RNR_RETRY`: retries when the peer has no receive posted (7: forever, as in verbs). The
-    /// protocol never needs one (spec: NCCL-CONN-3); 0 turns a lapse into a QP error instead of a stall.
-    pub(crate) rnr_retry: u8,
     /// `NCCL_MRC_CONNECT_TIMEOUT_MS`: how long `connect` waits for the listener's answer.
     pub(crate) connect_timeout_ms: u64,
     /// `NCCL_MRC_CC`: congestion control.
@@ -58,7 +55,6 @@ impl Default for Settings {
             max_recvs: MAX_RECVS,
             timeout: 20,
             retry_cnt: 7,
-            rnr_retry: 7,
             connect_timeout_ms: 60_000,
             cc: Cc::Fixed,
             rate_gbps: None,
@@ -118,9 +114,6 @@ impl Settings {
         }
         if let Some(v) = var("NCCL_MRC_RETRY_CNT") {
             s.retry_cnt = number("NCCL_MRC_RETRY_CNT", &v, 0, 7)?;
-        }
-        if let Some(v) = var("NCCL_MRC_RNR_RETRY") {
-            s.rnr_retry = number("NCCL_MRC_RNR_RETRY", &v, 0, 7)?;
         }
         if let Some(v) = var("NCCL_MRC_CONNECT_TIMEOUT_MS") {
             s.connect_timeout_ms = number("NCCL_MRC_CONNECT_TIMEOUT_MS", &v, 100, 3_600_000)?;
@@ -184,10 +177,8 @@ mod tests {
             ("NCCL_MRC_PLANES", "8"),
             ("NCCL_MRC_TIMEOUT", "14"),
             ("NCCL_MRC_RETRY_CNT", "3"),
-            ("NCCL_MRC_RNR_RETRY", "0"),
         ])
         .unwrap();
-        assert_eq!(s.rnr_retry, 0);
         assert_eq!(
             (
                 s.qps_per_conn,
