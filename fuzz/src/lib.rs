@@ -435,7 +435,8 @@ pub enum Op {
         /// Deny.
         deny: bool,
     },
-    /// Report an EV unreachable (an ICMP error).
+    /// Report an EV unreachable (an ICMP error): an even `pick` names an EV directly, an odd one bounces a
+    /// datagram the node has queued (it is not delivered), quoted whole or cut short.
     Unreachable {
         /// Node.
         node: bool,
@@ -1190,6 +1191,20 @@ impl World {
                 if let Some(ev) = self.ev_pick(k, pick) {
                     let (qpn, now) = (self.nodes[k].qpn, self.now);
                     let _ = self.nodes[k].ep.set_ev_denied(qpn, ev, deny, now);
+                }
+            }
+            Op::Unreachable { node, pick } if pick % 2 == 1 => {
+                let k = side(node);
+                if let Some((bytes, _)) = self.take(k, u16::from(pick / 2)) {
+                    let cut = match pick / 2 % 4 {
+                        0 => bytes.len(),
+                        n => bytes.len().min(usize::from(pick) * n as usize / 4),
+                    };
+                    let now = self.now;
+                    let _ =
+                        self.nodes[k]
+                            .ep
+                            .handle_bounce(now, PeerId(1 - k as u32), &bytes[..cut]);
                 }
             }
             Op::Unreachable { node, pick } => {

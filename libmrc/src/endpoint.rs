@@ -154,6 +154,10 @@ pub struct EndpointStats {
     pub tx_datagrams: u64,
     /// Events dropped because nobody drained them.
     pub events_dropped: u64,
+    /// Bounced datagrams ([`Endpoint::handle_bounce`]) that retired the path they were sent on.
+    pub bounces: u64,
+    /// Bounced datagrams ignored: unreadable, naming no path, or not addressed to a QP connected to the peer.
+    pub bounces_ignored: u64,
 }
 
 /// First QP slot number; lower QPNs are reserved (QPN 2 is the endpoint's).
@@ -1064,8 +1068,49 @@ impl Endpoint {
         })
     }
 
-    /// The datapath learned (e.g. from an ICMP unreachable) that the path `ev` to `peer` is broken: retire that
-    /// EV in every QP to that peer at once.
+    /// A datagram this endpoint sent to `peer` bounced: the network (an ICMP unreachable read from the socket's
+    /// error queue) or the local stack (a send error) gave it back. `datagram` is its UDP payload as quoted,
+    /// from its first byte; only its headers are read, so a quote cut short after them is enough. The EV the
+    /// headers name as the one it travelled on is retired at once in every QP to `peer`, instead of after a
+    /// loss timeout (spec PATH-BOUNCE-1); that EV is returned. The datapath thus needs no packet parsing of
+    /// its own: it only maps the bounced destination address to the peer.
+    ///
+    /// A quote that does not parse, names no EV (a transport ACK), or is addressed to no QP connected to
+    /// `peer` is ignored and counted: an off-path sender forging ICMP errors must know a QPN to retire paths.
+    // spec: PATH-BOUNCE-1
+    pub fn handle_bounce(&mut self, now: Instant, peer: PeerId, datagram: &[u8]) -> Option<u32> {
+        let ev = match Packet::parse_prefix(datagram).map(|p| (p.bth.dest_qp, p.body)) {
+            Ok((dest, body)) => {
+                let ev = match body {
+                    Body::Data(d) => Some(d.meth.ev),
+                    Body::Probe(p) => Some(p.ev),
+                    Body::Sack(s) => Some(s.ev),
+                    Body::Nack(n) => Some(n.ev),
+                    Body::EpRequest(r) => Some(r.ev),
+                    Body::EpResponse(r) => Some(r.ev),
+                    Body::Ack(_) => None,
+                };
+                let connected = self
+                    .qps
+                    .iter()
+                    .flatten()
+                    .any(|q| q.peer == Some(peer) && (dest == EP_QPN || q.remote_qpn == dest));
+                ev.filter(|_| connected)
+            }
+            Err(_) => None,
+        };
+        let Some(ev) = ev else {
+            self.stats.bounces_ignored += 1;
+            return None;
+        };
+        self.stats.bounces += 1;
+        self.report_unreachable(now, peer, ev);
+        Some(ev)
+    }
+
+    /// The datapath learned otherwise (with the EV in hand) that the path `ev` to `peer` is broken: retire that
+    /// EV in every QP to that peer at once. [`handle_bounce`](Self::handle_bounce) does this from the bounced
+    /// bytes.
     pub fn report_unreachable(&mut self, now: Instant, peer: PeerId, ev: u32) {
         for slot in 0..self.qps.len() {
             if let Some(qp) = self.qps[slot].as_mut()
