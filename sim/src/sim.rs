@@ -13,7 +13,7 @@ use mrc::mem::Memory;
 use mrc::wire::TrafficClass;
 use mrc::{
     Access, Caps, CqId, Endpoint, EndpointConfig, EvConfig, EvState, Event, Instant, Pd, PeerId,
-    QpConfig, QpInit, RecvMeta, SendOp, SendWr, Sge, Transition, TrimMark,
+    QpConfig, QpEnd, QpInit, RecvMeta, SendOp, SendWr, Sge, TrimMark, connect_pair,
 };
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -1335,6 +1335,9 @@ fn connect(
     b: u32,
     cfg: &QpConfig,
 ) -> Result<(u32, u32), Box<dyn std::error::Error>> {
+    if a == b {
+        return Err("a QP pair joins two different hosts".into());
+    }
     let mut qpn = [0u32; 2];
     for (k, &n) in [a, b].iter().enumerate() {
         let h = &mut hosts[n as usize];
@@ -1343,29 +1346,20 @@ fn connect(
         init.max_send_wr = MAX_WR;
         init.max_recv_wr = 1;
         init.max_sge = 1;
-        qpn[k] = h.ep.create_qp(init)?;
-        h.ep.modify_qp(
-            qpn[k],
-            Transition::Init {
-                access: Access::REMOTE_WRITE,
-            },
-            Instant::ZERO,
-        )?;
+        qpn[k] = h.ep.open_qp(init, Access::REMOTE_WRITE, Instant::ZERO)?;
     }
-    for (k, &(n, peer)) in [(a, b), (b, a)].iter().enumerate() {
-        let ep = &mut hosts[n as usize].ep;
-        ep.modify_qp(
-            qpn[k],
-            Transition::Rtr {
-                peer: PeerId(peer),
-                remote_qpn: qpn[1 - k],
-                rq_psn: PSN0,
-                remote_caps: Caps::MRC_1_0,
-            },
-            Instant::ZERO,
-        )?;
-        ep.modify_qp(qpn[k], Transition::Rts { sq_psn: PSN0 }, Instant::ZERO)?;
-    }
+    let (lo, hi) = hosts.split_at_mut(a.max(b) as usize);
+    let (ha, hb) = if a < b {
+        (&mut lo[a as usize], &mut hi[0])
+    } else {
+        (&mut hi[0], &mut lo[b as usize])
+    };
+    let end = |k: usize, peer: u32| QpEnd {
+        qpn: qpn[k],
+        peer: PeerId(peer),
+        sq_psn: PSN0,
+    };
+    connect_pair(Instant::ZERO, &mut ha.ep, end(0, b), &mut hb.ep, end(1, a))?;
     Ok((qpn[0], qpn[1]))
 }
 
