@@ -229,8 +229,18 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
 pub unsafe extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
     int_call("ibv_close_device", || {
         // SAFETY: verbs callers do not use a context while closing it.
-        let c =
-            unsafe { registry::destroy::<Context>(ctx, "context", |c| c.users.idle("context")) }?;
+        let c = unsafe { registry::destroy::<Context>(ctx, "context", |_| Ok(())) }?;
+        if let Err(e) = c.users.idle("context") {
+            // rdma-core closes whatever is left (the kernel frees it), and perftest's ib_send_bw client
+            // leaves its receive CQ: succeed, and keep the context for the objects still using it.
+            log!(
+                Info,
+                "ibv_close_device: {}: they stay usable until the process exits",
+                e.why()
+            );
+            Box::leak(c);
+            return Ok(());
+        }
         // SAFETY: the mutex was initialised at open and nobody holds it now.
         unsafe { libc::pthread_mutex_destroy(&raw mut (*c.vctx.get()).context.mutex) };
         Ok(())

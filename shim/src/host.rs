@@ -186,6 +186,15 @@ pub(crate) enum HostEvent {
     CqError(usize),
 }
 
+/// The first PSN QP `from` sends to QP `to` (24 bits): a mix of both numbers, which are themselves random
+/// (engine QPNs come from an OS-seeded generator), so the PSN stays unpredictable off-path.
+pub(crate) fn derived_psn(from: u32, to: u32) -> u32 {
+    let mut x = (u64::from(from) << 32 | u64::from(to)) ^ 0x9e37_79b9_7f4a_7c15;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (x ^ (x >> 31)) as u32 & 0xff_ffff
+}
+
 const QP_ELEMENT: u8 = 0;
 const CQ_ELEMENT: u8 = 1;
 
@@ -359,7 +368,34 @@ impl HostDevice {
         Ok(HostQp { qpn: qp.qpn(), qp })
     }
 
+    /// Applies a verbs transition.
+    ///
+    /// **RTR also starts the send side** (host RTR then RTS): an MRC responder sends READ responses in its own
+    /// send PSN space, and perftest leaves the passive side of `ib_read_bw` in RTR. The PSNs are therefore
+    /// derived from the two QPNs ([`derived_psn`]), which both ends know at RTR, instead of the ones the
+    /// application exchanged (kept for `ibv_query_qp` only); verbs RTS then has nothing left to do.
     pub(crate) fn modify_qp(&self, qp: &HostQp, t: Transition) -> Result<(), Error> {
+        if let Transition::Rtr { dest_qpn, .. } = t {
+            let (local, remote) = (qp.qpn, dest_qpn);
+            self.apply(qp, t, derived_psn(remote, local))?;
+            return self.apply(
+                qp,
+                Transition::Rts {
+                    sq_psn: derived_psn(local, remote),
+                    timeout: 14,
+                    retry_cnt: 7,
+                    rnr_retry: 7,
+                },
+                0,
+            );
+        }
+        if let Transition::Rts { .. } = t {
+            return Ok(());
+        }
+        self.apply(qp, t, 0)
+    }
+
+    fn apply(&self, qp: &HostQp, t: Transition, rtr_psn: u32) -> Result<(), Error> {
         let t = match t {
             Transition::Init { access } => mh::QpTransition::Init {
                 access: mh::Access::from_bits(access as u32),
@@ -368,7 +404,7 @@ impl HostDevice {
                 gid,
                 lid,
                 dest_qpn,
-                rq_psn,
+                rq_psn: _,
                 mtu,
             } => mh::QpTransition::Rtr {
                 peer: mh::PeerAddr {
@@ -376,7 +412,7 @@ impl HostDevice {
                     port: lid,
                 },
                 remote_qpn: dest_qpn,
-                rq_psn,
+                rq_psn: rtr_psn,
                 mtu,
             },
             Transition::Rts {

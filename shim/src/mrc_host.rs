@@ -582,11 +582,16 @@ impl Host {
             init.max_recv_wr = spec.max_recv_wr.max(1);
             init.max_sge = spec.max_sge.max(1);
             init.sq_sig_all = spec.sq_sig_all;
-            init.config = ep.software_qp_config(
-                p.mtu,
-                p.evs_per_plane,
-                software_cc(p.mtu, p.window_packets, p.rate_bps),
-            );
+            init.config = mrc::QpConfig {
+                // Verbs initiators keep as many READs outstanding as their send queue holds (perftest: 128);
+                // serving them all avoids a NACK-and-retry cycle per READ beyond the engine's default 16.
+                max_read_dest: 256,
+                ..ep.software_qp_config(
+                    p.mtu,
+                    p.evs_per_plane,
+                    software_cc(p.mtu, p.window_packets, p.rate_bps),
+                )
+            };
             let qpn = ep
                 .endpoint()
                 .create_qp(init)
@@ -687,13 +692,15 @@ impl Inner {
     /// application that polls or posts moves its own packets, as in mrc-perf's poll mode, instead of waiting
     /// for the progress thread to be scheduled.
     fn assist(&self) {
-        if self.waiters.load(Ordering::Relaxed) > 0 {
+        if self.waiters.load(Ordering::Relaxed) == 0
+            && let Ok(mut ep) = self.ep.try_lock()
+        {
+            self.round(&mut ep);
             return;
         }
-        let Ok(mut ep) = self.ep.try_lock() else {
-            return;
-        };
-        self.round(&mut ep);
+        // The progress thread is in a round (or was preempted inside one): where cores are scarce, let it run
+        // rather than spin against it.
+        std::thread::yield_now();
     }
 
     /// One round on a locked endpoint: progress, then completions and events delivered.
@@ -818,7 +825,12 @@ fn deliver(s: &Inner, ep: &mut UdpEndpoint, batch: &mut [Completion]) {
     }
     while let Some(e) = ep.endpoint().poll_event() {
         match e {
-            Event::QpError { qpn } => s.push_event(AsyncEvent::QpFatal { qpn }),
+            Event::QpError { qpn } => {
+                if let Some(st) = ep.endpoint_ref().qp_stats(qpn) {
+                    crate::log::log!(Info, "mrc host: QP {qpn:#x} failed; its counters: {st:?}");
+                }
+                s.push_event(AsyncEvent::QpFatal { qpn });
+            }
             Event::CqError { cq } => s.push_event(AsyncEvent::CqError { cq: cq.id() }),
             _ => {}
         }
