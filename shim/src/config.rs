@@ -32,9 +32,11 @@ pub(crate) const WINDOW_ENV: &str = "MRC_SHIM_WINDOW";
 pub(crate) const PROGRESS_ENV: &str = "MRC_SHIM_PROGRESS";
 /// How long the progress thread spins after the last busy round, µs.
 pub(crate) const BUSY_POLL_ENV: &str = "MRC_SHIM_BUSY_POLL_US";
+/// Print per-plane transport counters on stderr every this many milliseconds.
+pub(crate) const STATS_ENV: &str = "MRC_SHIM_STATS_MS";
 
 /// How the host layer runs, from the environment (`MRC_SHIM_PEER_DIR`, `_MTU`, `_EVS`, `_WINDOW`,
-/// `_PROGRESS`, `_BUSY_POLL_US`); unset values keep mrc-perf's profile.
+/// `_PROGRESS`, `_BUSY_POLL_US`, `_STATS_MS`); unset values keep mrc-perf's profile.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tuning {
     peer_dir: Option<PathBuf>,
@@ -43,6 +45,7 @@ pub(crate) struct Tuning {
     window: Option<u32>,
     busy: bool,
     busy_poll_us: Option<u64>,
+    stats_ms: Option<u64>,
 }
 
 fn number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
@@ -80,6 +83,7 @@ impl Tuning {
             window: number(WINDOW_ENV, get(WINDOW_ENV).as_deref(), 1, 65_536)?,
             busy,
             busy_poll_us: number(BUSY_POLL_ENV, get(BUSY_POLL_ENV).as_deref(), 0, 10_000_000)?,
+            stats_ms: number(STATS_ENV, get(STATS_ENV).as_deref(), 10, 3_600_000)?,
         })
     }
 }
@@ -124,6 +128,9 @@ impl DeviceConfig {
         }
         if let Some(us) = t.busy_poll_us {
             h.profile.busy_poll = Duration::from_micros(us);
+        }
+        if let Some(ms) = t.stats_ms {
+            h.profile.stats_interval = Some(Duration::from_millis(ms));
         }
         if t.busy {
             h.progress = crate::mrc_host::ProgressMode::BusyPoll;

@@ -109,6 +109,8 @@ pub(crate) struct QpProfile {
     pub(crate) rate_bps: Option<u64>,
     /// How long the progress thread spins after the last busy round before it sleeps.
     pub(crate) busy_poll: Duration,
+    /// Print transport counters (per plane) on stderr at this interval.
+    pub(crate) stats_interval: Option<Duration>,
 }
 
 /// Everything [`Host::start`] needs.
@@ -139,6 +141,7 @@ impl HostConfig {
                 window_packets: 64,
                 rate_bps: None,
                 busy_poll: Duration::from_micros(200),
+                stats_interval: None,
             },
             peer_dir: PathBuf::from("/tmp/mrc-shim-peers"),
         }
@@ -583,6 +586,9 @@ impl Host {
             init.max_sge = spec.max_sge.max(1);
             init.sq_sig_all = spec.sq_sig_all;
             init.config = mrc::QpConfig {
+                // 134 ms per retry (1.024 µs × 2^17), about 2.8 s without progress before RETRY_EXC: a
+                // software host on a busy machine can stall for hundreds of milliseconds.
+                timeout: 17,
                 // Verbs initiators keep as many READs outstanding as their send queue holds (perftest: 128);
                 // serving them all avoids a NACK-and-retry cycle per READ beyond the engine's default 16.
                 max_read_dest: 256,
@@ -691,15 +697,18 @@ impl Inner {
     /// One round of progress in the calling thread if nobody else is running one (never waits): an
     /// application that polls or posts moves its own packets, as in mrc-perf's poll mode, instead of waiting
     /// for the progress thread to be scheduled.
+    ///
+    /// Only while the progress thread sleeps: an awake one is already running rounds, and competing for the
+    /// endpoint would only slow it down; then the caller yields instead, which lets a progress thread that
+    /// shares its core run.
     fn assist(&self) {
-        if self.waiters.load(Ordering::Relaxed) == 0
+        if self.sleeping.load(Ordering::SeqCst)
+            && self.waiters.load(Ordering::Relaxed) == 0
             && let Ok(mut ep) = self.ep.try_lock()
         {
             self.round(&mut ep);
             return;
         }
-        // The progress thread is in a round (or was preempted inside one): where cores are scarce, let it run
-        // rather than spin against it.
         std::thread::yield_now();
     }
 
@@ -740,6 +749,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The progress thread: rounds of receive, timers and transmit; completions moved to their CQs; sleeps in
 /// `ppoll` once idle for the profile's `busy_poll`.
 fn run(s: &Inner) {
+    let mut stats = s
+        .profile
+        .stats_interval
+        .map(|i| Ticker::new(i, s.local.port));
     let mut last_busy = std::time::Instant::now();
     let mut batch = vec![Completion::default(); 256];
     let mut failed = false;
@@ -766,6 +779,9 @@ fn run(s: &Inner) {
             };
             if busy {
                 deliver(s, &mut ep, &mut batch);
+            }
+            if let Some(t) = &mut stats {
+                t.tick(&ep);
             }
             let mut fds = ep.fds();
             fds.push(s.doorbell.as_raw_fd());
@@ -799,6 +815,75 @@ fn run(s: &Inner) {
         last_busy = std::time::Instant::now()
             .checked_sub(s.profile.busy_poll)
             .unwrap_or(last_busy);
+    }
+}
+
+/// Counters printed every interval (`MRC_SHIM_STATS_MS`): per-plane payload rates show a plane failing and
+/// traffic moving to the others.
+struct Ticker {
+    every: Duration,
+    start: std::time::Instant,
+    next: std::time::Instant,
+    port: u16,
+    /// Per plane: payload bytes and retransmissions sent so far.
+    last: Vec<(u64, u64)>,
+}
+
+impl Ticker {
+    fn new(every: Duration, port: u16) -> Self {
+        let now = std::time::Instant::now();
+        Self {
+            every,
+            start: now,
+            next: now + every,
+            port,
+            last: Vec::new(),
+        }
+    }
+
+    fn tick(&mut self, ep: &UdpEndpoint) {
+        let now = std::time::Instant::now();
+        if now < self.next {
+            return;
+        }
+        let secs = (now - self.next + self.every).as_secs_f64();
+        self.next = now + self.every;
+        let e = ep.endpoint_ref();
+        let planes = ep.node().plane_count();
+        let mut cur = vec![(0u64, 0u64); planes];
+        let mut good = vec![0usize; planes];
+        for q in e.qpns() {
+            for (p, c) in cur.iter_mut().enumerate() {
+                if let Some(st) = e.plane_stats(q, p) {
+                    c.0 += st.tx_bytes;
+                    c.1 += st.retransmits;
+                }
+            }
+            for ev in e.ev_infos(q) {
+                if ev.active && ev.state == mrc::EvState::Good {
+                    good[usize::from(ev.plane).min(planes - 1)] += 1;
+                }
+            }
+        }
+        self.last.resize(planes, (0, 0));
+        let mut total = 0.0;
+        let mut rates = String::new();
+        let mut retx = 0;
+        for (c, l) in cur.iter().zip(&self.last) {
+            let mb = c.0.saturating_sub(l.0) as f64 / secs / 1e6;
+            total += mb;
+            retx += c.1.saturating_sub(l.1);
+            rates.push_str(&format!(" {mb:.0}"));
+        }
+        let good: Vec<String> = good.iter().map(ToString::to_string).collect();
+        eprintln!(
+            "mrc-verbs-shim: stats port {} t={:.1}s tx {total:.1} MB/s retx {retx} | per plane MB/s{rates} | \
+             good EVs {}",
+            self.port,
+            (now - self.start).as_secs_f64(),
+            good.join(" ")
+        );
+        self.last = cur;
     }
 }
 
@@ -1035,8 +1120,10 @@ impl Qp {
             ep.endpoint()
                 .post_send(qpn, &swr, now)
                 .map_err(post_error)?;
-            // Send it now, from this thread.
-            q.host.round(ep);
+            // Send it now from this thread rather than wake the sleeping progress thread for it.
+            if q.host.sleeping.load(Ordering::SeqCst) {
+                q.host.round(ep);
+            }
             Ok::<(), HostError>(())
         })?;
         if wr.inline.is_some()
