@@ -18,7 +18,6 @@ cargo build --release -q -p mrc-verbs-shim -p mrc-tools
 T=$PWD/target/release
 SHIM=$T/libmrc_verbs_shim.so
 OUT=$(mktemp -d)
-PEERS=$OUT/peers
 trap 'rm -rf "$OUT"' EXIT
 PORT=18900
 
@@ -49,10 +48,10 @@ shim_pt() {
     local tool=$1
     shift
     PORT=$((PORT + 1))
-    LD_PRELOAD=$SHIM MRC_SHIM_PEER_DIR=$PEERS "$tool" -d mrc0 -p $PORT "$@" >"$OUT/server.txt" 2>&1 &
+    LD_PRELOAD=$SHIM "$tool" -d mrc0 -p $PORT "$@" >"$OUT/server.txt" 2>&1 &
     local srv=$!
     wait_listen $PORT
-    LD_PRELOAD=$SHIM MRC_SHIM_PEER_DIR=$PEERS "$tool" -d mrc0 -p $PORT "$@" localhost
+    LD_PRELOAD=$SHIM "$tool" -d mrc0 -p $PORT "$@" localhost
     wait $srv || true
 }
 

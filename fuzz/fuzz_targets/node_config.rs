@@ -5,7 +5,7 @@
 use std::net::{Ipv6Addr, SocketAddrV6};
 
 use libfuzzer_sys::fuzz_target;
-use mrc::datapath::{NodeConfig, PeerPlane};
+use mrc_host::{NodeConfig, PeerPlane};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
             return;
         }
     };
-    assert!(cfg.plane_count() >= 1 && cfg.plane_count() <= mrc::datapath::config::MAX_PLANES);
+    assert!(cfg.plane_count() >= 1 && cfg.plane_count() <= mrc_host::MAX_PLANES);
     for (p, plane) in cfg.planes.iter().enumerate() {
         let peer = PeerPlane {
             addr: SocketAddrV6::new(Ipv6Addr::from(u128::from(plane.t0) << 64 | 1), 4791, 0, 0),

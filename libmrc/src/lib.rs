@@ -6,7 +6,7 @@
 //! congestion control, and silent loss retires a path until probes bring it back.
 //!
 //! The engine does no I/O: it takes datagrams and the current time in, and gives datagrams and timer
-//! deadlines out. The UDP datapath, the verbs shim, the NCCL plugin and the simulator all drive the same
+//! deadlines out. The host layer (`mrc-host`: UDP datapath, progress), the verbs shim, the NCCL plugin and the simulator all drive the same
 //! [`Endpoint`].
 //!
 //! Layout:
@@ -17,7 +17,6 @@
 //! - [`qp`]: queue pairs: state machine, segmentation, placement, completions.
 //! - [`endpoint`]: demultiplexing, transmit scheduling, timers, ports; the API drivers use.
 //! - [`mem`]: protection domains, registered regions, the [`Memory`] trait that moves payload.
-//! - `datapath` (feature `udp`): per-plane UDP sockets, uSID destinations, a progress thread.
 //! - `testing` (feature `testing`): a deterministic in-memory network of N planes with loss, reordering,
 //!   duplication, trimming, corruption and plane/path/port/node failures.
 //!
@@ -28,8 +27,6 @@
 pub mod cc;
 pub mod completion;
 pub mod config;
-#[cfg(feature = "udp")]
-pub mod datapath;
 pub mod endpoint;
 pub mod mem;
 pub mod path;

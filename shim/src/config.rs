@@ -1,18 +1,18 @@
 //! Configuration by environment: which MRC nodes this process presents as RDMA devices.
 //!
 //! - `MRC_SHIM_NODE=h0.toml[,h1.toml…]`: one device per node file (the format `mrc-fabric up` writes and
-//!   `mrc::datapath::NodeConfig` reads): `mrc0`, `mrc1`, … in the order given.
+//!   `mrc_host::NodeConfig` reads): `mrc0`, `mrc1`, … in the order given.
 //! - otherwise one loopback device `mrc0` with `MRC_SHIM_PLANES` planes (default 8, like `mrc-perf`) on `::1`.
 //!
 //! A wrong value names the variable and the fix; the shim then presents no device, so `ibv_get_device_list`
 //! returns an empty list instead of a half-configured device.
 
 use std::net::Ipv6Addr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use mrc::datapath::NodeConfig;
-use mrc::datapath::config::MAX_PLANES;
+use mrc_host::MAX_PLANES;
+use mrc_host::NodeConfig;
 
 /// Node files, comma-separated.
 pub(crate) const NODE_ENV: &str = "MRC_SHIM_NODE";
@@ -20,8 +20,6 @@ pub(crate) const NODE_ENV: &str = "MRC_SHIM_NODE";
 pub(crate) const PLANES_ENV: &str = "MRC_SHIM_PLANES";
 /// Planes of the loopback device when `MRC_SHIM_PLANES` is not set.
 pub(crate) const DEFAULT_PLANES: usize = 8;
-/// Where hosts publish their planes for peers.
-pub(crate) const PEER_DIR_ENV: &str = "MRC_SHIM_PEER_DIR";
 /// MRC payload bytes per packet.
 pub(crate) const MTU_ENV: &str = "MRC_SHIM_MTU";
 /// Active EVs per plane.
@@ -30,21 +28,17 @@ pub(crate) const EVS_ENV: &str = "MRC_SHIM_EVS";
 pub(crate) const WINDOW_ENV: &str = "MRC_SHIM_WINDOW";
 /// `thread` (spin while busy, then sleep) or `busy` (never sleep).
 pub(crate) const PROGRESS_ENV: &str = "MRC_SHIM_PROGRESS";
-/// How long the progress thread spins after the last busy round, µs.
-pub(crate) const BUSY_POLL_ENV: &str = "MRC_SHIM_BUSY_POLL_US";
 /// Print per-plane transport counters on stderr every this many milliseconds.
 pub(crate) const STATS_ENV: &str = "MRC_SHIM_STATS_MS";
 
-/// How the host layer runs, from the environment (`MRC_SHIM_PEER_DIR`, `_MTU`, `_EVS`, `_WINDOW`,
-/// `_PROGRESS`, `_BUSY_POLL_US`, `_STATS_MS`); unset values keep mrc-perf's profile.
+/// How the host layer runs, from the environment (`MRC_SHIM_MTU`, `_EVS`, `_WINDOW`, `_PROGRESS`,
+/// `_STATS_MS`); unset values keep mrc-perf's profile.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tuning {
-    peer_dir: Option<PathBuf>,
     mtu: Option<u32>,
     evs: Option<u16>,
     window: Option<u32>,
     busy: bool,
-    busy_poll_us: Option<u64>,
     stats_ms: Option<u64>,
 }
 
@@ -75,14 +69,10 @@ impl Tuning {
             }
         };
         Ok(Self {
-            peer_dir: get(PEER_DIR_ENV)
-                .filter(|s| !s.trim().is_empty())
-                .map(PathBuf::from),
             mtu: number(MTU_ENV, get(MTU_ENV).as_deref(), 256, 65_000)?,
             evs: number(EVS_ENV, get(EVS_ENV).as_deref(), 1, 64)?,
             window: number(WINDOW_ENV, get(WINDOW_ENV).as_deref(), 1, 65_536)?,
             busy,
-            busy_poll_us: number(BUSY_POLL_ENV, get(BUSY_POLL_ENV).as_deref(), 0, 10_000_000)?,
             stats_ms: number(STATS_ENV, get(STATS_ENV).as_deref(), 10, 3_600_000)?,
         })
     }
@@ -110,13 +100,19 @@ impl DeviceConfig {
             .map_or(Ipv6Addr::LOCALHOST, |p| *p.addr.ip())
     }
 
-    /// The host layer's configuration.
-    pub(crate) fn host_config(&self) -> crate::mrc_host::HostConfig {
-        let mut h = crate::mrc_host::HostConfig::for_node(self.node.clone());
+    /// The host layer's configuration: mrc-perf's profile (60000-byte packets on loopback, 9000-byte links
+    /// elsewhere), adjusted by the environment.
+    pub(crate) fn host_config(&self) -> mrc_host::HostConfig {
+        let mut h = mrc_host::HostConfig::loopback(1);
+        h.node = self.node.clone();
+        h.profile.mtu = if self.node.usid_block.is_none()
+            && self.node.planes.iter().all(|p| p.addr.ip().is_loopback())
+        {
+            60_000
+        } else {
+            9000 - (40 + 8 + 64)
+        };
         let t = &self.tuning;
-        if let Some(d) = &t.peer_dir {
-            h.peer_dir.clone_from(d);
-        }
         if let Some(m) = t.mtu {
             h.profile.mtu = m;
         }
@@ -126,16 +122,15 @@ impl DeviceConfig {
         if let Some(w) = t.window {
             h.profile.window_packets = w;
         }
-        if let Some(us) = t.busy_poll_us {
-            h.profile.busy_poll = Duration::from_micros(us);
-        }
-        if let Some(ms) = t.stats_ms {
-            h.profile.stats_interval = Some(Duration::from_millis(ms));
-        }
         if t.busy {
-            h.progress = crate::mrc_host::ProgressMode::BusyPoll;
+            h.progress = mrc_host::ProgressMode::BusyPoll;
         }
         h
+    }
+
+    /// Every how many milliseconds to print per-plane counters (`MRC_SHIM_STATS_MS`).
+    pub(crate) fn stats_interval(&self) -> Option<Duration> {
+        self.tuning.stats_ms.map(Duration::from_millis)
     }
 
     /// Plane 0's configured UDP port (0: chosen when the device is opened).

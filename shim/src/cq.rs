@@ -283,6 +283,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
             ch.users.sub();
         }
         q.ctx().host.name_cq(q.host.id(), None);
+        q.ctx().host.destroy_cq(&q.host);
         q.ctx().users.sub();
         let raw = q.raw();
         // SAFETY: fields of the CQ we own again.

@@ -286,7 +286,7 @@ mod tests {
             DeviceConfig {
                 name: "mrc0".into(),
                 source: "test".into(),
-                node: mrc::datapath::NodeConfig::loopback(2),
+                node: mrc_host::NodeConfig::loopback(2),
                 tuning: Tuning::default(),
             },
         )

@@ -3,8 +3,7 @@
 //! A thin translation from verbs to the host API (`/work/wt/notes/host-api.md`): verbs access flags, scatter/
 //! gather lists and work requests become the host's; its completions become `ibv_wc`s and its errors errno
 //! values. Verbs-level checks (arguments, states, attribute masks) happen in the object modules before a call
-//! lands here. Until the `mrc-host` crate is on this branch, `crate::mrc_host` stands in for it with the same
-//! names.
+//! lands here.
 //!
 //! One host runs per device and process, shared by every context opened on it, and stops when the last one
 //! closes.
@@ -13,16 +12,22 @@ use std::collections::HashMap;
 use std::ffi::c_int;
 use std::net::Ipv6Addr;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use mrc::qp::QpStats;
+use mrc::{Access, Completion, QpState, Sge};
+use mrc_host as mh;
 
 use crate::abi::{IBV_WC_WITH_IMM, ibv_qp_cap, ibv_sge, ibv_wc};
 use crate::config::DeviceConfig;
 use crate::ffi::Error;
-use crate::mrc_host as mh;
-use crate::mrc_host::{Completion, QpState, Sge};
+use crate::log::log;
 
 /// What a send work request does: the engine's own operations (one vocabulary from verbs to the wire).
-pub(crate) use crate::mrc_host::SendOp;
+pub(crate) use mrc::SendOp;
 
 fn host_err(what: &str, e: &mh::HostError) -> Error {
     Error::new(e.errno(), format!("{what}: {e}"))
@@ -34,6 +39,53 @@ pub(crate) struct HostDevice {
     local: mh::LocalInfo,
     /// QPN → `ibv_qp` address and CQ id → `ibv_cq` address, to name the element of asynchronous events.
     elements: Mutex<HashMap<(u8, u32), usize>>,
+    /// Counters of destroyed QPs, for the summary logged when the host stops.
+    totals: Mutex<QpStats>,
+    /// The `MRC_SHIM_STATS_MS` printer.
+    stats: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
+}
+
+impl Drop for HostDevice {
+    fn drop(&mut self) {
+        if let Some((stop, t)) = self.stats.take() {
+            stop.store(true, Ordering::Release);
+            let _ = t.join();
+        }
+        let mut t = *self.totals.lock().unwrap_or_else(|p| p.into_inner());
+        let d = self.host.inspect(|dp| {
+            let e = dp.endpoint_ref();
+            for q in e.qpns() {
+                if let Some(s) = e.qp_stats(q) {
+                    add_stats(&mut t, &s);
+                }
+            }
+            dp.stats()
+        });
+        log!(
+            Info,
+            "mrc host: {} datagrams out, {} in; QPs: {} data packets, {} retransmitted, {} lost by time and {} \
+             by timeout, {} receiver-not-ready, {} retry NACKs, {} paths retired",
+            d.tx_datagrams,
+            d.rx_datagrams,
+            t.tx_data_packets,
+            t.tx_retransmits,
+            t.losses_rack,
+            t.losses_rto,
+            t.rx_no_resource,
+            t.rx_retry_nacks,
+            t.ev_retirements
+        );
+    }
+}
+
+fn add_stats(t: &mut QpStats, s: &QpStats) {
+    t.tx_data_packets += s.tx_data_packets;
+    t.tx_retransmits += s.tx_retransmits;
+    t.losses_rack += s.losses_rack;
+    t.losses_rto += s.losses_rto;
+    t.rx_no_resource += s.rx_no_resource;
+    t.rx_retry_nacks += s.rx_retry_nacks;
+    t.ev_retirements += s.ev_retirements;
 }
 
 impl std::fmt::Debug for HostDevice {
@@ -46,7 +98,7 @@ impl std::fmt::Debug for HostDevice {
 
 /// A protection domain.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct HostPd(mh::Pd);
+pub(crate) struct HostPd(mrc::Pd);
 
 impl HostPd {
     /// The handle `ibv_pd.handle` shows.
@@ -87,7 +139,8 @@ impl HostCq {
         self.0.ack_events() > 0
     }
 
-    /// Up to `out.len()` completions as `ibv_wc`s.
+    /// Up to `out.len()` completions as `ibv_wc`s. An empty poll yields the CPU: applications spin on
+    /// `ibv_poll_cq`, and where cores are scarce the progress thread that fills the queue needs them.
     pub(crate) fn poll(&self, out: &mut [ibv_wc]) -> usize {
         let mut buf = [Completion::default(); 32];
         let mut done = 0;
@@ -101,6 +154,9 @@ impl HostCq {
             if n < want {
                 break;
             }
+        }
+        if done == 0 {
+            std::thread::yield_now();
         }
         done
     }
@@ -220,6 +276,62 @@ fn sges<'a>(list: &[ibv_sge], buf: &'a mut [Sge; SGE_MAX]) -> Result<&'a [Sge], 
     Ok(&buf[..list.len()])
 }
 
+/// Prints per-plane payload rates and good EVs of every QP every `every` (`MRC_SHIM_STATS_MS`): a plane
+/// failing shows as its rate dropping to 0 while the others carry the traffic.
+fn print_stats(host: &mh::Host, every: Duration, stop: &AtomicBool) {
+    let start = std::time::Instant::now();
+    let port = host.local().port;
+    let mut last: Vec<(u64, u64)> = Vec::new();
+    let mut at = start;
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(every.min(Duration::from_millis(50)));
+        let now = std::time::Instant::now();
+        if now < at + every {
+            continue;
+        }
+        let secs = (now - at).as_secs_f64();
+        at = now;
+        let (cur, good) = host.inspect(|dp| {
+            let e = dp.endpoint_ref();
+            let planes = dp.node().plane_count();
+            let mut cur = vec![(0u64, 0u64); planes];
+            let mut good = vec![0usize; planes];
+            for q in e.qpns() {
+                for (p, c) in cur.iter_mut().enumerate() {
+                    if let Some(st) = e.plane_stats(q, p) {
+                        c.0 += st.tx_bytes;
+                        c.1 += st.retransmits;
+                    }
+                }
+                for ev in e.ev_infos(q) {
+                    if ev.active && ev.state == mrc::EvState::Good {
+                        good[usize::from(ev.plane).min(planes.saturating_sub(1))] += 1;
+                    }
+                }
+            }
+            (cur, good)
+        });
+        last.resize(cur.len(), (0, 0));
+        let mut total = 0.0;
+        let mut retx = 0;
+        let mut rates = String::new();
+        for (c, l) in cur.iter().zip(&last) {
+            let mb = c.0.saturating_sub(l.0) as f64 / secs / 1e6;
+            total += mb;
+            retx += c.1.saturating_sub(l.1);
+            rates.push_str(&format!(" {mb:.0}"));
+        }
+        let good: Vec<String> = good.iter().map(ToString::to_string).collect();
+        eprintln!(
+            "mrc-verbs-shim: stats port {port} t={:.1}s tx {total:.1} MB/s retx {retx} | per plane MB/s{rates} | \
+             good EVs {}",
+            (now - start).as_secs_f64(),
+            good.join(" ")
+        );
+        last = cur;
+    }
+}
+
 /// Live hosts by device name (weak: the last context to close stops its host).
 static HOSTS: Mutex<Vec<(String, Weak<HostDevice>)>> = Mutex::new(Vec::new());
 
@@ -237,11 +349,25 @@ impl HostDevice {
         }
         let host = mh::Host::start(cfg.host_config())
             .map_err(|e| host_err(&format!("starting the MRC host of {}", cfg.name), &e))?;
+        // Key 0 is a valid engine key, but C programs treat an lkey of 0 as unset: spend it on a byte nobody
+        // uses, so applications' keys are never 0.
+        let _ = host.alloc_buffer(host.default_pd(), 1, Access::NONE);
         let local = host.local();
+        let stats = cfg.stats_interval().and_then(|every| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let (h, s) = (host.clone(), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("mrc-shim-stats".into())
+                .spawn(move || print_stats(&h, every, &s))
+                .ok()
+                .map(|t| (stop, t))
+        });
         let d = Arc::new(Self {
             host,
             local,
             elements: Mutex::new(HashMap::new()),
+            totals: Mutex::new(QpStats::default()),
+            stats,
         });
         hosts.push((cfg.name.clone(), Arc::downgrade(&d)));
         Ok(d)
@@ -266,17 +392,23 @@ impl HostDevice {
         self.host.event_fd()
     }
 
-    /// The next asynchronous event whose element still exists.
+    /// The next asynchronous event verbs has a name for, whose element still exists (`Some(None)`: an
+    /// event to skip).
     pub(crate) fn next_event(&self) -> Option<Option<HostEvent>> {
         let e = self.host.poll_event()?;
         let el = self.elements.lock().unwrap_or_else(|p| p.into_inner());
         Some(match e {
             mh::AsyncEvent::QpFatal { qpn } => {
+                if let Some(s) = self.host.inspect(|dp| dp.endpoint_ref().qp_stats(qpn)) {
+                    log!(Info, "mrc host: QP {qpn:#x} failed; its counters: {s:?}");
+                }
                 el.get(&(QP_ELEMENT, qpn)).map(|&p| HostEvent::QpFatal(p))
             }
             mh::AsyncEvent::CqError { cq } => {
                 el.get(&(CQ_ELEMENT, cq)).map(|&p| HostEvent::CqError(p))
             }
+            // Planes and paths are MRC's business: the verbs port stays ACTIVE while any plane works.
+            _ => None,
         })
     }
 
@@ -318,12 +450,8 @@ impl HostDevice {
         // SAFETY: verbs' contract: the application keeps `[addr, addr + len)` mapped until `ibv_dereg_mr`,
         // which calls `dereg_mr` below; `mr.rs` checked that the range is mapped.
         let mr = unsafe {
-            self.host.reg_mr(
-                pd.0,
-                addr as *mut u8,
-                len,
-                mh::Access::from_bits(access as u32),
-            )
+            self.host
+                .reg_mr(pd.0, addr as *mut u8, len, Access::from_bits(access as u32))
         }
         .map_err(|e| host_err("registering memory", &e))?;
         Ok(HostMr {
@@ -342,6 +470,25 @@ impl HostDevice {
             .create_cq(depth)
             .map(HostCq)
             .map_err(|e| host_err("creating a CQ", &e))
+    }
+
+    pub(crate) fn destroy_cq(&self, cq: &HostCq) {
+        if let Err(e) = self.host.destroy_cq(&cq.0) {
+            log!(Warn, "ibv_destroy_cq: the host kept CQ {}: {e}", cq.id());
+        }
+    }
+
+    pub(crate) fn destroy_qp(&self, qp: &HostQp) {
+        let qpn = qp.qpn;
+        if let Some(s) = self.host.inspect(|dp| dp.endpoint_ref().qp_stats(qpn)) {
+            add_stats(
+                &mut self.totals.lock().unwrap_or_else(|p| p.into_inner()),
+                &s,
+            );
+        }
+        if let Err(e) = self.host.destroy_qp(&qp.qp) {
+            log!(Warn, "ibv_destroy_qp: the host kept QP {qpn:#x}: {e}");
+        }
     }
 
     pub(crate) fn create_qp(
@@ -398,7 +545,7 @@ impl HostDevice {
     fn apply(&self, qp: &HostQp, t: Transition, rtr_psn: u32) -> Result<(), Error> {
         let t = match t {
             Transition::Init { access } => mh::QpTransition::Init {
-                access: mh::Access::from_bits(access as u32),
+                access: Access::from_bits(access as u32),
             },
             Transition::Rtr {
                 gid,

@@ -20,7 +20,6 @@
 //! - `unsupported`: verbs with no MRC meaning (SRQ, AH, multicast, memory windows, …): errno plus one log line.
 //! - `rdmacm`: the rdma_cm entry points, refused with a log line naming the call.
 //! - `host`: the seam to the host layer (`mrc-host`), the only place that talks to the transport.
-//! - `mrc_host`: a stand-in for the `mrc-host` crate with its API's names, until that crate is merged.
 #![allow(
     clippy::missing_safety_doc,
     reason = "the exported verbs have verbs.h's contract: pointer arguments are valid objects of this library or \
@@ -36,7 +35,6 @@ mod ffi;
 mod host;
 mod log;
 pub mod mr;
-mod mrc_host;
 pub mod pd;
 pub mod qp;
 pub mod rdmacm;

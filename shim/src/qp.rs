@@ -749,6 +749,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         // SAFETY: verbs callers do not use a QP while destroying it.
         let q = unsafe { registry::destroy::<Qp>(qp, "qp", |_| Ok(())) }?;
         q.ctx().host.name_qp(q.host.qpn, None);
+        q.ctx().host.destroy_qp(&q.host);
         let (s, r) = q.cqs();
         s.users.sub();
         r.users.sub();

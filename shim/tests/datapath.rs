@@ -8,7 +8,6 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -18,22 +17,12 @@ use common::{shim_lib, text, tool};
 /// One process pair at a time.
 static TURN: Mutex<()> = Mutex::new(());
 
-/// Per-test folder where the hosts publish their planes (`MRC_SHIM_PEER_DIR`), so stale files of killed runs
-/// elsewhere never matter.
-fn peer_dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("peers-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("peer folder");
-    d
-}
-
-fn spawn(name: &str, pkg: &str, args: &[&str], peers: &PathBuf, planes: &str) -> Child {
+fn spawn(name: &str, pkg: &str, args: &[&str], planes: &str) -> Child {
     Command::new("timeout")
         .arg("300")
         .arg(tool(name, pkg))
         .args(args)
         .env("LD_PRELOAD", shim_lib())
-        .env("MRC_SHIM_PEER_DIR", peers)
         .env("MRC_SHIM_PLANES", planes)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -64,11 +53,10 @@ fn pair(
     client_args: &[&str],
 ) -> (Output, Output) {
     let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
-    let peers = peer_dir(&format!("{name}-{port}"));
     let p = port.to_string();
     let mut sargs = server_args.to_vec();
     sargs.extend(["-p", &p]);
-    let server = spawn(name, pkg, &sargs, &peers, "8");
+    let server = spawn(name, pkg, &sargs, "8");
     let t0 = Instant::now();
     while !listening(port) {
         assert!(
@@ -79,7 +67,7 @@ fn pair(
     }
     let mut cargs = client_args.to_vec();
     cargs.extend(["-p", &p, "localhost"]);
-    let client = spawn(name, pkg, &cargs, &peers, "8")
+    let client = spawn(name, pkg, &cargs, "8")
         .wait_with_output()
         .expect("client");
     let server = server.wait_with_output().expect("server");

@@ -82,7 +82,7 @@ fn ns(host: usize) -> String {
 }
 
 /// `ib_write_bw` in host `host`'s namespace under the shim, on the host's node file.
-fn write_bw(host: usize, peers: &Path, server: Option<&str>) -> Child {
+fn write_bw(host: usize, server: Option<&str>) -> Child {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &ns(host), "timeout", "120"])
         .arg(tool("ib_write_bw", "perftest"))
@@ -94,7 +94,6 @@ fn write_bw(host: usize, peers: &Path, server: Option<&str>) -> Child {
             "MRC_SHIM_NODE",
             format!("/run/mrc-fabric/{PREFIX}/h{host}.toml"),
         )
-        .env("MRC_SHIM_PEER_DIR", peers)
         .env("MRC_SHIM_STATS_MS", "500")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -158,10 +157,7 @@ fn write_bw_across_the_fabric_survives_a_plane_going_down() {
         return;
     }
     let f = Fabric::up();
-    let peers = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("peers-fabric");
-    let _ = std::fs::remove_dir_all(&peers);
-    std::fs::create_dir_all(&peers).expect("peer folder");
-    let server = write_bw(1, &peers, None);
+    let server = write_bw(1, None);
     let t0 = Instant::now();
     while !server_listening() {
         assert!(
@@ -170,7 +166,7 @@ fn write_bw_across_the_fabric_survives_a_plane_going_down() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let client = write_bw(0, &peers, Some("fcbb:bb00:e001::"));
+    let client = write_bw(0, Some("fcbb:bb00:e001::"));
     let start = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(DOWN_AT));
     f.fault(&["plane-down", "3"]);

@@ -8,7 +8,7 @@ use std::net::{Ipv6Addr, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use mrc::datapath::{NodeConfig, PeerPlane};
+use mrc_host::{NodeConfig, PeerPlane};
 use serde::Serialize;
 
 /// `UDP_NO_CHECK6_TX`: send IPv6 UDP with checksum 0 (every uN hop rewrites the destination address, which the

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{in_ns, is_root};
-use mrc::datapath::{NodeConfig, PeerPlane};
+use mrc_host::{NodeConfig, PeerPlane};
 use mrc_tools::blast::{self, RecvBufs};
 use mrc_tools::fabric::plan::Topology;
 use mrc_tools::fabric::show::usid_counters;

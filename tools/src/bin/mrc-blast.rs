@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use mrc::datapath::NodeConfig;
+use mrc_host::NodeConfig;
 use mrc_tools::blast::{self, SendOpts, SinkOpts};
 
 #[derive(Parser)]

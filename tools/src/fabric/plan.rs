@@ -301,7 +301,7 @@ impl Topology {
         v
     }
 
-    /// Host `k`'s node file (the format of `mrc::datapath::NodeConfig`).
+    /// Host `k`'s node file (the format of `mrc_host::NodeConfig`).
     pub fn node_file(&self, k: usize) -> String {
         let mut s = format!(
             "# written by mrc-fabric: host {k}, {} planes\n[usid]\nblock = \"{BLOCK_PREFIX}\"\n",
@@ -467,7 +467,7 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mrc::datapath::{NodeConfig, PeerPlane};
+    use mrc_host::{NodeConfig, PeerPlane};
 
     const TOPO: Topology = Topology {
         planes: 2,

@@ -165,11 +165,11 @@ impl Options {
         if self.evs == 0 || self.evs > MAX_EVS {
             return Err(format!("--evs {}: use 1..={MAX_EVS}", self.evs));
         }
-        if self.planes == 0 || self.planes > mrc::datapath::config::MAX_PLANES {
+        if self.planes == 0 || self.planes > mrc_host::MAX_PLANES {
             return Err(format!(
                 "--planes {}: use 1..={}",
                 self.planes,
-                mrc::datapath::config::MAX_PLANES
+                mrc_host::MAX_PLANES
             ));
         }
         if self.sizes().iter().any(|&s| s == 0 || s > MAX_SIZE) {

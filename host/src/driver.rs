@@ -5,27 +5,25 @@
 //! run due timers, then send everything the engine has, batched per plane with `sendmmsg`. A plane whose
 //! socket buffer is full is left out of the ready mask, so the engine moves that plane's share of traffic to
 //! the others instead of queueing behind it. Drive it from the application (poll mode) or hand it to a
-//! [`Progress`](super::Progress) thread.
+//! [`Progress`](crate::Progress) thread.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddrV6;
 use std::os::fd::{AsRawFd, RawFd};
 
-use crate::cc::{CcConfig, NsccConfig};
-use crate::config::{ConfigError, EndpointConfig, QpConfig};
-use crate::datapath::config::{NodeConfig, PeerPlane};
-use crate::datapath::memory::HostMemory;
-use crate::datapath::socket::{PlaneSocket, RxBatch, SendError, TxBatch, wait};
-use crate::endpoint::{Endpoint, RecvMeta, TrimMark};
-use crate::mem::{Access, MrKeys, Pd};
-use crate::path::EvConfig;
-use crate::qp::{ConnInfo, ModifyError, PeerId, QpInit, Transition};
-use crate::time::Duration;
-use crate::time::Instant;
-use crate::wire::{
-    Body, PSN_MASK, Packet, ParseOptions, TrafficClass, UsidContainer, traffic_class,
-};
+use crate::config::{NodeConfig, PeerPlane};
+use crate::memory::HostMemory;
+use crate::socket::{PlaneSocket, RxBatch, SendError, TxBatch, wait};
+use mrc::cc::{CcConfig, NsccConfig};
+use mrc::config::{ConfigError, EndpointConfig, QpConfig};
+use mrc::endpoint::{Endpoint, RecvMeta, TrimMark};
+use mrc::mem::{Access, MrKeys, Pd};
+use mrc::path::EvConfig;
+use mrc::qp::{ConnInfo, ModifyError, PeerId, QpInit, Transition};
+use mrc::time::Duration;
+use mrc::time::Instant;
+use mrc::wire::{Body, PSN_MASK, Packet, ParseOptions, TrafficClass, UsidContainer, traffic_class};
 
 /// Datagrams per `sendmmsg`.
 const BATCH: usize = 32;
@@ -82,7 +80,27 @@ pub struct DatapathStats {
     pub rx_unknown_source: u64,
     /// ICMP errors and local send errors that retired a path.
     pub unreachable: u64,
+    /// Host-level datagrams (bootstrap, peer resolution) received; the engine never sees them.
+    pub rx_host: u64,
+    /// Host-level datagrams dropped because too many were waiting.
+    pub rx_host_dropped: u64,
+    /// Host-level datagrams sent.
+    pub tx_host: u64,
 }
+
+/// A host-level datagram (bootstrap or peer resolution, see [`crate::bootstrap`]) as it arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostDatagram {
+    /// The plane whose socket received it.
+    pub plane: usize,
+    /// Its source.
+    pub src: SocketAddrV6,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// Host-level datagrams kept between two reads by the host; more are dropped (a sender retries).
+const HOST_RX_QUEUE: usize = 256;
 
 /// What this node tells a peer so the peer can reach it: one entry per plane.
 pub type LocalPlanes = Vec<PeerPlane>;
@@ -109,6 +127,8 @@ pub struct UdpEndpoint {
     busy_poll: Duration,
     /// When the last busy round ended (poll mode spins until `busy_poll` after it).
     last_busy: std::time::Instant,
+    /// Host-level datagrams received and not yet taken.
+    host_rx: Vec<HostDatagram>,
 }
 
 impl std::fmt::Debug for UdpEndpoint {
@@ -195,6 +215,7 @@ impl UdpEndpoint {
             max_datagram,
             busy_poll: dp.busy_poll,
             last_busy: std::time::Instant::now(),
+            host_rx: Vec::new(),
         })
     }
 
@@ -452,6 +473,20 @@ impl UdpEndpoint {
                 self.stats.rx_oversize += 1;
                 continue;
             }
+            // Host-level datagrams (bootstrap) come from strangers too: they go to the host, never the engine.
+            if crate::bootstrap::is_host_datagram(payload) {
+                self.stats.rx_host += 1;
+                if self.host_rx.len() < HOST_RX_QUEUE {
+                    self.host_rx.push(HostDatagram {
+                        plane,
+                        src,
+                        bytes: payload.to_vec(),
+                    });
+                } else {
+                    self.stats.rx_host_dropped += 1;
+                }
+                continue;
+            }
             let Some(&peer) = self.by_source.get(&(u128::from(*src.ip()), src.port())) else {
                 // Only peers talk to this endpoint: a stranger's datagram never reaches the engine.
                 // spec: SEC-PEER-1
@@ -665,6 +700,36 @@ impl UdpEndpoint {
             }
         }
         Ok(())
+    }
+
+    /// Host-level datagrams received since the last call.
+    pub fn take_host_datagrams(&mut self) -> Vec<HostDatagram> {
+        std::mem::take(&mut self.host_rx)
+    }
+
+    /// Sends one host-level datagram from `plane`'s socket to `dest` now (bootstrap traffic is rare: no batch).
+    pub fn send_host(&mut self, plane: usize, dest: SocketAddrV6, bytes: &[u8]) -> io::Result<()> {
+        let Some(sock) = self.socks.get(plane) else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no such plane"));
+        };
+        let mut batch = TxBatch::new(1, bytes.len());
+        let mut buf = bytes.to_vec();
+        batch.push(&mut buf, bytes.len(), dest, 0);
+        sock.send(&mut batch, 0)?;
+        self.stats.tx_host += 1;
+        Ok(())
+    }
+
+    /// The peer already known at `planes[0]`'s address, if any.
+    pub fn peer_at(&self, plane0: &SocketAddrV6) -> Option<PeerId> {
+        self.by_source
+            .get(&(u128::from(*plane0.ip()), plane0.port()))
+            .copied()
+    }
+
+    /// The planes of peer `id`.
+    pub fn peer_planes(&self, id: PeerId) -> Option<&[PeerPlane]> {
+        self.peers.get(id.0 as usize).map(Vec::as_slice)
     }
 
     /// The largest datagram this datapath sends or accepts.

@@ -597,6 +597,44 @@ impl RxBatch {
     }
 }
 
+/// An eventfd: a counter the kernel makes readable while it is not zero. Wakes a sleeping progress thread (the
+/// doorbell) and makes completion channels and the async-event queue pollable.
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    /// A new non-blocking eventfd at zero.
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: plain system call; the result is checked.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new descriptor nobody else owns.
+        Ok(Self(unsafe { OwnedFd::from_raw_fd(raw) }))
+    }
+
+    /// Adds one: readable now. A full counter (2^64 − 2) is left alone: it is readable anyway.
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
+        let _ = unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Reads and clears the counter; 0 when it was zero.
+    pub fn drain(&self) -> u64 {
+        let mut v: u64 = 0;
+        // SAFETY: reads 8 bytes into a live u64 from a non-blocking eventfd we own.
+        let r = unsafe { libc::read(self.0.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        if r == 8 { v } else { 0 }
+    }
+
+    /// The descriptor, for poll/epoll.
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
 /// Waits until one of `fds` is readable (or has an error queued, or is writable where `want_write` says so), or
 /// until `timeout` passes (`None`: forever). Returns whether anything is ready.
 pub fn wait(

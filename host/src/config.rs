@@ -25,8 +25,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::config::ConfigError;
-use crate::wire::UsidContainer;
+use mrc::config::ConfigError;
+use mrc::wire::UsidContainer;
 
 /// UDP port MRC listens on when the file names none (RoCEv2's port, which MRC inherits).
 pub const DEFAULT_PORT: u16 = 4791;

@@ -1,0 +1,31 @@
+//! # mrc-host — the host layer of the MRC transport
+//!
+//! The engine (`mrc`) is sans-IO: it takes datagrams and the time in and gives datagrams and deadlines out.
+//! This crate is everything around it that a host needs and every front end (mrc-perf, the verbs shim, the
+//! NCCL plugin, the C API) would otherwise write again: per-plane UDP sockets, registered application memory,
+//! the clock, the peer table and the progress loop.
+//!
+//! - [`config`]: a node's planes and the EV → destination-address expansion (plain or SRv6 uSID).
+//! - [`socket`]: one plane's socket: batched send and receive, traffic class, the ICMP error queue.
+//! - [`memory`]: registered host memory, the placement target.
+//! - [`driver`]: [`UdpEndpoint`], one round of progress at a time (application-driven poll mode).
+//! - [`Host`] (`host.rs`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap.
+//! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
+
+pub mod bootstrap;
+pub mod config;
+pub mod driver;
+mod error;
+mod host;
+pub mod memory;
+pub mod socket;
+
+pub use bootstrap::{Blob, BlobKind};
+pub use config::{MAX_PLANES, NodeConfig, PeerPlane, PlaneAddr};
+pub use driver::{DatapathConfig, DatapathStats, StartError, UdpEndpoint, software_cc};
+pub use error::HostError;
+pub use host::{
+    AsyncEvent, Connecting, Cq, Host, HostConfig, HostStats, Link, Listener, LocalInfo, Mr,
+    PeerAddr, ProgressMode, Qp, QpProfile, QpSpec, QpTransition, SendRequest,
+};
+pub use memory::HostMemory;
