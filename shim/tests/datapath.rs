@@ -78,9 +78,10 @@ fn pair(
 fn both_ok(name: &str, (server, client): &(Output, Output)) -> (String, String) {
     let (sout, serr) = text(server);
     let (cout, cerr) = text(client);
+    // The client first: when it fails, the server only says that the client went away.
     for (side, o, out, err) in [
-        ("server", server, &sout, &serr),
         ("client", client, &cout, &cerr),
+        ("server", server, &sout, &serr),
     ] {
         assert!(
             o.status.success(),
