@@ -642,3 +642,40 @@ impl HostDevice {
             .map_err(|e| host_err("posting a receive", &e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_psns_are_24_bits_and_differ_by_direction() {
+        let (a, b) = (0x12_3456, 0xab_cdef);
+        // What QP a sends first (its sq_psn) is what QP b expects (its rq_psn): both ends call
+        // derived_psn(sender, receiver).
+        let a_to_b = derived_psn(a, b);
+        let b_to_a = derived_psn(b, a);
+        assert!(a_to_b <= 0xff_ffff && b_to_a <= 0xff_ffff);
+        assert_ne!(a_to_b, b_to_a);
+        assert_ne!(derived_psn(a, b + 1), a_to_b);
+    }
+
+    #[test]
+    fn completions_become_ibv_wcs() {
+        let c = Completion {
+            wr_id: 7,
+            status: mrc::WcStatus::RnrRetryExcErr,
+            opcode: mrc::WcOpcode::RecvRdmaWithImm,
+            byte_len: 5,
+            imm: Some(0x0102_0304),
+            qpn: 0x42,
+        };
+        let w = to_wc(&c);
+        assert_eq!(
+            (w.wr_id, w.status, w.opcode, w.byte_len, w.qp_num),
+            (7, 13, 129, 5, 0x42)
+        );
+        // Immediate data in network order, flagged.
+        assert_eq!(w.imm_data.to_ne_bytes(), [1, 2, 3, 4]);
+        assert_eq!(w.wc_flags, IBV_WC_WITH_IMM);
+    }
+}
