@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::ffi::c_int;
 use std::net::Ipv6Addr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -139,9 +139,11 @@ impl HostCq {
         self.0.ack_events() > 0
     }
 
-    /// Up to `out.len()` completions as `ibv_wc`s. An empty poll yields the CPU: applications spin on
-    /// `ibv_poll_cq`, and where cores are scarce the progress thread that fills the queue needs them.
-    pub(crate) fn poll(&self, out: &mut [ibv_wc]) -> usize {
+    /// Up to `out.len()` completions as `ibv_wc`s. An empty poll runs a progress round in the caller if the
+    /// progress thread is not in one (applications spin on `ibv_poll_cq` while they wait, and so drive timers
+    /// and acknowledgements without waiting for the thread to wake, as mrc-perf's poll mode does), else yields
+    /// the CPU, which the thread may need where cores are scarce.
+    pub(crate) fn poll(&self, dev: &HostDevice, out: &mut [ibv_wc]) -> usize {
         let mut buf = [Completion::default(); 32];
         let mut done = 0;
         while done < out.len() {
@@ -155,7 +157,7 @@ impl HostCq {
                 break;
             }
         }
-        if done == 0 {
+        if done == 0 && !matches!(dev.host.progress(), Ok(true)) {
             std::thread::yield_now();
         }
         done
@@ -184,7 +186,17 @@ fn to_wc(c: &Completion) -> ibv_wc {
 pub(crate) struct HostQp {
     qp: mh::Qp,
     pub(crate) qpn: u32,
+    /// When the last send was posted (nanoseconds since `EPOCH`), to tell a lone post from a burst.
+    last_post: AtomicU64,
 }
+
+/// Posts further apart than this are "lone" (a latency test's one message per round trip): the posting thread
+/// then runs a progress round itself, so the message leaves now instead of after the progress thread wakes
+/// up. Bursts (bandwidth tests) leave the rounds to the progress thread.
+const LONE_POST: Duration = Duration::from_micros(30);
+
+static EPOCH: std::sync::LazyLock<std::time::Instant> =
+    std::sync::LazyLock::new(std::time::Instant::now);
 
 impl HostQp {
     /// Whether the transport failed the QP (it is in ERROR whatever verbs last set).
@@ -512,7 +524,11 @@ impl HostDevice {
                 sq_sig_all,
             })
             .map_err(|e| host_err("creating a QP", &e))?;
-        Ok(HostQp { qpn: qp.qpn(), qp })
+        Ok(HostQp {
+            qpn: qp.qpn(),
+            qp,
+            last_post: AtomicU64::new(0),
+        })
     }
 
     /// Applies a verbs transition.
@@ -628,7 +644,14 @@ impl HostDevice {
         };
         qp.qp
             .post_send(&req)
-            .map_err(|e| host_err("posting a send", &e))
+            .map_err(|e| host_err("posting a send", &e))?;
+        let now = EPOCH.elapsed().as_nanos() as u64;
+        let before = qp.last_post.swap(now, Ordering::Relaxed);
+        if now.saturating_sub(before) > LONE_POST.as_nanos() as u64 {
+            // A round only if the progress thread is not in one; its errors surface on the next call.
+            let _ = self.host.progress();
+        }
+        Ok(())
     }
 
     pub(crate) fn post_recv(&self, qp: &HostQp, wr_id: u64, list: &[ibv_sge]) -> Result<(), Error> {
