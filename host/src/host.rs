@@ -812,18 +812,7 @@ impl Host {
     /// A completion queue of `depth` entries: a lock-free ring the progress loop fills, and an eventfd.
     pub fn create_cq(&self, depth: u32) -> Result<Cq, HostError> {
         let i = self.inner();
-        let depth = depth.max(1) as usize;
-        let mut c = lock(&i.core);
-        let id = c.dp.endpoint().create_cq(depth);
-        let sh = Arc::new(CqShared {
-            id,
-            ring: ArrayQueue::new(depth),
-            fd: EventFd::new()?,
-            armed: AtomicU8::new(0),
-            overruns: AtomicU64::new(0),
-        });
-        c.cqs.insert(id.id(), Arc::clone(&sh));
-        c.cq_list.push(Arc::clone(&sh));
+        let sh = lock(&i.core).new_cq(depth.max(1) as usize)?;
         Ok(Cq { sh })
     }
 
@@ -1126,21 +1115,8 @@ impl Inner {
     fn link_half(&self, c: &mut Core, n: usize) -> Result<LinkHalf, HostError> {
         let pd = self.default_pd;
         let depth = |wr: u32| (n as u32).saturating_mul(wr).saturating_add(64) as usize;
-        let mk_cq = |c: &mut Core, depth: usize| -> Result<Arc<CqShared>, HostError> {
-            let id = c.dp.endpoint().create_cq(depth);
-            let sh = Arc::new(CqShared {
-                id,
-                ring: ArrayQueue::new(depth),
-                fd: EventFd::new()?,
-                armed: AtomicU8::new(0),
-                overruns: AtomicU64::new(0),
-            });
-            c.cqs.insert(id.id(), Arc::clone(&sh));
-            c.cq_list.push(Arc::clone(&sh));
-            Ok(sh)
-        };
-        let send = mk_cq(c, depth(self.link_send_wr))?;
-        let recv = mk_cq(c, depth(self.link_recv_wr))?;
+        let send = c.new_cq(depth(self.link_send_wr))?;
+        let recv = c.new_cq(depth(self.link_recv_wr))?;
         Ok(LinkHalf {
             pd,
             send,
@@ -1174,6 +1150,22 @@ impl LinkHalf {
 }
 
 impl Core {
+    /// A CQ of `depth` entries in the engine, its ring and eventfd, registered for the progress loop.
+    fn new_cq(&mut self, depth: usize) -> Result<Arc<CqShared>, HostError> {
+        let fd = EventFd::new()?;
+        let id = self.dp.endpoint().create_cq(depth);
+        let sh = Arc::new(CqShared {
+            id,
+            ring: ArrayQueue::new(depth),
+            fd,
+            armed: AtomicU8::new(0),
+            overruns: AtomicU64::new(0),
+        });
+        self.cqs.insert(id.id(), Arc::clone(&sh));
+        self.cq_list.push(Arc::clone(&sh));
+        Ok(sh)
+    }
+
     fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.dp
             .endpoint()
