@@ -5,7 +5,7 @@
 //! run due timers, then send everything the engine has, batched per plane with `sendmmsg`. A plane whose
 //! socket buffer is full is left out of the ready mask, so the engine moves that plane's share of traffic to
 //! the others instead of queueing behind it. Drive it from the application (poll mode) or hand it to a
-//! [`Progress`](crate::Progress) thread.
+//! progress thread of [`Host`](crate::Host).
 
 use std::collections::BTreeMap;
 use std::io;
