@@ -16,6 +16,8 @@
 //! - [`cc`]: congestion control behind a trait, with an NSCC-like window controller.
 //! - [`qp`]: queue pairs: state machine, segmentation, placement, completions.
 //! - [`endpoint`]: demultiplexing, transmit scheduling, timers, ports; the API drivers use.
+//! - [`io`]: what drivers and the engine exchange: datagrams in and out, peers.
+//! - [`error`]: the errors calls return, with their `errno` codes.
 //! - [`mem`]: protection domains, registered regions, the [`Memory`] trait that moves payload.
 //! - `datapath` (feature `udp`): per-plane UDP sockets, uSID destinations, a progress thread.
 //! - `testing` (feature `testing`): a deterministic in-memory network of N planes with loss, reordering,
@@ -31,6 +33,8 @@ pub mod config;
 #[cfg(feature = "udp")]
 pub mod datapath;
 pub mod endpoint;
+pub mod error;
+pub mod io;
 pub mod mem;
 pub mod path;
 pub mod qp;

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 use crate::time::{Duration, Instant};
 use crate::wire::SackMark;
 

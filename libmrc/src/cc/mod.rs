@@ -117,7 +117,7 @@ impl CcConfig {
 }
 
 // spec: CC-CFG-1
-pub use crate::config::ConfigError;
+pub use crate::error::ConfigError;
 
 #[cfg(test)]
 mod fluid;

@@ -12,19 +12,17 @@ use std::collections::VecDeque;
 
 use smallvec::SmallVec;
 
+pub use crate::io::PeerId;
 pub use conn::ConnInfo;
 
 use crate::cc::CongestionControl;
 use crate::completion::{Completion, CqId, WcOpcode, WcStatus};
-use crate::config::{Caps, ConfigError, QpConfig};
+use crate::config::{Caps, QpConfig};
+use crate::error::ConfigError;
 use crate::mem::{Access, AccessError, MrTable, Pd, Sge};
 use crate::path::{EvChange, PathSet};
 use crate::reliability::{PsnTracker, RttEstimator, SentWindow};
 use crate::time::Instant;
-
-/// Identifies a peer endpoint. The engine treats it as opaque; the driver maps it to addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PeerId(pub u32);
 
 /// QP states (spec QP-STATE-1), numbered as verbs numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
