@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::completion::{Completion, Cq, CqId};
 use crate::config::{ConfigError, EndpointConfig};
+pub use crate::error::NoSuchObject;
 pub use crate::io::{PayloadRef, RecvMeta, Transmit, TrimMark};
 use crate::mem::{Access, AccessError, Memory, MrKeys, MrTable, Pd};
 use crate::path::{EvChange, EvInfo, PlaneStats};
@@ -24,6 +25,7 @@ use crate::wire::{
 
 /// Asynchronous events (verbs async events and MRC's EV-event queue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A QP entered the error state.
     QpError {
@@ -65,6 +67,7 @@ pub enum Event {
 
 /// Endpoint-wide counters (mostly drops, by reason).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct EndpointStats {
     /// Datagrams handed in.
     pub rx_datagrams: u64,
@@ -172,18 +175,6 @@ impl core::fmt::Debug for Endpoint {
             .finish()
     }
 }
-
-/// A QP, CQ or PD handle that names nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NoSuchObject;
-
-impl core::fmt::Display for NoSuchObject {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str("no such object")
-    }
-}
-
-impl std::error::Error for NoSuchObject {}
 
 impl Endpoint {
     /// A new endpoint with every port up.
@@ -367,7 +358,7 @@ impl Endpoint {
             Some(s) => s,
             None => {
                 if self.qps.len() >= MAX_SLOTS {
-                    return Err(ConfigError::new(
+                    return Err(ConfigError::exhausted(
                         "endpoint.qps",
                         "too many QPs (at most 65519)",
                     ));

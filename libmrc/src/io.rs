@@ -52,6 +52,7 @@ impl Transmit {
 
 /// How a switch marked a trimmed packet (read from the DSCP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TrimMark {
     /// Trimmed inside the fabric (DSCP TRIMMED).
     Fabric,
