@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::time::Instant as WallClock;
 
-use mrc::qp::QpStats;
+use mrc::QpStats;
 use mrc::wire::TrafficClass;
 use mrc::{
     Access, CqId, Duration, Endpoint, EndpointConfig, Instant, Memory, MrKeys, PeerId, QpConfig,

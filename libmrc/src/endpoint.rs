@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::completion::{Completion, Cq, CqId};
 use crate::config::{ConfigError, EndpointConfig};
+pub use crate::error::NoSuchObject;
+pub use crate::io::{PayloadRef, RecvMeta, Transmit, TrimMark};
 use crate::mem::{Access, AccessError, Memory, MrKeys, MrTable, Pd};
 use crate::path::{EvChange, EvInfo, PlaneStats};
 use crate::qp::{
@@ -21,69 +23,9 @@ use crate::wire::{
     ParseOptions, TrafficClass,
 };
 
-/// A packet the driver must send: its bytes are in the buffer given to [`Endpoint::poll_transmit`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    /// Destination endpoint.
-    pub peer: PeerId,
-    /// Entropy value: with the peer, it names the path (expand it to the uSID destination address).
-    pub ev: u32,
-    /// Local port (plane) to send from.
-    pub plane: u8,
-    /// Traffic class (maps to a DSCP).
-    pub class: TrafficClass,
-    /// Bytes of the UDP payload written at the start of the buffer.
-    pub len: usize,
-    /// The local QP that produced it (`EP_QPN` for endpoint packets).
-    pub qpn: u32,
-    /// A payload left in place, where the driver's [`Memory::view`] lends bytes (zero-copy send): the datagram
-    /// is then `buf[..at]`, the payload, `buf[at..len]`. Always `None` for memories that do not lend.
-    pub payload: Option<PayloadRef>,
-}
-
-/// Where a zero-copy packet's payload lies (see [`Transmit::payload`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PayloadRef {
-    /// Offset in the packet buffer at which the payload goes (the headers before it, the ICRC after).
-    pub at: usize,
-    /// Address of the payload in registered memory, already checked by the engine.
-    pub addr: u64,
-    /// Its length in bytes.
-    pub len: usize,
-}
-
-impl Transmit {
-    /// Length of the whole datagram: the buffer's bytes plus a payload left in place.
-    pub fn datagram_len(&self) -> usize {
-        self.len + self.payload.map_or(0, |p| p.len)
-    }
-}
-
-/// How a switch marked a trimmed packet (read from the DSCP).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrimMark {
-    /// Trimmed inside the fabric (DSCP TRIMMED).
-    Fabric,
-    /// Trimmed at the last hop, i.e. at the receiver's own port (DSCP TRIMMED_LASTHOP).
-    LastHop,
-}
-
-/// What the driver knows about a received datagram besides its bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RecvMeta {
-    /// The sending endpoint, as the driver tells from the source address; `None` when the address belongs to no
-    /// known peer, and then no connected QP accepts the datagram (spec SEC-PEER-1).
-    pub peer: Option<PeerId>,
-    /// Local port (plane) it arrived on.
-    pub port: u8,
-    /// It arrived with ECN CE.
-    pub ecn_ce: bool,
-    /// It was trimmed.
-    pub trim: Option<TrimMark>,
-}
-
 /// Asynchronous events (verbs async events and MRC's EV-event queue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A QP entered the error state.
     QpError {
@@ -125,6 +67,7 @@ pub enum Event {
 
 /// Endpoint-wide counters (mostly drops, by reason).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct EndpointStats {
     /// Datagrams handed in.
     pub rx_datagrams: u64,
@@ -232,18 +175,6 @@ impl core::fmt::Debug for Endpoint {
             .finish()
     }
 }
-
-/// A QP, CQ or PD handle that names nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NoSuchObject;
-
-impl core::fmt::Display for NoSuchObject {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str("no such object")
-    }
-}
-
-impl std::error::Error for NoSuchObject {}
 
 impl Endpoint {
     /// A new endpoint with every port up.
@@ -427,7 +358,7 @@ impl Endpoint {
             Some(s) => s,
             None => {
                 if self.qps.len() >= MAX_SLOTS {
-                    return Err(ConfigError::new(
+                    return Err(ConfigError::exhausted(
                         "endpoint.qps",
                         "too many QPs (at most 65519)",
                     ));

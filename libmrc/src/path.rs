@@ -7,12 +7,13 @@
 
 use std::collections::VecDeque;
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 use crate::time::{Duration, Instant};
 use crate::wire::SackMark;
 
 /// Health of one EV (spec PATH-EV-1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum EvState {
     /// Usable.
     Good,
@@ -219,6 +220,7 @@ impl EvConfig {
 
 /// Counters of one EV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct EvStats {
     /// Packets sent on it (data, retransmissions and probes).
     pub sent: u64,
@@ -242,6 +244,7 @@ pub struct EvStats {
 
 /// A snapshot of one EV for counters and tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EvInfo {
     /// The EV.
     pub ev: u32,
@@ -257,6 +260,7 @@ pub struct EvInfo {
 
 /// An EV changed state; surfaced as an endpoint event (the EV-event CQ of MRC's controller API).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EvChange {
     /// The EV.
     pub ev: u32,
@@ -270,6 +274,7 @@ pub struct EvChange {
 
 /// Counters of one plane of one QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct PlaneStats {
     /// Data packets sent on the plane (first transmissions and retransmissions).
     pub tx_packets: u64,

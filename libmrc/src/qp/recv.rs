@@ -3,7 +3,7 @@
 use super::send::scatter;
 use super::{Ctl, Echo, MAX_CTL_QUEUE, MsgSlot, Qp, QpState, SendWqe, WqeKind};
 use crate::completion::{Completion, WcOpcode};
-use crate::endpoint::{RecvMeta, Transmit, TrimMark};
+use crate::io::{RecvMeta, Transmit, TrimMark};
 use crate::mem::{Access, Memory, MrTable};
 use crate::reliability::{PsnCheck, unwrap_msn};
 use crate::time::Instant;

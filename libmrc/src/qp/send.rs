@@ -3,7 +3,7 @@
 use super::{Qp, QpState, SendWqe, WqeKind};
 use crate::cc::AckSample;
 use crate::completion::{Completion, WcStatus};
-use crate::endpoint::{PayloadRef, Transmit};
+use crate::io::{PayloadRef, Transmit};
 use crate::mem::{Access, Memory, MrTable, Pd, Sge};
 use crate::reliability::{PktState, unwrap_msn, unwrap_psn};
 use crate::time::{Duration, Instant};
