@@ -658,7 +658,7 @@ impl PathSet {
         } else {
             0
         };
-        ev.delay_ns >= 2 * typical
+        ev.delay_skips > 0
     }
 
     /// Whether `idx` has no RTT sample yet or its smoothed RTT is at least twice `typical_ns`: its delay,
@@ -667,7 +667,7 @@ impl PathSet {
     pub fn slow_or_unmeasured(&self, idx: u16, typical_ns: u64) -> bool {
         self.evs
             .get(usize::from(idx))
-            .is_some_and(|ev| ev.delay_ns == 0 || ev.delay_ns >= 2 * typical_ns.max(1))
+            .is_some_and(|ev| ev.delay_ns == 0 || 4 * ev.delay_ns > 5 * typical_ns.max(1))
     }
 
     /// How much later than `min_rtt_ns` (the fastest path) packets on `idx` are delivered, in ns: the larger of

@@ -471,6 +471,97 @@ impl Report {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
+    /// FCTs against the ideal and the healthy run, and what the transport spent (`mrc-sim compare`).
+    pub fn comparison(&self) -> String {
+        let mut o = String::new();
+        let r = &self.run;
+        let c = &r.counters;
+        let _ = writeln!(
+            o,
+            "{} (seed {}): {} hosts x {} planes, {} transfers, base RTT {:.2} us",
+            self.name, self.seed, self.hosts, self.planes, self.transfers, self.base_rtt_us
+        );
+        let have_ideal = self.metrics.contains_key("fct_p50_over_ideal");
+        let _ = writeln!(
+            o,
+            "{:<8} {:>12} {:>12} {:>10} {:>12} {:>10}",
+            "FCT", "measured us", "ideal us", "vs ideal", "healthy us", "vs healthy"
+        );
+        let rows = [
+            (
+                "p50",
+                r.fct.p50_us,
+                self.ideal.p50_us,
+                self.baseline.as_ref().map(|b| b.fct.p50_us),
+            ),
+            (
+                "p99",
+                r.fct.p99_us,
+                self.ideal.p99_us,
+                self.baseline.as_ref().map(|b| b.fct.p99_us),
+            ),
+            (
+                "max",
+                r.fct.max_us,
+                self.ideal.max_us,
+                self.baseline.as_ref().map(|b| b.fct.max_us),
+            ),
+        ];
+        for (name, m, i, b) in rows {
+            let vs = |x: f64| format!("{:+.2}%", (m / x - 1.0) * 100.0);
+            let _ = writeln!(
+                o,
+                "{:<8} {:>12.1} {:>12} {:>10} {:>12} {:>10}",
+                name,
+                m,
+                if have_ideal {
+                    format!("{i:.1}")
+                } else {
+                    "-".into()
+                },
+                if have_ideal { vs(i) } else { "-".into() },
+                b.map_or("-".into(), |b| format!("{b:.1}")),
+                b.map_or("-".into(), vs),
+            );
+        }
+        if !have_ideal {
+            let _ = writeln!(
+                o,
+                "(no ideal: some transfers wait for triggers; the ideal covers transfers that start together)"
+            );
+        }
+        let sent: u64 = r.plane_tx.iter().map(|x| x[0]).sum();
+        let retx: u64 = r.plane_tx.iter().map(|x| x[1]).sum();
+        let _ = writeln!(
+            o,
+            "data packets {sent}, retransmitted {retx}: {} after trims, {} by time, {} by RTO, {} with a plane",
+            r.plane_tx.iter().map(|x| x[2]).sum::<u64>(),
+            c.losses_rack,
+            c.losses_rto,
+            c.losses_plane
+        );
+        let _ = writeln!(
+            o,
+            "spurious retransmissions (received twice): {} = {:.3}% of data packets; EVs retired {}",
+            c.rx_duplicates,
+            c.rx_duplicates as f64 * 100.0 / sent.max(1) as f64,
+            c.ev_retirements
+        );
+        let sent_b = r.tx_payload_bytes;
+        let _ = writeln!(
+            o,
+            "payload sent {sent_b} B, placed {} B: {:.2}% wasted ({} packets trimmed, {} wire bytes cut off \
+             before the congested queue; {} B of trimmed headers crossed it)",
+            r.placed_bytes,
+            (1.0 - r.placed_bytes as f64 / sent_b.max(1) as f64) * 100.0,
+            c.trimmed_pkts,
+            c.trimmed_bytes,
+            c.trimmed_pkts * u64::from(self.scenario.topology.queue.trimmed_bytes)
+        );
+        let _ = writeln!(o, "events {}", c.events);
+        o
+    }
+
     /// The short text summary.
     pub fn summary(&self) -> String {
         let mut o = String::new();

@@ -1,9 +1,9 @@
 //! The event core and the models: ports (output queue + wire), switches, hosts running `mrc` endpoints.
 //!
-//! Time is integer picoseconds. One binary heap orders events by (time, insertion sequence), so ties break
-//! deterministically. Events carry no data beyond a component index: a port has at most two pending events
-//! (end of serialization of its head packet, arrival of the oldest packet on its wire) and a host at most one
-//! live timer. Switch forwarding, ECN marking, trimming and enqueueing happen inside the arrival event as
+//! Time is integer picoseconds. A radix heap orders events by (time, insertion sequence), so ties break
+//! deterministically. Events carry no data beyond a component index: a port has one pending event for the end
+//! of serialization of its head packet and one per packet on its wire (its arrival; a wire is FIFO, so the
+//! event pops the wire's head), and a host at most one live timer. Switch forwarding, ECN marking, trimming and enqueueing happen inside the arrival event as
 //! plain calls. Packets live in one arena and move between intrusive FIFO lists (queue, wire) by index; they
 //! carry only their headers (payload bytes are regenerated from the source address at delivery).
 
@@ -940,14 +940,13 @@ impl Sim {
         } else {
             let port = &self.ports[pi as usize];
             let arrive = self.now + port.latency_ps;
-            let was_empty = port.wire.head == NONE;
             self.pkts[i as usize].arrive = arrive;
             let l = port.wire;
             let l = self.list_push(l, i);
             self.ports[pi as usize].wire = l;
-            if was_empty {
-                self.push(arrive, ev(EV_ARRIVE, pi));
-            }
+            // One arrival event per packet, pushed now: the arrival then never reads the next packet on the
+            // wire (a cache miss per packet and hop in large fabrics) to schedule it.
+            self.push(arrive, ev(EV_ARRIVE, pi));
         }
         self.start_tx(pi);
         let port = &self.ports[pi as usize];
@@ -970,10 +969,6 @@ impl Sim {
         let (l, _) = self.list_pop(port.wire);
         let port = &mut self.ports[pi as usize];
         port.wire = l;
-        if l.head != NONE {
-            let t = self.pkts[l.head as usize].arrive;
-            self.push(t, ev(EV_ARRIVE, pi));
-        }
         let port = &self.ports[pi as usize];
         let entered = self.pkts[i as usize].arrive - port.latency_ps;
         if port.down_refs > 0 || entered < port.last_up {
