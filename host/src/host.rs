@@ -507,6 +507,9 @@ struct Core {
     resolving: BTreeMap<u64, SocketAddrV6>,
     mrs: u32,
     scratch: Vec<Completion>,
+    /// Manual mode: when the last busy round ended, and how long to keep spinning after it.
+    last_busy: WallClock,
+    busy_poll: StdDuration,
 }
 
 struct Inner {
@@ -604,6 +607,8 @@ impl Host {
                 resolving: BTreeMap::new(),
                 mrs: 0,
                 scratch: vec![Completion::default(); 64],
+                last_busy: WallClock::now(),
+                busy_poll: StdDuration::from_micros(200),
             }),
             mode: cfg.progress,
             profile: p,
@@ -670,6 +675,58 @@ impl Host {
                 Err(_) => Ok(false),
             },
         }
+    }
+
+    /// Manual mode's application loop: one round, and when nothing has happened for a while (the datapath's
+    /// busy-poll time), a sleep on the sockets and the next timer of at most `max_wait`.
+    pub fn progress_wait(&self, max_wait: StdDuration) -> Result<(), HostError> {
+        let i = self.inner();
+        if i.mode != ProgressMode::Manual {
+            std::thread::yield_now();
+            return Ok(());
+        }
+        let mut c = lock(&i.core);
+        let busy = i.round(&mut c)?;
+        if busy {
+            c.last_busy = WallClock::now();
+            return Ok(());
+        }
+        if c.last_busy.elapsed() < c.busy_poll {
+            return Ok(());
+        }
+        let sleep = c.dp.idle_timeout(mrc::time::Duration::from_nanos(
+            max_wait.as_nanos().min(u128::from(u64::MAX)) as u64,
+        ));
+        let (fds, blocked) = (c.dp.fds(), c.dp.blocked().to_vec());
+        drop(c);
+        if sleep.as_nanos() > 0 {
+            wait(
+                &fds,
+                &blocked,
+                Some(StdDuration::from_nanos(sleep.as_nanos() as u64)),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Adds a peer whose planes the application learned out of band (e.g. a perftest-style TCP exchange), so
+    /// connecting to it needs no in-band resolution. A peer already known at `planes[0]` is returned as is.
+    pub fn learn_peer(&self, planes: &[PeerPlane]) -> Result<(), HostError> {
+        let i = self.inner();
+        let mut c = lock(&i.core);
+        i.peer_for(&mut c, planes).map(|_| ())
+    }
+
+    /// Read-only access to the datapath and engine under the lock, for diagnostics (per-QP and per-plane
+    /// counters, EV states): tools only, never on a data path.
+    pub fn inspect<R>(&self, f: impl FnOnce(&UdpEndpoint) -> R) -> R {
+        f(&lock(&self.inner().core).dp)
+    }
+
+    /// What a peer needs to reach this host's planes (addresses and T0s), for [`learn_peer`](Self::learn_peer)
+    /// at the other end.
+    pub fn local_planes(&self) -> Vec<PeerPlane> {
+        self.inner().local_planes.clone()
     }
 
     /// Plane addresses and port.
@@ -755,18 +812,7 @@ impl Host {
     /// A completion queue of `depth` entries: a lock-free ring the progress loop fills, and an eventfd.
     pub fn create_cq(&self, depth: u32) -> Result<Cq, HostError> {
         let i = self.inner();
-        let depth = depth.max(1) as usize;
-        let mut c = lock(&i.core);
-        let id = c.dp.endpoint().create_cq(depth);
-        let sh = Arc::new(CqShared {
-            id,
-            ring: ArrayQueue::new(depth),
-            fd: EventFd::new()?,
-            armed: AtomicU8::new(0),
-            overruns: AtomicU64::new(0),
-        });
-        c.cqs.insert(id.id(), Arc::clone(&sh));
-        c.cq_list.push(Arc::clone(&sh));
+        let sh = lock(&i.core).new_cq(depth.max(1) as usize)?;
         Ok(Cq { sh })
     }
 
@@ -1065,21 +1111,8 @@ impl Inner {
     fn link_half(&self, c: &mut Core, n: usize) -> Result<LinkHalf, HostError> {
         let pd = self.default_pd;
         let depth = |wr: u32| (n as u32).saturating_mul(wr).saturating_add(64) as usize;
-        let mk_cq = |c: &mut Core, depth: usize| -> Result<Arc<CqShared>, HostError> {
-            let id = c.dp.endpoint().create_cq(depth);
-            let sh = Arc::new(CqShared {
-                id,
-                ring: ArrayQueue::new(depth),
-                fd: EventFd::new()?,
-                armed: AtomicU8::new(0),
-                overruns: AtomicU64::new(0),
-            });
-            c.cqs.insert(id.id(), Arc::clone(&sh));
-            c.cq_list.push(Arc::clone(&sh));
-            Ok(sh)
-        };
-        let send = mk_cq(c, depth(self.link_send_wr))?;
-        let recv = mk_cq(c, depth(self.link_recv_wr))?;
+        let send = c.new_cq(depth(self.link_send_wr))?;
+        let recv = c.new_cq(depth(self.link_recv_wr))?;
         Ok(LinkHalf {
             pd,
             send,
@@ -1113,6 +1146,22 @@ impl LinkHalf {
 }
 
 impl Core {
+    /// A CQ of `depth` entries in the engine, its ring and eventfd, registered for the progress loop.
+    fn new_cq(&mut self, depth: usize) -> Result<Arc<CqShared>, HostError> {
+        let fd = EventFd::new()?;
+        let id = self.dp.endpoint().create_cq(depth);
+        let sh = Arc::new(CqShared {
+            id,
+            ring: ArrayQueue::new(depth),
+            fd,
+            armed: AtomicU8::new(0),
+            overruns: AtomicU64::new(0),
+        });
+        self.cqs.insert(id.id(), Arc::clone(&sh));
+        self.cq_list.push(Arc::clone(&sh));
+        Ok(sh)
+    }
+
     fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.dp
             .endpoint()

@@ -9,7 +9,8 @@
 //! - [`socket`]: one plane's socket: batched send and receive, traffic class, the ICMP error queue.
 //! - [`memory`]: registered host memory, the placement target.
 //! - [`driver`]: [`UdpEndpoint`], one round of progress at a time (application-driven poll mode).
-//! - [`progress`]: a progress thread that drives a [`UdpEndpoint`] while the application posts and polls.
+//! - [`Host`] (`host.rs`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap.
+//! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
 
 pub mod bootstrap;
 pub mod config;
@@ -17,7 +18,6 @@ pub mod driver;
 mod error;
 mod host;
 pub mod memory;
-pub mod progress;
 pub mod socket;
 
 pub use bootstrap::{Blob, BlobKind};
@@ -29,4 +29,3 @@ pub use host::{
     PeerAddr, ProgressMode, Qp, QpProfile, QpSpec, QpTransition, SendRequest,
 };
 pub use memory::HostMemory;
-pub use progress::Progress;

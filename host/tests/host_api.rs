@@ -62,15 +62,17 @@ fn wait_one(h: &[&Host], cq: &mrc_host::Cq) -> Completion {
     }
 }
 
-fn write_over_link(mode: ProgressMode) {
+fn write_over_link(mode: ProgressMode, len: usize) {
     let (a, b) = (host(mode), host(mode));
     let (la, lb) = link(&a, &b, 2);
     assert_eq!(la.qps().len(), 2);
     assert!(la.qps().iter().all(|q| q.state() == QpState::Rts));
     assert!(lb.qps().iter().all(|q| q.state() == QpState::Rts));
     // Application-owned memory on both sides.
-    let mut src: Vec<u8> = (0..65536u32).map(|i| (i * 7 + 3) as u8).collect();
-    let mut dst = vec![0u8; 65536];
+    let mut src: Vec<u8> = (0..len as u32)
+        .map(|i| ((i * 7 + 3) ^ (i >> 13)) as u8)
+        .collect();
+    let mut dst = vec![0u8; len];
     // SAFETY: both vectors outlive their registrations (deregistered below before they drop).
     let (ms, md) = unsafe {
         (
@@ -94,7 +96,7 @@ fn write_over_link(mode: ProgressMode) {
     lb.qps()[1].post_recv(77, &[]).unwrap();
     let sge = [Sge {
         addr: ms.addr,
-        len: 65536,
+        len: len as u32,
         lkey: ms.lkey,
     }];
     la.qps()[1]
@@ -130,18 +132,19 @@ fn write_over_link(mode: ProgressMode) {
 }
 
 #[test]
+/// 8 MiB byte-exact with both sides driven by their progress threads.
 fn link_write_with_progress_threads() {
-    write_over_link(ProgressMode::Thread);
+    write_over_link(ProgressMode::Thread, 8 << 20);
 }
 
 #[test]
 fn link_write_in_manual_mode() {
-    write_over_link(ProgressMode::Manual);
+    write_over_link(ProgressMode::Manual, 1 << 20);
 }
 
 #[test]
 fn link_write_busy_poll() {
-    write_over_link(ProgressMode::BusyPoll);
+    write_over_link(ProgressMode::BusyPoll, 65536);
 }
 
 #[test]

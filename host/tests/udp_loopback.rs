@@ -1,8 +1,9 @@
-//! The UDP datapath over loopback sockets: real sockets, real registered memory, zero configuration.
+//! The UDP datapath over loopback sockets: real sockets, real registered memory, zero configuration. (The
+//! progress thread and the host API on top are tested in `host_api.rs`.)
 use std::time::{Duration, Instant as WallClock};
 
 use mrc::*;
-use mrc_host::{DatapathConfig, NodeConfig, Progress, UdpEndpoint, software_cc};
+use mrc_host::{DatapathConfig, NodeConfig, UdpEndpoint, software_cc};
 
 /// A sealed packet of `body` to `dest_qp` at `psn`, as an attacker (or a test) forges it.
 fn forge(opcode: wire::Opcode, dest_qp: u32, psn: u32, body: wire::Body<'_>) -> Vec<u8> {
@@ -198,51 +199,6 @@ fn poll_mode_moves_32_mib_byte_exact() {
         let ps = a.ep.endpoint_ref().plane_stats(a.qpn, p).unwrap();
         assert!(ps.tx_packets > 0, "plane {p}: {ps:?}");
     }
-}
-
-#[test]
-fn progress_thread_drives_both_sides() {
-    const LEN: usize = 8 << 20;
-    let (mut a, b) = pair(LEN);
-    let data = pattern(LEN, 3);
-    a.ep.mem.bytes_mut(a.addr).unwrap().copy_from_slice(&data);
-    let remote = (b.addr, b.keys.rkey);
-    let (aq, acq, bq, baddr, bcq) = (a.qpn, a.cq, b.qpn, b.addr, b.cq);
-    let ta = Progress::spawn(a.ep).unwrap();
-    let tb = Progress::spawn(b.ep).unwrap();
-    tb.with(|ep| {
-        ep.endpoint()
-            .post_recv(
-                bq,
-                &RecvWr {
-                    wr_id: 5,
-                    sges: &[],
-                },
-            )
-            .unwrap()
-    });
-    let local = (aq, a.addr, a.keys.lkey);
-    ta.with(|ep| post_write(ep, local, remote, 0, LEN as u32, 1, Some(42)));
-    let start = WallClock::now();
-    let mut got = None;
-    let mut wc = [Completion::default(); 8];
-    while got.is_none() && start.elapsed() < Duration::from_secs(20) {
-        got = tb.wait_with(Duration::from_millis(10), |ep| {
-            let n = ep.endpoint().poll_cq(bcq, &mut wc);
-            (n > 0).then(|| wc[0])
-        });
-    }
-    let c = got.expect("receive completion within 20 s");
-    assert_eq!((c.status, c.imm, c.wr_id), (WcStatus::Success, Some(42), 5));
-    let ok = tb.with(|ep| ep.mem.bytes(baddr).unwrap() == &data[..]);
-    assert!(ok, "data differs");
-    let n = ta.wait_with(Duration::from_millis(100), |ep| {
-        ep.endpoint().poll_cq(acq, &mut wc)
-    });
-    assert!(n >= 1 && wc[0].status == WcStatus::Success);
-    assert!(ta.error().is_none() && tb.error().is_none());
-    let a_back = ta.stop().expect("endpoint back");
-    assert!(a_back.stats().tx_datagrams >= (LEN / MTU as usize) as u64);
 }
 
 /// A verified 8 MiB WRITE from A to B, with `attack` run once while it moves (after 100 data packets); returns

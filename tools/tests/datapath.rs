@@ -512,15 +512,19 @@ fn ask(port: u16, line: &[u8]) -> String {
 /// A hello as a client on 8 loopback planes would send it, as JSON to mutate.
 fn good_hello() -> serde_json::Value {
     use mrc_tools::perf::oob::{Hello, WirePlane, WireRegion, conn_to_hex};
-    let conn = mrc::ConnInfo {
-        qpn: 0x10,
-        psn: 0x1234,
-        caps: mrc::Caps::ALL,
-        mtu: 60_000,
-        mpr: 8,
-        ports: 0xFF,
-        plane_bits: 3,
-        addr: 1,
+    let conn = mrc_host::Blob {
+        planes: 8,
+        usid: false,
+        plane0: "[::1]:40000".parse().unwrap(),
+        t0: 0,
+        kind: mrc_host::BlobKind::Qp {
+            qpn: 0x10,
+            psn: 0x1234,
+            caps: mrc::Caps::ALL,
+            mtu: 60_000,
+        },
+        rkey_hint: 0,
+        addr_hint: 0,
     };
     let h = Hello {
         test: mrc_tools::perf::Test::Write,

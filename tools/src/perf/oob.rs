@@ -3,9 +3,9 @@
 use std::io::{self, BufRead, BufReader, Read as _, Write};
 use std::net::{SocketAddrV6, TcpStream};
 
-use mrc::ConnInfo;
 use mrc_host::MAX_PLANES;
 use mrc_host::PeerPlane;
+use mrc_host::{Blob, BlobKind};
 use serde::{Deserialize, Serialize};
 
 use super::{MAX_DEPTH, MAX_EVS, MAX_MEMORY, MAX_QPS, MAX_SIZE, Mode, Test};
@@ -131,11 +131,15 @@ impl Hello {
         }
         for (i, c) in self.conn.iter().enumerate() {
             let c = conn_from_hex(c).map_err(|e| format!("conn[{i}]: {e}"))?;
-            if c.mtu != self.mtu {
-                return Err(format!(
-                    "conn[{i}]: mtu {} differs from the hello's {}",
-                    c.mtu, self.mtu
-                ));
+            match c.kind {
+                BlobKind::Qp { mtu, .. } if mtu != self.mtu => {
+                    return Err(format!(
+                        "conn[{i}]: mtu {mtu} differs from the hello's {}",
+                        self.mtu
+                    ));
+                }
+                BlobKind::Qp { .. } => {}
+                _ => return Err(format!("conn[{i}]: names a listener, not a QP")),
             }
         }
         if self.region.len != len || self.region.addr.checked_add(len).is_none() {
@@ -300,20 +304,22 @@ pub fn planes_from_wire(p: &[WirePlane]) -> io::Result<Vec<PeerPlane>> {
 }
 
 /// Hex of a connection blob.
-pub fn conn_to_hex(c: &ConnInfo) -> String {
-    c.to_bytes().iter().map(|b| format!("{b:02x}")).collect()
+pub fn conn_to_hex(c: &Blob) -> String {
+    c.encode().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A connection blob from hex.
-pub fn conn_from_hex(s: &str) -> io::Result<ConnInfo> {
+pub fn conn_from_hex(s: &str) -> io::Result<Blob> {
     let bytes: Option<Vec<u8>> = (0..s.len())
         .step_by(2)
         .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
         .collect();
     bytes
         .as_deref()
-        .and_then(ConnInfo::from_bytes)
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad connection blob"))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad connection blob (hex)"))
+        .and_then(|b| {
+            Blob::decode(b).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))
+        })
 }
 
 /// A fast 64-bit hash of a byte range (FNV-style over 8-byte words), for `--verify`.

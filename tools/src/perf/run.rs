@@ -4,11 +4,11 @@ use std::io::{self, Write as _};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use mrc::{
-    Access, Completion, ConnInfo, CqId, EndpointConfig, EvState, MrKeys, QpConfig, QpInit, RecvWr,
-    SendOp, SendWr, Sge, WcStatus,
+use mrc::{Access, Completion, EvState, SendOp, Sge, WcStatus};
+use mrc_host::{
+    Blob, Cq, Host, HostConfig, Mr, NodeConfig, ProgressMode, Qp, QpSpec, QpTransition,
+    SendRequest, UdpEndpoint,
 };
-use mrc_host::{DatapathConfig, NodeConfig, Progress, UdpEndpoint, software_cc};
 use serde::Serialize;
 
 use super::oob::{
@@ -52,43 +52,19 @@ impl From<io::Error> for Failure {
     }
 }
 
-/// The endpoint, driven by the application loop or by a progress thread.
-enum Drive {
-    Poll(Box<UdpEndpoint>),
-    Thread(Progress),
-}
-
-impl Drive {
-    fn with<R>(&mut self, f: impl FnOnce(&mut UdpEndpoint) -> R) -> R {
-        match self {
-            Drive::Poll(ep) => f(ep),
-            Drive::Thread(p) => p.with(f),
-        }
-    }
-
-    /// Makes progress (poll mode) or waits for the thread's (thread mode), at most `idle` when nothing happens.
-    fn step(&mut self, idle: Duration) -> io::Result<()> {
-        match self {
-            Drive::Poll(ep) => ep.poll(idle),
-            Drive::Thread(p) => {
-                if let Some(k) = p.error() {
-                    return Err(io::Error::new(k, "progress thread stopped"));
-                }
-                p.wait_with(idle, |_| ());
-                Ok(())
-            }
-        }
+impl From<mrc_host::HostError> for Failure {
+    fn from(e: mrc_host::HostError) -> Self {
+        Failure::test(e.to_string())
     }
 }
 
-/// One side's resources.
+/// One side's resources, on the host layer (which owns the sockets, the engine and the progress loop).
 struct Side {
-    drive: Drive,
-    cq: CqId,
-    qps: Vec<u32>,
-    conns: Vec<ConnInfo>,
-    region: u64,
-    keys: MrKeys,
+    host: Host,
+    cq: Cq,
+    qps: Vec<Qp>,
+    qpns: Vec<u32>,
+    region: Mr,
     slots: usize,
     max_size: u64,
     /// Per QP, messages of the largest size posted (slot k took message k).
@@ -97,7 +73,13 @@ struct Side {
 
 impl Side {
     fn q_of(&self, qpn: u32) -> Option<usize> {
-        self.qps.iter().position(|&x| x == qpn)
+        self.qpns.iter().position(|&x| x == qpn)
+    }
+
+    /// Makes progress (poll mode: one round, sleeping up to `idle` when there was nothing to do); with a
+    /// progress thread, only yields.
+    fn step(&self, idle: Duration) -> io::Result<()> {
+        self.host.progress_wait(idle).map_err(io::Error::other)
     }
 }
 
@@ -122,66 +104,56 @@ fn default_mtu(o: &Options, node: &NodeConfig) -> u32 {
 /// Builds the endpoint, QPs and memory. `peer` is the other side's hello when known (server).
 fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
     let node = node_config(o)?;
-    let mut ep = UdpEndpoint::new(
-        node,
-        EndpointConfig::default(),
-        DatapathConfig {
-            max_datagram: hello.mtu as usize + 128,
-            ..DatapathConfig::default()
-        },
-    )
-    .map_err(|e| Failure::usage(e.to_string()))?;
-    let pd = ep.endpoint().alloc_pd();
+    let mut cfg = HostConfig::loopback(1);
+    cfg.node = node;
+    cfg.progress = if o.progress_thread {
+        ProgressMode::Thread
+    } else {
+        ProgressMode::Manual
+    };
+    cfg.profile.mtu = hello.mtu;
+    cfg.profile.evs_per_plane = hello.evs;
+    cfg.profile.window_packets = o.window;
+    cfg.profile.rate_bps = o.rate_gbps.map(|g| g * 1_000_000_000);
+    cfg.profile.icrc = hello.icrc;
+    let host = Host::start(cfg).map_err(|e| Failure::usage(e.to_string()))?;
+    let pd = host.alloc_pd()?;
     // Room for every completion that can be outstanding: sends in flight (`--depth`), receives posted (up to
     // 1024 or one per slot) and a margin; an overrun would fail the queue and its QPs, as in verbs.
     let per_qp = o.depth.max(hello.slots) + hello.slots.max(1024) + 64;
-    let cq = ep.endpoint().create_cq(hello.qps * per_qp + 64);
+    let cq = host.create_cq((hello.qps * per_qp + 64) as u32)?;
     let mut qps = Vec::new();
-    let mut conns = Vec::new();
     for _ in 0..hello.qps {
-        let mut init = QpInit::new(pd, cq);
-        init.config = QpConfig {
-            icrc: hello.icrc,
-            ..ep.software_qp_config(
-                hello.mtu,
-                hello.evs,
-                software_cc(hello.mtu, o.window, o.rate_gbps.map(|g| g * 1_000_000_000)),
-            )
-        };
-        init.max_send_wr = 4096;
-        init.max_recv_wr = 4096;
-        let (qpn, info) = ep
-            .create_qp(init, Access::REMOTE_WRITE)
+        let mut spec = QpSpec::new(pd, &cq);
+        spec.max_send_wr = 4096;
+        spec.max_recv_wr = 4096;
+        let qp = host
+            .create_qp(spec)
             .map_err(|e| Failure::usage(e.to_string()))?;
-        qps.push(qpn);
-        conns.push(info);
+        qp.modify(QpTransition::Init {
+            access: Access::REMOTE_WRITE,
+        })?;
+        qps.push(qp);
     }
     let len = hello.qps as u64 * hello.slots as u64 * hello.max_size;
-    let (region, keys) = ep
-        .alloc_mr(
+    let region = host
+        .alloc_buffer(
             pd,
             len as usize,
             Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
         )
         .map_err(|e| Failure::usage(e.to_string()))?;
     // A pattern that differs per byte and per side, so misplaced data cannot hash right by accident.
-    if let Some(b) = ep.mem.bytes_mut(region) {
-        for (i, x) in b.iter_mut().enumerate() {
-            *x = (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8 ^ hello.seed;
-        }
-    }
-    let drive = if o.progress_thread {
-        Drive::Thread(Progress::spawn(ep)?)
-    } else {
-        Drive::Poll(Box::new(ep))
-    };
+    let pattern: Vec<u8> = (0..len as usize)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8 ^ hello.seed)
+        .collect();
+    host.write_buffer(&region, 0, &pattern)?;
     Ok(Side {
-        drive,
+        host,
         cq,
+        qpns: qps.iter().map(Qp::qpn).collect(),
         qps,
-        conns,
         region,
-        keys,
         slots: hello.slots,
         max_size: hello.max_size,
         written: vec![0; hello.qps],
@@ -199,7 +171,7 @@ struct HelloParams {
 }
 
 fn hello_of(side: &mut Side, o: &Options, p: &HelloParams, test: Test, mode: Mode) -> Hello {
-    let planes = side.drive.with(|ep| planes_to_wire(&ep.local_planes()));
+    let planes = planes_to_wire(&side.host.local_planes());
     Hello {
         test,
         mode,
@@ -210,10 +182,10 @@ fn hello_of(side: &mut Side, o: &Options, p: &HelloParams, test: Test, mode: Mod
         icrc: p.icrc,
         evs: o.evs,
         planes,
-        conn: side.conns.iter().map(conn_to_hex).collect(),
+        conn: side.qps.iter().map(|q| conn_to_hex(&q.blob())).collect(),
         region: WireRegion {
-            addr: side.region,
-            rkey: side.keys.rkey,
+            addr: side.region.addr,
+            rkey: side.region.rkey,
             len: p.qps as u64 * p.slots as u64 * p.max_size,
         },
     }
@@ -224,22 +196,20 @@ fn connect(side: &mut Side, peer: &Hello) -> Result<(), Failure> {
         return Err(Failure::test("the peer created a different number of QPs"));
     }
     let planes = planes_from_wire(&peer.planes)?;
-    let remote: Vec<ConnInfo> = peer
+    let remote: Vec<Blob> = peer
         .conn
         .iter()
         .map(|c| conn_from_hex(c))
         .collect::<Result<_, _>>()?;
-    let locals = side.conns.clone();
-    side.drive.with(|ep| {
-        let id = ep
-            .add_peer(planes)
-            .map_err(|e| Failure::usage(e.to_string()))?;
-        for (l, r) in locals.iter().zip(&remote) {
-            ep.connect_qp(l, id, r)
-                .map_err(|e| Failure::test(format!("connecting QP {:#x}: {e:?}", l.qpn)))?;
-        }
-        Ok(())
-    })
+    // The hello carried the peer's planes: no in-band resolution needed.
+    side.host
+        .learn_peer(&planes)
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    for (q, r) in side.qps.iter().zip(&remote) {
+        q.connect(r)
+            .map_err(|e| Failure::test(format!("connecting QP {:#x}: {e}", q.qpn())))?;
+    }
+    Ok(())
 }
 
 /// Posts one message of `size` on QP `q` from slot `k` to the peer's slot `k`.
@@ -248,9 +218,8 @@ fn connect(side: &mut Side, peer: &Hello) -> Result<(), Failure> {
     reason = "one call site per role; a struct would only rename them"
 )]
 fn post(
-    ep: &mut UdpEndpoint,
+    qp: &Qp,
     side_region: (u64, u32, usize, u64),
-    qpn: u32,
     q: usize,
     k: usize,
     test: Test,
@@ -277,24 +246,23 @@ fn post(
         },
         Test::Send => SendOp::Send { imm: None },
     };
-    let wr = SendWr {
+    let wr = SendRequest {
         wr_id,
         op,
         sges: &sge,
+        inline: None,
         signaled: true,
         solicited: false,
+        fence: false,
     };
-    let now = ep.now();
-    ep.endpoint()
-        .post_send(qpn, &wr, now)
-        .map_err(|e| Failure::test(format!("post_send: {e:?}")))
+    qp.post_send(&wr)
+        .map_err(|e| Failure::test(format!("post_send: {e}")))
 }
 
 /// Posts a receive on QP `q` into slot `k` (SEND needs a buffer; WRITE_WITH_IMM only the work request).
 fn post_recv(
-    ep: &mut UdpEndpoint,
+    qp: &Qp,
     side: (u64, u32, usize, u64),
-    qpn: u32,
     q: usize,
     k: usize,
     test: Test,
@@ -305,13 +273,8 @@ fn post_recv(
         len: max_size as u32,
         lkey,
     }];
-    let wr = RecvWr {
-        wr_id: k as u64,
-        sges: if test == Test::Send { &sge } else { &[] },
-    };
-    ep.endpoint()
-        .post_recv(qpn, &wr)
-        .map_err(|e| Failure::test(format!("post_recv: {e:?}")))
+    qp.post_recv(k as u64, if test == Test::Send { &sge } else { &[] })
+        .map_err(|e| Failure::test(format!("post_recv: {e}")))
 }
 
 /// Per-size result.
@@ -574,7 +537,7 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
         }
         Answer::Hello(h) => *h,
     };
-    let planes = side.drive.with(|ep| ep.node().plane_count());
+    let planes = side.host.local().planes.len();
     peer.check(planes)
         .map_err(|e| Failure::test(format!("the server's hello: {e}")))?;
     if (peer.qps, peer.slots, peer.max_size) != (p.qps, p.slots, p.max_size) {
@@ -643,23 +606,26 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
 
 /// Hashes, per QP, the first `len` bytes of its first `slots[q]` slots.
 fn hash_slots(side: &mut Side, slots_written: &[usize], len: u64) -> Vec<u64> {
-    let (slots, max_size, region) = (side.slots, side.max_size as usize, side.region);
-    side.drive.with(|ep| {
-        let b = ep.mem.bytes(region).unwrap_or(&[]);
-        slots_written
-            .iter()
-            .enumerate()
-            .map(|(q, &used)| {
-                let mut h = Vec::new();
-                for k in 0..used.min(slots) {
-                    let off = ((q * slots + k) * max_size).min(b.len());
-                    let end = (off + len as usize).min(b.len());
-                    h.push(hash(&b[off..end]));
+    let (slots, max_size) = (side.slots, side.max_size as usize);
+    let total = side.region.len;
+    let mut buf = vec![0u8; len as usize];
+    slots_written
+        .iter()
+        .enumerate()
+        .map(|(q, &used)| {
+            let mut h = Vec::new();
+            for k in 0..used.min(slots) {
+                let off = ((q * slots + k) * max_size).min(total);
+                let end = (off + len as usize).min(total);
+                let b = &mut buf[..end - off];
+                if side.host.read_buffer(&side.region, off, b).is_err() {
+                    b.fill(0);
                 }
-                hash(&h.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>())
-            })
-            .collect()
-    })
+                h.push(hash(b));
+            }
+            hash(&h.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>())
+        })
+        .collect()
 }
 
 fn bw(
@@ -682,7 +648,12 @@ fn bw(
     let mut bin_bytes = 0u64;
     let mut stopping = false;
     let mut wc = vec![Completion::default(); 256];
-    let region = (side.region, side.keys.lkey, side.slots, side.max_size);
+    let region = (
+        side.region.addr,
+        side.region.lkey,
+        side.slots,
+        side.max_size,
+    );
     let mut posted_bytes = 0u64;
     loop {
         let now = Instant::now();
@@ -692,28 +663,18 @@ fn bw(
         {
             stopping = true;
         }
-        let qps = side.qps.clone();
-        let (n, err) = side.drive.with(|ep| {
-            if !stopping {
-                for q in 0..nq {
-                    while in_flight[q] < o.depth && o.bytes.is_none_or(|b| posted_bytes < b) {
-                        let k = next[q];
-                        if let Err(e) =
-                            post(ep, region, qps[q], q, k, o.test, size, remote, k as u64)
-                        {
-                            return (0, Some(e));
-                        }
-                        next[q] += 1;
-                        in_flight[q] += 1;
-                        posted_bytes += size;
-                    }
+        if !stopping {
+            for q in 0..nq {
+                while in_flight[q] < o.depth && o.bytes.is_none_or(|b| posted_bytes < b) {
+                    let k = next[q];
+                    post(&side.qps[q], region, q, k, o.test, size, remote, k as u64)?;
+                    next[q] += 1;
+                    in_flight[q] += 1;
+                    posted_bytes += size;
                 }
             }
-            (ep.endpoint().poll_cq(side.cq, &mut wc), None)
-        });
-        if let Some(e) = err {
-            return Err(e);
         }
+        let n = side.cq.poll(&mut wc);
         for c in &wc[..n] {
             if c.status != WcStatus::Success {
                 return Err(Failure::test(format!(
@@ -756,7 +717,7 @@ fn bw(
                 )?;
             }
             if o.interval_ms > 0 && !o.json {
-                let line = side.drive.with(|ep| live_line(ep, &side.qps));
+                let line = side.host.inspect(|ep| live_line(ep, &side.qpns));
                 println!(
                     "[{:7.2}s] size {size:>8}  {gbps:8.2} Gbit/s  {line}",
                     (now - start).as_secs_f64()
@@ -765,7 +726,7 @@ fn bw(
             bin_bytes = 0;
             next_line += interval;
         }
-        side.drive.step(Duration::from_millis(1))?;
+        side.step(Duration::from_millis(1))?;
     }
     if size == side.max_size {
         side.written = next;
@@ -809,24 +770,25 @@ fn lat(
     } else {
         o.test
     };
-    let region = (side.region, side.keys.lkey, side.slots, side.max_size);
-    let qpn = side.qps[0];
+    let region = (
+        side.region.addr,
+        side.region.lkey,
+        side.slots,
+        side.max_size,
+    );
+    let qp = side.qps[0].clone();
     let mut samples = Vec::new();
     let start = Instant::now();
     let mut wc = vec![Completion::default(); 16];
     let mut iter = 0u64;
     while start.elapsed().as_secs_f64() < o.duration && samples.len() < 1_000_000 {
         let t = Instant::now();
-        side.drive.with(|ep| {
-            post_recv(ep, region, qpn, 0, 0, test)?;
-            post(ep, region, qpn, 0, 0, test, size, remote, iter)
-        })?;
+        post_recv(&qp, region, 0, 0, test)?;
+        post(&qp, region, 0, 0, test, size, remote, iter)?;
         iter += 1;
         let mut got = false;
         while !got {
-            let n = side
-                .drive
-                .with(|ep| ep.endpoint().poll_cq(side.cq, &mut wc));
+            let n = side.cq.poll(&mut wc);
             for c in &wc[..n] {
                 if c.status != WcStatus::Success {
                     return Err(Failure::test(format!("error completion {:?}", c.status)));
@@ -842,7 +804,7 @@ fn lat(
                 return Err(Failure::test("no answer from the server"));
             }
             if !got {
-                side.drive.step(Duration::ZERO)?;
+                side.step(Duration::ZERO)?;
             }
         }
         samples.push(t.elapsed().as_nanos() as f64 / 2000.0);
@@ -891,8 +853,8 @@ fn finish_report(
     results: Vec<SizeResult>,
     verified: Option<bool>,
 ) -> Result<Report, Failure> {
-    let qps = side.qps.clone();
-    let report = side.drive.with(|ep| Report {
+    let qps = side.qpns.clone();
+    let report = side.host.inspect(|ep| Report {
         role: h.role,
         test: h.test,
         mode: h.mode,
@@ -1085,7 +1047,12 @@ fn serve(
             peer.test, peer.mode, peer.qps, peer.mtu
         );
     }
-    let region = (side.region, side.keys.lkey, side.slots, side.max_size);
+    let region = (
+        side.region.addr,
+        side.region.lkey,
+        side.slots,
+        side.max_size,
+    );
     let needs_recv = peer.test != Test::Write || peer.mode == Mode::Lat;
     let recv_test = if peer.test == Test::Write {
         Test::WriteImm
@@ -1099,15 +1066,11 @@ fn serve(
         side.slots * (1024 / side.slots).max(1)
     };
     if needs_recv {
-        let qps = side.qps.clone();
-        side.drive.with(|ep| {
-            for (q, &qpn) in qps.iter().enumerate() {
-                for k in 0..stock {
-                    post_recv(ep, region, qpn, q, k, recv_test)?;
-                }
+        for (q, qp) in side.qps.iter().enumerate() {
+            for k in 0..stock {
+                post_recv(qp, region, q, k, recv_test)?;
             }
-            Ok::<_, Failure>(())
-        })?;
+        }
     }
     let mut size = peer.max_size;
     let mut wc = vec![Completion::default(); 256];
@@ -1152,46 +1115,33 @@ fn serve(
                 return Err(Failure::test(format!("client went away: {e}")).into());
             }
         }
-        let qps = side.qps.clone();
-        let r = side.drive.with(|ep| {
-            let n = ep.endpoint().poll_cq(side.cq, &mut wc);
-            for c in &wc[..n] {
-                if c.status != WcStatus::Success {
-                    return Err(Failure::test(format!(
-                        "error completion {:?} on QP {:#x}",
-                        c.status, c.qpn
-                    )));
-                }
-                if !matches!(
-                    c.opcode,
-                    mrc::WcOpcode::Recv | mrc::WcOpcode::RecvRdmaWithImm
-                ) {
-                    continue;
-                }
-                received += 1;
-                let Some(q) = qps.iter().position(|&x| x == c.qpn) else {
-                    continue;
-                };
-                post_recv(ep, region, c.qpn, q, c.wr_id as usize, recv_test)?;
-                if peer.mode == Mode::Lat {
-                    post(
-                        ep,
-                        region,
-                        c.qpn,
-                        q,
-                        0,
-                        recv_test,
-                        size,
-                        &peer.region,
-                        pongs,
-                    )?;
-                    pongs += 1;
-                }
+        let n = side.cq.poll(&mut wc);
+        for c in &wc[..n] {
+            if c.status != WcStatus::Success {
+                return Err(Failure::test(format!(
+                    "error completion {:?} on QP {:#x}",
+                    c.status, c.qpn
+                ))
+                .into());
             }
-            Ok(())
-        });
-        r?;
-        side.drive.step(Duration::from_millis(1))?;
+            if !matches!(
+                c.opcode,
+                mrc::WcOpcode::Recv | mrc::WcOpcode::RecvRdmaWithImm
+            ) {
+                continue;
+            }
+            received += 1;
+            let Some(q) = side.q_of(c.qpn) else {
+                continue;
+            };
+            let qp = &side.qps[q];
+            post_recv(qp, region, q, c.wr_id as usize, recv_test)?;
+            if peer.mode == Mode::Lat {
+                post(qp, region, q, 0, recv_test, size, &peer.region, pongs)?;
+                pongs += 1;
+            }
+        }
+        side.step(Duration::from_millis(1))?;
     }
     if let Some((slots, len)) = verify {
         let hashes = hash_slots(&mut side, &slots, len);
@@ -1200,7 +1150,7 @@ fn serve(
     // Let the last acknowledgements leave before the sockets close.
     let end = Instant::now() + Duration::from_millis(50);
     while Instant::now() < end {
-        side.drive.step(Duration::from_millis(1))?;
+        side.step(Duration::from_millis(1))?;
     }
     results.push(SizeResult {
         size,

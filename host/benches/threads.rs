@@ -1,0 +1,211 @@
+//! Contention through the host layer: 8 QPs posting 4 KiB WRITEs over loopback, driven by one application
+//! thread or by eight (one per QP), each QP with its own CQ. Prints aggregate Gbit/s and post-to-completion
+//! latency (p50/p99) for both, and the ratio (target: 8 threads ≥ 0.9× one thread's aggregate: posting and
+//! polling never wait behind the progress loop's lock).
+//!
+//! `cargo bench -p mrc-host --bench threads` (run under `flock /tmp/mrc-net.lock`); `MRC_BENCH_SECS` sets the
+//! seconds per case (default 3), `MRC_BENCH_DEPTH` the WRITEs in flight per QP (default 16).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use mrc::{Access, Completion, SendOp, Sge, WcStatus};
+use mrc_host::{Cq, Host, HostConfig, Mr, Qp, QpSpec, SendRequest};
+
+const QPS: usize = 8;
+const SIZE: usize = 4096;
+
+struct Setup {
+    _a: Host,
+    _b: Host,
+    qps: Vec<(Qp, Cq)>,
+    src: Mr,
+    dst: Mr,
+    _remote: Vec<Qp>,
+}
+
+fn setup(depth: usize) -> Setup {
+    let a = Host::start(HostConfig::loopback(4)).expect("sockets");
+    let b = Host::start(HostConfig::loopback(4)).expect("sockets");
+    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let cqb = b.create_cq(1024).unwrap();
+    let src = a
+        .alloc_buffer(pa, QPS * depth * SIZE, Access::LOCAL_WRITE)
+        .unwrap();
+    let dst = b
+        .alloc_buffer(
+            pb,
+            QPS * depth * SIZE,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )
+        .unwrap();
+    let mut qps = Vec::new();
+    let mut remote = Vec::new();
+    for _ in 0..QPS {
+        let cq = a.create_cq(depth as u32 * 2).unwrap();
+        let mut spec = QpSpec::new(pa, &cq);
+        spec.max_send_wr = depth as u32 * 2;
+        let qa = a.create_qp(spec).unwrap();
+        let qb = b.create_qp(QpSpec::new(pb, &cqb)).unwrap();
+        qa.connect(&qb.blob()).unwrap();
+        qb.connect(&qa.blob()).unwrap();
+        qps.push((qa, cq));
+        remote.push(qb);
+    }
+    Setup {
+        _a: a,
+        _b: b,
+        qps,
+        src,
+        dst,
+        _remote: remote,
+    }
+}
+
+/// Keeps `depth` WRITEs in flight on each of `qps` until `stop`; returns bytes and latencies (ns).
+fn drive(
+    qps: &[(usize, Qp, Cq)],
+    src: Mr,
+    dst: Mr,
+    depth: usize,
+    stop: &AtomicBool,
+) -> (u64, Vec<u64>) {
+    let mut posted_at = vec![vec![Instant::now(); depth]; qps.len()];
+    let mut inflight = vec![0usize; qps.len()];
+    let mut next = vec![0u64; qps.len()];
+    let mut lat = Vec::with_capacity(1 << 20);
+    let mut bytes = 0u64;
+    let mut out = [Completion::default(); 32];
+    let post = |k: usize, q: &Qp, idx: usize, wr_id: u64| {
+        let slot = (idx * depth + (wr_id as usize % depth)) * SIZE;
+        let sge = [Sge {
+            addr: src.addr + slot as u64,
+            len: SIZE as u32,
+            lkey: src.lkey,
+        }];
+        let _ = k;
+        q.post_send(&SendRequest {
+            wr_id,
+            op: SendOp::Write {
+                remote_addr: dst.addr + slot as u64,
+                rkey: dst.rkey,
+            },
+            sges: &sge,
+            inline: None,
+            signaled: true,
+            solicited: false,
+            fence: false,
+        })
+    };
+    while !stop.load(Ordering::Relaxed) {
+        let mut did = false;
+        for (k, (idx, q, cq)) in qps.iter().enumerate() {
+            while inflight[k] < depth {
+                let id = next[k];
+                if post(k, q, *idx, id).is_err() {
+                    break;
+                }
+                posted_at[k][id as usize % depth] = Instant::now();
+                next[k] += 1;
+                inflight[k] += 1;
+                did = true;
+            }
+            let n = cq.poll(&mut out);
+            let now = Instant::now();
+            for c in &out[..n] {
+                assert_eq!(c.status, WcStatus::Success, "{c:?}");
+                lat.push(
+                    now.duration_since(posted_at[k][c.wr_id as usize % depth])
+                        .as_nanos() as u64,
+                );
+                bytes += SIZE as u64;
+                inflight[k] -= 1;
+                did = true;
+            }
+        }
+        if !did {
+            // Leave the CPU to the progress threads when this thread has nothing to do.
+            std::thread::yield_now();
+        }
+    }
+    (bytes, lat)
+}
+
+struct Figures {
+    gbps: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn run(s: &Setup, threads: usize, secs: f64, depth: usize) -> Figures {
+    let stop = Arc::new(AtomicBool::new(false));
+    let per = QPS / threads;
+    let start = Instant::now();
+    let results: Vec<(u64, Vec<u64>)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let mine: Vec<(usize, Qp, Cq)> = (t * per..(t + 1) * per)
+                    .map(|i| (i, s.qps[i].0.clone(), s.qps[i].1.clone()))
+                    .collect();
+                let stop = Arc::clone(&stop);
+                let (src, dst) = (s.src, s.dst);
+                sc.spawn(move || drive(&mine, src, dst, depth, &stop))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs_f64(secs));
+        stop.store(true, Ordering::Relaxed);
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let bytes: u64 = results.iter().map(|r| r.0).sum();
+    let mut lat: Vec<u64> = results.into_iter().flat_map(|r| r.1).collect();
+    lat.sort_unstable();
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0) as f64
+            / 1000.0
+    };
+    Figures {
+        gbps: bytes as f64 * 8.0 / elapsed / 1e9,
+        p50_us: pct(0.50),
+        p99_us: pct(0.99),
+    }
+}
+
+fn main() {
+    let env = |k: &str, d: f64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let secs = env("MRC_BENCH_SECS", 3.0);
+    let depth = env("MRC_BENCH_DEPTH", 16.0) as usize;
+    // `cargo bench` passes `--bench`; `cargo test` builds benches too and runs them with no flag: keep it short.
+    let secs = if std::env::args().any(|a| a == "--bench") {
+        secs
+    } else {
+        0.2
+    };
+    let s = setup(depth);
+    // Warm up paths and windows.
+    run(&s, 1, secs.min(0.5), depth);
+    let one = run(&s, 1, secs, depth);
+    let eight = run(&s, QPS, secs, depth);
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "host threads bench: {QPS} QPs x {depth} x {SIZE} B WRITEs over loopback (4 planes), {secs} s per case, {cpus} CPUs"
+    );
+    for (name, f) in [("1 thread ", &one), ("8 threads", &eight)] {
+        println!(
+            "  {name}: {:7.2} Gbit/s aggregate, post-to-completion p50 {:8.1} us, p99 {:8.1} us",
+            f.gbps, f.p50_us, f.p99_us
+        );
+    }
+    println!(
+        "  8 threads / 1 thread = {:.2} (target >= 0.9)",
+        eight.gbps / one.gbps.max(1e-9)
+    );
+}
