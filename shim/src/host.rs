@@ -41,6 +41,8 @@ pub(crate) struct HostDevice {
     elements: Mutex<HashMap<(u8, u32), usize>>,
     /// Counters of destroyed QPs, for the summary logged when the host stops.
     totals: Mutex<QpStats>,
+    /// Application threads run progress rounds (`MRC_SHIM_ASSIST`).
+    assist: bool,
     /// The `MRC_SHIM_STATS_MS` printer.
     stats: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
@@ -157,7 +159,7 @@ impl HostCq {
                 break;
             }
         }
-        if done == 0 && !matches!(dev.host.progress(), Ok(true)) {
+        if done == 0 && !(dev.assist && matches!(dev.host.progress(), Ok(true))) {
             std::thread::yield_now();
         }
         done
@@ -379,6 +381,7 @@ impl HostDevice {
             local,
             elements: Mutex::new(HashMap::new()),
             totals: Mutex::new(QpStats::default()),
+            assist: cfg.assist(),
             stats,
         });
         hosts.push((cfg.name.clone(), Arc::downgrade(&d)));
@@ -647,7 +650,7 @@ impl HostDevice {
             .map_err(|e| host_err("posting a send", &e))?;
         let now = EPOCH.elapsed().as_nanos() as u64;
         let before = qp.last_post.swap(now, Ordering::Relaxed);
-        if now.saturating_sub(before) > LONE_POST.as_nanos() as u64 {
+        if self.assist && now.saturating_sub(before) > LONE_POST.as_nanos() as u64 {
             // A round only if the progress thread is not in one; its errors surface on the next call.
             let _ = self.host.progress();
         }
