@@ -997,6 +997,10 @@ impl Inner {
         let p = self.profile;
         QpConfig {
             icrc: p.icrc,
+            // Verbs initiators keep as many READs outstanding as their send queue holds (perftest: up to 128),
+            // and the engine does not hold back the ones beyond the responder's limit: with the default 16 the
+            // rest are NACKed and retried until the QP timeout gives up on large READs (ib_read_bw -a, 4 MiB).
+            max_read_dest: 256,
             ..c.dp.software_qp_config(
                 p.mtu,
                 p.evs_per_plane,
