@@ -533,6 +533,8 @@ struct Inner {
     events: ArrayQueue<AsyncEvent>,
     events_fd: EventFd,
     events_dropped: AtomicU64,
+    /// What the controller calls read (control.rs).
+    ctl: crate::control::Ctl,
 }
 
 struct Handle {
@@ -628,6 +630,7 @@ impl Host {
             events: ArrayQueue::new(EVENT_QUEUE),
             events_fd: EventFd::new()?,
             events_dropped: AtomicU64::new(0),
+            ctl: Default::default(),
         });
         let thread = match cfg.progress {
             ProgressMode::Manual => None,
@@ -659,6 +662,16 @@ impl Host {
         let mut c = lock(&i.core);
         let c = &mut *c;
         f(&mut c.dp, &mut c.mrs, i.max_mrs)
+    }
+
+    /// The controller's share of the host (control.rs).
+    pub(crate) fn ctl(&self) -> &crate::control::Ctl {
+        &self.inner().ctl
+    }
+
+    /// Wakes the progress thread after a control call queued work for the engine.
+    pub(crate) fn wake(&self) {
+        self.inner().kick();
     }
 
     /// One round of progress (receive, timers, transmit, completions); `true` when it did work. Meant for
@@ -780,6 +793,7 @@ impl Host {
             let mut c = lock(&i.core);
             let now = c.dp.now();
             c.dp.endpoint().set_port_state(now, plane, up);
+            i.ctl.port_changed(c.dp.endpoint_ref(), plane, up);
         }
         i.event(if up {
             AsyncEvent::PortUp { plane }
@@ -1444,6 +1458,7 @@ impl Inner {
                 }
                 Event::CqError { cq } => self.event(AsyncEvent::CqError { cq: cq.id() }),
                 Event::EvChanged { qpn, change } => {
+                    self.ctl.ev_changed(qpn, change);
                     let retired = matches!(change.to, EvState::AssumedBad | EvState::Denied);
                     let was = matches!(change.from, EvState::AssumedBad | EvState::Denied);
                     if retired && !was {
@@ -1460,6 +1475,7 @@ impl Inner {
                         });
                     }
                 }
+                Event::EvProbeReply { peer, ev, rtt, .. } => self.ctl.probe_answer(peer, ev, rtt),
                 _ => {}
             }
         }
