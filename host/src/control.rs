@@ -154,7 +154,11 @@ impl Host {
                 cfg.ev.min_active_per_plane = cfg.ev.min_active_per_plane.clamp(1, active);
                 cfg.ev.explicit = Some(e.evs.clone());
             }
-            if let Some(cc) = cc {
+            if let Some(mut cc) = cc {
+                // NSCC counts in the QP's packets: its MTU is the QP's, whatever the caller's default said.
+                if let CcConfig::Nscc(n) = &mut cc {
+                    n.mtu = u64::from(cfg.mtu);
+                }
                 cfg.cc = cc;
             }
             ep.reconfigure_qp(qpn, cfg).map_err(HostError::Config)
@@ -371,6 +375,37 @@ mod tests {
             active_per_plane: 1,
         };
         assert!(p.a.configure_qp(q.qpn(), Some(&none), None).is_err());
+        // NSCC per QP, in the engine's units.
+        let nscc = mrc::cc::NsccConfig {
+            base_rtt: StdDuration::from_micros(7),
+            target_delay: StdDuration::from_micros(5),
+            max_cwnd: Some(1 << 20),
+            eta: 0.2,
+            ..Default::default()
+        };
+        p.a.configure_qp(q.qpn(), None, Some(CcConfig::Nscc(nscc.clone())))
+            .unwrap();
+        // (Its MTU follows the QP's.)
+        let (cc, mtu) = p.a.inspect(|dp| {
+            let c = dp.endpoint_ref().qp_config(q.qpn()).unwrap();
+            (c.cc.clone(), c.mtu)
+        });
+        assert_eq!(
+            cc,
+            CcConfig::Nscc(mrc::cc::NsccConfig {
+                mtu: u64::from(mtu),
+                ..nscc
+            })
+        );
+        // A bad NSCC configuration is refused and changes nothing.
+        let bad = mrc::cc::NsccConfig {
+            max_md_jump: 2.0,
+            ..Default::default()
+        };
+        assert!(
+            p.a.configure_qp(q.qpn(), None, Some(CcConfig::Nscc(bad)))
+                .is_err()
+        );
         drop(p.qb);
     }
 
