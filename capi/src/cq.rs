@@ -66,9 +66,11 @@ pub struct mrc_cq {
     channel: *const mrc_comp_channel,
     #[allow(
         dead_code,
-        reason = "stage 2: the transport sizes the completion ring with it"
+        reason = "kept for queries; the transport CQ was sized with it"
     )]
     pub(crate) cqe: u32,
+    /// The shim's `ibv_cq` behind a work CQ (NULL for EV-event CQs and without the shim).
+    pub(crate) vcq: *mut c_void,
     events: Mutex<Events>,
     acked: Condvar,
     /// QPs using it.
@@ -233,6 +235,11 @@ fn create(
         }
         Some(ch)
     };
+    let vcq = if kind == CqKind::Work && crate::bridge::available() {
+        transport::create_cq(c.vctx, cqe)?
+    } else {
+        std::ptr::null_mut()
+    };
     if let Some(ch) = ch {
         ch.users.add();
     }
@@ -243,6 +250,7 @@ fn create(
         cq_context,
         channel: ch.map_or(std::ptr::null(), |c| c as *const _),
         cqe,
+        vcq,
         events: Mutex::new(Events::default()),
         acked: Condvar::new(),
         users: Users::default(),
@@ -329,6 +337,7 @@ pub unsafe extern "C" fn mrc_destroy_cq(cq: *mut mrc_cq) -> c_int {
         if let Some(ch) = unsafe { q.channel.as_ref() } {
             ch.users.sub();
         }
+        transport::destroy_cq(q.vcq);
         q.ctx().users.sub();
         Ok(())
     })

@@ -124,6 +124,9 @@ fn unpopulated(ev: &mrc_ctl_ev) -> bool {
     ev.port == 0 && ev.val.iter().all(|&b| b == 0)
 }
 
+/// What the transport reads of an EV profile: mode, `(EV, state)` per slot, min_active, event mask.
+pub(crate) type EvProfileView = (u32, Vec<(mrc_ctl_ev, u32)>, u32, c_int);
+
 /// An EV profile.
 #[derive(Debug, Clone, PartialEq)]
 struct EvProfile {
@@ -204,6 +207,23 @@ impl State {
             ev: BTreeMap::new(),
             cc: BTreeMap::new(),
         }
+    }
+
+    /// What the transport needs of an EV profile: its mode, its explicit EVs with their states (EXP), the
+    /// floor of active EVs and the event mask.
+    pub(crate) fn ev_profile(&self, id: u64) -> Option<EvProfileView> {
+        let p = self.ev.get(&id)?;
+        Some((
+            p.mode,
+            p.slots.iter().map(|s| (s.ev, s.state)).collect(),
+            p.min_active,
+            p.event_mask,
+        ))
+    }
+
+    /// A CC profile's NSCC configuration; `None` for no congestion control or no such profile.
+    pub(crate) fn cc_nscc(&self, id: u64) -> Option<mrc_ctl_cc_nscc_cfg> {
+        self.cc.get(&id)?.config
     }
 
     /// EVs held by all profiles.
@@ -1360,6 +1380,8 @@ pub unsafe extern "C" fn mrc_ctl_modify_port(
                 )));
             }
             ctl.ports[i] = a.port_admin_state;
+            drop(ctl);
+            transport::set_port(c.vctx, i, a.port_admin_state == MRC_CTL_PORT_ADMIN_ENABLED)?;
         }
         Ok(())
     })
@@ -1485,9 +1507,13 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_profile(
         non_null(attr, "attr")?;
         // SAFETY: non-NULL writable struct (the header's contract).
         let a = unsafe { &mut *attr };
-        with_ev_ops(a, attr_mask, |a, op, f| {
+        let r = with_ev_ops(a, attr_mask, |a, op, f| {
             c.dev.ctl().modify_ev(ev_profile_id, a, attr_mask, op, f)
-        })
+        });
+        // EV states (DENY) reach the live QPs that use the profile, also those an operation that stopped at a
+        // bad entry changed before it.
+        let synced = transport::ev_profile_changed(&c.dev, ev_profile_id);
+        r.and(synced)
     })
 }
 

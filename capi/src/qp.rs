@@ -597,17 +597,17 @@ pub unsafe extern "C" fn mrc_create_qp(
                 "pd belongs to another verbs context than the MRC context's",
             ));
         }
-        let qpn = match transport::create_qp(&c.dev) {
+        // At least one SGE per send; the transport may grant more than asked.
+        let mut granted = ibv_qp_cap {
+            max_send_sge: cap.max_send_sge.max(1),
+            ..cap
+        };
+        let qpn = match transport::create_qp(&c.dev, a.pd, scq, rcq, &mut granted, a.sq_sig_all) {
             Ok(n) => n,
             Err(e) => {
                 bridge::pd_release(a.pd);
                 return Err(e);
             }
-        };
-        // Granted exactly what was asked (at least one SGE per send).
-        let granted = ibv_qp_cap {
-            max_send_sge: cap.max_send_sge.max(1),
-            ..cap
         };
         a.cap = granted;
         // A QP counts once on each CQ it uses (once if both queues share one).
@@ -706,10 +706,11 @@ pub unsafe extern "C" fn mrc_modify_qp(
             &mut DeviceEnv(&q.dev),
             &hint_ok,
         )?;
-        let (release, result) = match transport::modify_qp(q.qpn, change.from, next.state, &next) {
-            Ok(()) => (change.dropped, Ok(())),
-            Err(e) => (change.taken, Err(e)),
-        };
+        let (release, result) =
+            match transport::modify_qp(&q.dev, q.qpn, change.from, next.state, &next) {
+                Ok(()) => (change.dropped, Ok(())),
+                Err(e) => (change.taken, Err(e)),
+            };
         let mut env = DeviceEnv(&q.dev);
         for (kind, id) in release {
             env.release(kind, id);
@@ -852,7 +853,7 @@ pub unsafe extern "C" fn mrc_post_recv(
                 "the QP is in RESET; receives may be posted from INIT on",
             ));
         }
-        transport::post_recv(q.qpn, wr)?;
+        transport::post_recv(q.qpn, wr, bad_wr)?;
         // SAFETY: as above.
         unsafe { bad_wr.write(std::ptr::null_mut()) };
         Ok(())
@@ -879,7 +880,7 @@ pub unsafe extern "C" fn mrc_post_send(
                 state_name(st)
             )));
         }
-        transport::post_send(q.qpn, wr)?;
+        transport::post_send(q.qpn, wr, bad_wr)?;
         // SAFETY: as above.
         unsafe { bad_wr.write(std::ptr::null_mut()) };
         Ok(())

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::completion::{Completion, Cq, CqId};
-use crate::config::{ConfigError, EndpointConfig};
+use crate::config::{ConfigError, EndpointConfig, QpConfig};
 pub use crate::error::NoSuchObject;
 pub use crate::io::{PayloadRef, RecvMeta, Transmit, TrimMark};
 use crate::mem::{Access, AccessError, Memory, MrKeys, MrTable, Pd};
@@ -388,6 +388,52 @@ impl Endpoint {
         }
         self.qps[slot] = Some(qp);
         Ok(qpn)
+    }
+
+    /// Replaces the transport parameters (EVs, congestion control, ...) of a QP still in RESET: MRC's controller
+    /// API assigns a QP its EV and CC profiles at RESET → INIT, after the QP (and its QPN) exist.
+    pub fn reconfigure_qp(&mut self, qpn: u32, config: QpConfig) -> Result<(), ConfigError> {
+        let slot = self
+            .slot_of(qpn)
+            .ok_or_else(|| ConfigError::new("qp", "no such QP"))?;
+        let Some(old) = self.qps[slot].as_ref() else {
+            return Err(ConfigError::new("qp", "no such QP"));
+        };
+        if old.state != QpState::Reset {
+            return Err(ConfigError::new(
+                "qp.state",
+                "a QP's parameters change only in RESET; move it to RESET first",
+            ));
+        }
+        if u32::from(config.ev.planes) > u32::from(self.cfg.ports) {
+            return Err(ConfigError::new(
+                "qp.ev.planes",
+                format!(
+                    "{} planes but the endpoint has {} ports",
+                    config.ev.planes, self.cfg.ports
+                ),
+            ));
+        }
+        let mut init = old.init.clone();
+        init.config = config;
+        let mut qp = Qp::new(qpn, init, self.cfg.caps)?;
+        for p in 0..usize::from(self.cfg.ports) {
+            if self.ports_up >> p & 1 == 0 {
+                qp.paths.set_local_port(p, false);
+            }
+        }
+        self.qps[slot] = Some(qp);
+        Ok(())
+    }
+
+    /// The peer a QP is connected to (from RTR on).
+    pub fn qp_peer(&self, qpn: u32) -> Option<PeerId> {
+        self.qp(qpn).and_then(|q| q.peer)
+    }
+
+    /// A QP's transport parameters.
+    pub fn qp_config(&self, qpn: u32) -> Option<&QpConfig> {
+        self.qp(qpn).map(|q| q.cfg())
     }
 
     /// Destroys a QP; its outstanding work is dropped without completions, as in verbs.

@@ -272,6 +272,19 @@ pub struct EvChange {
     pub to: EvState,
 }
 
+impl EvChange {
+    /// A change of `ev` on `plane` (for drivers that report changes the engine did not make itself, such as a
+    /// whole plane's EVs when its port goes down).
+    pub fn new(ev: u32, plane: u8, from: EvState, to: EvState) -> Self {
+        Self {
+            ev,
+            plane,
+            from,
+            to,
+        }
+    }
+}
+
 /// Counters of one plane of one QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]

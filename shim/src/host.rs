@@ -350,6 +350,11 @@ fn print_stats(host: &mh::Host, every: Duration, stop: &AtomicBool) {
 static HOSTS: Mutex<Vec<(String, Weak<HostDevice>)>> = Mutex::new(Vec::new());
 
 impl HostDevice {
+    /// The host instance, for libmrc's controller calls (bridge.rs).
+    pub(crate) fn host(&self) -> &mh::Host {
+        &self.host
+    }
+
     /// Opens (or joins) the device's host instance.
     pub(crate) fn open(cfg: &DeviceConfig) -> Result<Arc<Self>, Error> {
         let mut hosts = HOSTS.lock().unwrap_or_else(|p| p.into_inner());

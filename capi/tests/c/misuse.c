@@ -205,7 +205,8 @@ int main(int argc, char **argv)
 	check(m != NULL, "create_context", "NULL");
 	if (!m)
 		return 100;
-	RET(ibv_close_device(ctx), EBUSY, "close_device_with_mrc_context");
+	/* ibv_close_device is not tried here: the shim closes a context with objects left as rdma-core does
+	 * (it succeeds and the context leaves the shim's registry), which would take the device from libmrc. */
 	OK(mrc_query_device_ex(ctx, m, &da, &sup), "query_device_ex");
 	MINUS_ONE(mrc_query_device_ex(ctx, (struct mrc_context *)&num, &da, &sup), EINVAL,
 		  "query_device_ex_foreign_mcontext");
@@ -251,14 +252,14 @@ int main(int argc, char **argv)
 	MINUS_ONE(mrc_poll_cq(NULL, 4, wc), EINVAL, "poll_cq_null");
 	MINUS_ONE(mrc_poll_cq(cq, -1, wc), EINVAL, "poll_cq_negative");
 	MINUS_ONE(mrc_poll_cq(cq, 4, NULL), EINVAL, "poll_cq_null_wc");
-	MINUS_ONE(mrc_poll_cq(cq, 4, wc), EOPNOTSUPP, "poll_cq_stage2");
+	check(mrc_poll_cq(cq, 4, wc) == 0, "poll_cq_empty", "not 0");
 	struct mrc_cq *evcq = mrc_ctl_create_ev_event_cq(m, 64, NULL, NULL, 0);
 	check(evcq != NULL, "create_ev_event_cq", "NULL");
 	struct mrc_ctl_ev_event evs_out[2];
 	MINUS_ONE(mrc_poll_cq(evcq, 4, wc), EINVAL, "poll_cq_on_ev_cq");
 	check(mrc_ctl_poll_ev_event(cq, 2, evs_out) == -EINVAL, "poll_ev_event_on_work_cq", "not -EINVAL");
 	check(mrc_ctl_poll_ev_event(NULL, 2, evs_out) == -EINVAL, "poll_ev_event_null", "not -EINVAL");
-	check(mrc_ctl_poll_ev_event(evcq, 2, evs_out) == -EOPNOTSUPP, "poll_ev_event_stage2", "not -EOPNOTSUPP");
+	check(mrc_ctl_poll_ev_event(evcq, 2, evs_out) >= 0, "poll_ev_event", "negative");
 
 	/* ---- hints ---- */
 	NULL_WITH(mrc_create_qp_hint(m, NULL), EINVAL, "create_hint_null_attr");
@@ -345,13 +346,17 @@ int main(int argc, char **argv)
 	MINUS_ONE(mrc_destroy_qp_hint(hint), EBUSY, "destroy_hint_with_qp");
 	struct mrc_ctl_ev_profile_attr e = { .profile_state = MRC_CTL_PROFILE_OFFLINE };
 	MINUS_ONE(mrc_ctl_modify_ev_profile(m, 1, &e, MRC_CTL_EV_PROFILE_STATE), EBUSY, "ev_profile_offline_with_qp");
-	MINUS_ONE(mrc_post_recv(qp, &rwr, &bad_rwr), EOPNOTSUPP, "post_recv_stage2");
+	OK(mrc_post_recv(qp, &rwr, &bad_rwr), "post_recv_in_init");
 
 	va = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_4096, .dest_qp_num = qpn, .rq_psn = 0 };
 	va.ah_attr.is_global = 1;
 	va.ah_attr.port_num = 1;
-	va.ah_attr.dlid = 4791;
-	va.ah_attr.grh.dgid.raw[15] = 1;
+	/* The QP talks to itself: the peer is this device (GID 0, port 1's LID), as the shim names it. */
+	struct ibv_port_attr port_attr;
+	OK(ibv_query_port(ctx, 1, &port_attr), "query_own_port");
+	va.ah_attr.dlid = port_attr.lid;
+	OK(ibv_query_gid(ctx, 1, 0, &va.ah_attr.grh.dgid), "query_own_gid");
+	union ibv_gid own_gid = va.ah_attr.grh.dgid;
 	memset(&ma, 0, sizeof(ma));
 	ma.mpr.mpr_dest = 8;
 	ma.wimm.max_wimm_dest = 128;
@@ -386,7 +391,7 @@ int main(int argc, char **argv)
 		      qm.profile.ev_profile_id == 1 && qm.profile.cc_profile_id == 2 && qm.qp_hint == hint &&
 		      qm.mpr.mpr_dest == 8 && qi.send_cq == cq && qi.pd == pd && qi.cap.max_send_wr == 64,
 	      "query_qp_values", "unexpected attributes");
-	RET(mrc_post_send(qp, &swr, &bad_swr), EOPNOTSUPP, "post_send_stage2");
+	RET(mrc_post_send(qp, &swr, &bad_swr), 0, "post_send_in_rts");
 
 	/* ---- controller: DENY, ports, probes, device ---- */
 	struct mrc_ctl_ev_op_entry ent = { .ev = evs[2], .state = MRC_CTL_EV_DENIED };
@@ -443,9 +448,12 @@ int main(int argc, char **argv)
 	MINUS_ONE(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_EV_PROBE, &req, 1, 1000000, rsp, &nrsp), EINVAL,
 		  "probe_bad_port");
 	req.req_ev.port = 1;
-	MINUS_ONE(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_EV_PROBE, &req, 1, 1000000, rsp, &nrsp), EOPNOTSUPP,
-		  "probe_stage2");
+	MINUS_ONE(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_EV_PROBE, &req, 1, 1000000, rsp, &nrsp), EINVAL,
+		  "probe_unknown_peer");
 	check(nrsp == 0, "probe_no_answers", "num_rsp not 0");
+	memcpy(&req.dgid, &own_gid, sizeof(req.dgid));
+	OK(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_EV_PROBE, &req, 1, 2000000000u, rsp, &nrsp), "probe_self");
+	check(nrsp == 1 && rsp[0].req_id == 1 && rsp[0].rtt > 0, "probe_rtt", "no answer with an RTT");
 
 	struct mrc_ctl_device_attr cda;
 	MINUS_ONE(mrc_ctl_query_device(ctx, NULL), EINVAL, "ctl_query_device_null");

@@ -99,9 +99,15 @@ fn compile_c_now(src: &str, extra: &[&str]) -> PathBuf {
         need("/usr/include/infiniband/verbs.h", "libibverbs-dev");
     }
     let prefix = prefix();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(src);
+    // `examples/x.c` names an example program; anything else a test program in `tests/c`.
+    let src = match src.strip_prefix("examples/") {
+        Some(e) => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(e),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/c")
+            .join(src),
+    };
     let out = prefix.join(src.file_stem().expect("file name"));
     let o = Command::new("cc")
         .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-o"])
