@@ -410,3 +410,31 @@ fn forged_port_status_cannot_mask_every_plane() {
     );
     finish_verified(&mut net, &posted);
 }
+
+/// SEC-QPN-1: the first QPN is not the constant an attacker would aim at (it was always 16); it follows the
+/// endpoint's `qpn_seed`, so two endpoints with different seeds hand out different numbers, and one seed
+/// always the same ones (the simulator's runs stay reproducible).
+#[test]
+fn first_qpn_follows_the_seed_not_a_constant() {
+    let first = |seed: u64| {
+        let mut ep = Endpoint::new(EndpointConfig {
+            qpn_seed: seed,
+            ..EndpointConfig::default()
+        })
+        .unwrap();
+        let pd = ep.alloc_pd();
+        let cq = ep.create_cq(8);
+        ep.create_qp(QpInit::new(pd, cq)).unwrap()
+    };
+    let seeded: std::collections::BTreeSet<u32> = (1..=16u64).map(first).collect();
+    assert!(
+        seeded.len() >= 15,
+        "16 seeds gave only {} distinct first QPNs: {seeded:?}",
+        seeded.len()
+    );
+    assert!(
+        !seeded.contains(&16),
+        "a seeded endpoint still starts at QPN 16"
+    );
+    assert_eq!(first(7), first(7), "one seed, one sequence");
+}
