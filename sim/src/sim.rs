@@ -149,7 +149,11 @@ impl Memory for PatMem {
             let head = u64::from_le_bytes(src[..8].try_into().unwrap_or([0; 8]));
             let n = src.len();
             let tail = u64::from_le_bytes(src[n - 8..].try_into().unwrap_or([0; 8]));
-            if head != addr ^ SALT || tail != (addr + n as u64 - 8) ^ SALT {
+            // spec: QP-PLACE-2 — a message's final byte is placed alone, after everything else; the write
+            // before it then ends one byte short of its tail marker.
+            let held = ((addr + n as u64 - 7) ^ SALT).to_le_bytes();
+            let tail_ok = tail == (addr + n as u64 - 8) ^ SALT || src[n - 7..] == held[..7];
+            if head != addr ^ SALT || !tail_ok {
                 self.errors += 1;
             }
         }
@@ -1446,5 +1450,12 @@ mod tests {
         assert_eq!(m.errors, 1);
         m.write(addr, &buf[..32]);
         assert_eq!(m.errors, 2);
+        // The final byte held back (QP-PLACE-2): the body is right, then the byte alone.
+        m.write(addr, &buf[..63]);
+        assert_eq!(m.errors, 2);
+        m.write(addr + 63, &buf[63..]);
+        assert_eq!(m.errors, 2);
+        m.write(addr, &buf[..62]);
+        assert_eq!(m.errors, 3);
     }
 }
