@@ -23,7 +23,7 @@ use mrc::mem::{Access, MrKeys, Pd};
 use mrc::qp::{ConnInfo, ModifyError, PeerId, QpInit};
 use mrc::time::Duration;
 use mrc::time::Instant;
-use mrc::wire::{Body, PSN_MASK, Packet, ParseOptions, TrafficClass, UsidContainer, traffic_class};
+use mrc::wire::{PSN_MASK, TrafficClass, UsidContainer, traffic_class};
 
 /// Datagrams per `sendmmsg`.
 const BATCH: usize = 32;
@@ -507,29 +507,10 @@ impl UdpEndpoint {
         let Some(peer) = self.peer_of_destination(plane, &e.dest) else {
             return;
         };
-        let ev = match Packet::parse(
-            &e.payload,
-            ParseOptions {
-                verify_icrc: false,
-                trimmed: true,
-            },
-        )
-        .ok()
-        .map(|p| p.body)
-        {
-            Some(Body::Data(d)) => Some(d.meth.ev),
-            _ => match Packet::parse(&e.payload, ParseOptions::default())
-                .ok()
-                .map(|p| p.body)
-            {
-                Some(Body::Probe(p)) => Some(p.ev),
-                _ => None,
-            },
-        };
-        if let Some(ev) = ev {
+        let now = self.now();
+        // The engine reads the bounced datagram's headers itself (spec PATH-BOUNCE-1).
+        if self.ep.handle_bounce(now, peer, &e.payload).is_some() {
             self.stats.unreachable += 1;
-            let now = self.now();
-            self.ep.report_unreachable(now, peer, ev);
         }
     }
 

@@ -1103,17 +1103,20 @@ impl Inner {
                 },
             )?;
         }
-        self.modify_locked(
-            c,
-            sh,
-            Transition::Rtr {
-                peer,
-                remote_qpn: remote.qpn,
-                rq_psn: remote.psn,
-                remote_caps: remote.caps,
-            },
-        )?;
-        self.modify_locked(c, sh, Transition::Rts { sq_psn: sh.psn })
+        // INIT → RTR → RTS is the engine's one-step `connect_qp`; it reads the peer's QPN, PSN and caps.
+        let now = c.dp.now();
+        let mut info =
+            c.dp.endpoint_ref()
+                .conn_info(sh.qpn, sh.psn)
+                .ok_or(HostError::NoSuchObject("QP"))?;
+        info.qpn = remote.qpn;
+        info.psn = remote.psn;
+        info.caps = remote.caps;
+        let r = c.dp.endpoint().connect_qp(sh.qpn, peer, &info, sh.psn, now);
+        if let Some(s) = c.dp.endpoint_ref().qp_state(sh.qpn) {
+            sh.state.store(state_code(s), Ordering::Release);
+        }
+        r.map_err(HostError::from)
     }
 
     /// The peer at `planes`, added to the table if new.
