@@ -132,6 +132,8 @@ struct PatMem {
     written: u64,
     errors: u64,
     check: bool,
+    /// Final bytes of WRITEs still to come: address → the byte that completes its packet's end marker.
+    final_bytes: std::collections::BTreeMap<u64, u8>,
 }
 
 impl Memory for PatMem {
@@ -145,15 +147,33 @@ impl Memory for PatMem {
     }
     fn write(&mut self, addr: u64, src: &[u8]) {
         self.written += src.len() as u64;
-        if self.check && src.len() >= 8 {
-            let head = u64::from_le_bytes(src[..8].try_into().unwrap_or([0; 8]));
-            let n = src.len();
-            let tail = u64::from_le_bytes(src[n - 8..].try_into().unwrap_or([0; 8]));
-            // spec: QP-PLACE-2 — a message's final byte is placed alone, after everything else; the write
-            // before it then ends one byte short of its tail marker.
-            let held = ((addr + n as u64 - 7) ^ SALT).to_le_bytes();
-            let tail_ok = tail == (addr + n as u64 - 8) ^ SALT || src[n - 7..] == held[..7];
-            if head != addr ^ SALT || !tail_ok {
+        if !self.check {
+            return;
+        }
+        let n = src.len();
+        if n == 1 {
+            // A WRITE's final byte, placed apart and last (spec QP-PLACE-2): it must finish the marker its
+            // packet's other bytes began.
+            if let Some(want) = self.final_bytes.remove(&addr)
+                && want != src[0]
+            {
+                self.errors += 1;
+            }
+            return;
+        }
+        if n < 8 {
+            return;
+        }
+        let head = u64::from_le_bytes(src[..8].try_into().unwrap_or([0; 8]));
+        let tail = u64::from_le_bytes(src[n - 8..].try_into().unwrap_or([0; 8]));
+        if head != addr ^ SALT {
+            self.errors += 1;
+        } else if tail != (addr + n as u64 - 8) ^ SALT {
+            // The last packet of a WRITE without its final byte: its end marker lacks that byte.
+            let marker = ((addr + n as u64 - 7) ^ SALT).to_le_bytes();
+            if src[n - 7..] == marker[..7] {
+                self.final_bytes.insert(addr + n as u64, marker[7]);
+            } else {
                 self.errors += 1;
             }
         }
@@ -1450,12 +1470,13 @@ mod tests {
         assert_eq!(m.errors, 1);
         m.write(addr, &buf[..32]);
         assert_eq!(m.errors, 2);
-        // The final byte held back (QP-PLACE-2): the body is right, then the byte alone.
+        // A WRITE's final byte placed apart (spec QP-PLACE-2): the rest first, then the byte that completes
+        // the end marker; a wrong byte there is caught.
         m.write(addr, &buf[..63]);
-        assert_eq!(m.errors, 2);
         m.write(addr + 63, &buf[63..]);
         assert_eq!(m.errors, 2);
-        m.write(addr, &buf[..62]);
+        m.write(addr, &buf[..63]);
+        m.write(addr + 63, &[!buf[63]]);
         assert_eq!(m.errors, 3);
     }
 }
