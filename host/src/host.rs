@@ -199,7 +199,7 @@ pub struct LocalInfo {
     pub planes: Vec<SocketAddrV6>,
     /// Plane 0's UDP port (a verbs LID).
     pub port: u16,
-    /// Plane 0's address (a verbs GID[0]).
+    /// Plane 0's address (a verbs GID 0).
     pub gid0: Ipv6Addr,
 }
 
@@ -276,7 +276,7 @@ pub struct Mr {
     pub(crate) owned: bool,
 }
 
-/// A peer as verbs names it: GID[0] (plane 0's address) and LID (its UDP port). The host asks the peer for its
+/// A peer as verbs names it: GID 0 (plane 0's address) and LID (its UDP port). The host asks the peer for its
 /// other planes in band and remembers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr {
@@ -394,6 +394,8 @@ fn state_code(s: QpState) -> u8 {
         QpState::Rtr => ST_RTR,
         QpState::Rts => ST_RTS,
         QpState::Error => ST_ERROR,
+        // A state this build does not know (the engine's enum may grow) reads as ERROR: nothing is posted to it.
+        _ => ST_ERROR,
     }
 }
 
@@ -533,6 +535,8 @@ struct Inner {
     events: ArrayQueue<AsyncEvent>,
     events_fd: EventFd,
     events_dropped: AtomicU64,
+    /// What the controller calls read (control.rs).
+    ctl: crate::control::Ctl,
 }
 
 struct Handle {
@@ -628,6 +632,7 @@ impl Host {
             events: ArrayQueue::new(EVENT_QUEUE),
             events_fd: EventFd::new()?,
             events_dropped: AtomicU64::new(0),
+            ctl: Default::default(),
         });
         let thread = match cfg.progress {
             ProgressMode::Manual => None,
@@ -659,6 +664,16 @@ impl Host {
         let mut c = lock(&i.core);
         let c = &mut *c;
         f(&mut c.dp, &mut c.mrs, i.max_mrs)
+    }
+
+    /// The controller's share of the host (control.rs).
+    pub(crate) fn ctl(&self) -> &crate::control::Ctl {
+        &self.inner().ctl
+    }
+
+    /// Wakes the progress thread after a control call queued work for the engine.
+    pub(crate) fn wake(&self) {
+        self.inner().kick();
     }
 
     /// One round of progress (receive, timers, transmit, completions); `true` when it did work. Meant for
@@ -780,6 +795,7 @@ impl Host {
             let mut c = lock(&i.core);
             let now = c.dp.now();
             c.dp.endpoint().set_port_state(now, plane, up);
+            i.ctl.port_changed(c.dp.endpoint_ref(), plane, up);
         }
         i.event(if up {
             AsyncEvent::PortUp { plane }
@@ -986,6 +1002,10 @@ impl Inner {
         let p = self.profile;
         QpConfig {
             icrc: p.icrc,
+            // Verbs initiators keep as many READs outstanding as their send queue holds (perftest: up to 128),
+            // and the engine does not hold back the ones beyond the responder's limit: with the default 16 the
+            // rest are NACKed and retried until the QP timeout gives up on large READs (ib_read_bw -a, 4 MiB).
+            max_read_dest: 256,
             ..c.dp.software_qp_config(
                 p.mtu,
                 p.evs_per_plane,
@@ -1432,6 +1452,7 @@ impl Inner {
                 }
                 Event::CqError { cq } => self.event(AsyncEvent::CqError { cq: cq.id() }),
                 Event::EvChanged { qpn, change } => {
+                    self.ctl.ev_changed(qpn, change);
                     let retired = matches!(change.to, EvState::AssumedBad | EvState::Denied);
                     let was = matches!(change.from, EvState::AssumedBad | EvState::Denied);
                     if retired && !was {
@@ -1448,6 +1469,7 @@ impl Inner {
                         });
                     }
                 }
+                Event::EvProbeReply { peer, ev, rtt, .. } => self.ctl.probe_answer(peer, ev, rtt),
                 _ => {}
             }
         }

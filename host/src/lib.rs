@@ -14,6 +14,7 @@
 
 pub mod bootstrap;
 pub mod config;
+pub mod control;
 pub mod driver;
 mod error;
 mod host;
@@ -22,6 +23,7 @@ pub mod socket;
 
 pub use bootstrap::{Blob, BlobKind};
 pub use config::{MAX_PLANES, NodeConfig, PeerPlane, PlaneAddr};
+pub use control::{EvEvent, ExplicitEvs};
 pub use driver::{DatapathConfig, DatapathStats, StartError, UdpEndpoint, software_cc};
 pub use error::HostError;
 pub use host::{

@@ -311,6 +311,7 @@ fn status_text(s: WcStatus) -> &'static str {
         WcStatus::RemOpErr => "the peer hit an operational error",
         WcStatus::RetryExcErr => "retries exhausted: the peer or every path is gone",
         WcStatus::RnrRetryExcErr => "the peer had no receive posted (RNR retries exhausted)",
+        _ => "a transport error",
     }
 }
 

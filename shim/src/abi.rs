@@ -569,3 +569,5 @@ pub const IBV_WC_WITH_IMM: c_uint = 1 << 1;
 
 // Async events.
 pub const IBV_EVENT_QP_FATAL: c_uint = 1;
+/// `IBV_EVENT_CQ_ERR`: a CQ overran.
+pub const IBV_EVENT_CQ_ERR: c_uint = 0;

@@ -9,6 +9,7 @@
 
 use std::net::Ipv6Addr;
 use std::path::Path;
+use std::time::Duration;
 
 use mrc_host::MAX_PLANES;
 use mrc_host::NodeConfig;
@@ -19,6 +20,68 @@ pub(crate) const NODE_ENV: &str = "MRC_SHIM_NODE";
 pub(crate) const PLANES_ENV: &str = "MRC_SHIM_PLANES";
 /// Planes of the loopback device when `MRC_SHIM_PLANES` is not set.
 pub(crate) const DEFAULT_PLANES: usize = 8;
+/// MRC payload bytes per packet.
+pub(crate) const MTU_ENV: &str = "MRC_SHIM_MTU";
+/// Active EVs per plane.
+pub(crate) const EVS_ENV: &str = "MRC_SHIM_EVS";
+/// Fixed congestion window in packets.
+pub(crate) const WINDOW_ENV: &str = "MRC_SHIM_WINDOW";
+/// `thread` (spin while busy, then sleep) or `busy` (never sleep).
+pub(crate) const PROGRESS_ENV: &str = "MRC_SHIM_PROGRESS";
+/// Print per-plane transport counters on stderr every this many milliseconds.
+pub(crate) const STATS_ENV: &str = "MRC_SHIM_STATS_MS";
+/// `1` (default): application threads run progress rounds when they post a lone send or poll an empty CQ;
+/// `0`: every round is the progress thread's.
+pub(crate) const ASSIST_ENV: &str = "MRC_SHIM_ASSIST";
+
+/// How the host layer runs, from the environment (`MRC_SHIM_MTU`, `_EVS`, `_WINDOW`, `_PROGRESS`,
+/// `_STATS_MS`); unset values keep mrc-perf's profile.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tuning {
+    mtu: Option<u32>,
+    evs: Option<u16>,
+    window: Option<u32>,
+    busy: bool,
+    stats_ms: Option<u64>,
+    no_assist: bool,
+}
+
+fn number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
+    var: &str,
+    v: Option<&str>,
+    lo: T,
+    hi: T,
+) -> Result<Option<T>, String> {
+    match v.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(s) => match s.parse::<T>() {
+            Ok(n) if n >= lo && n <= hi => Ok(Some(n)),
+            _ => Err(format!("{var}={s:?}: use a number in {lo}..={hi}")),
+        },
+    }
+}
+
+impl Tuning {
+    fn parse(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let busy = match get(PROGRESS_ENV).as_deref().map(str::trim) {
+            None | Some("") | Some("thread") => false,
+            Some("busy") => true,
+            Some(s) => {
+                return Err(format!(
+                    "{PROGRESS_ENV}={s:?}: use `thread` (sleep when idle) or `busy` (never sleep)"
+                ));
+            }
+        };
+        Ok(Self {
+            mtu: number(MTU_ENV, get(MTU_ENV).as_deref(), 256, 65_000)?,
+            evs: number(EVS_ENV, get(EVS_ENV).as_deref(), 1, 64)?,
+            window: number(WINDOW_ENV, get(WINDOW_ENV).as_deref(), 1, 65_536)?,
+            busy,
+            stats_ms: number(STATS_ENV, get(STATS_ENV).as_deref(), 10, 3_600_000)?,
+            no_assist: number(ASSIST_ENV, get(ASSIST_ENV).as_deref(), 0u8, 1)? == Some(0),
+        })
+    }
+}
 
 /// One device to present.
 #[derive(Debug, Clone)]
@@ -29,6 +92,8 @@ pub(crate) struct DeviceConfig {
     pub(crate) source: String,
     /// The node: its planes and addressing plan.
     pub(crate) node: NodeConfig,
+    /// How its host runs.
+    pub(crate) tuning: Tuning,
 }
 
 impl DeviceConfig {
@@ -38,6 +103,44 @@ impl DeviceConfig {
             .planes
             .first()
             .map_or(Ipv6Addr::LOCALHOST, |p| *p.addr.ip())
+    }
+
+    /// The host layer's configuration: mrc-perf's profile (60000-byte packets on loopback, 9000-byte links
+    /// elsewhere), adjusted by the environment.
+    pub(crate) fn host_config(&self) -> mrc_host::HostConfig {
+        let mut h = mrc_host::HostConfig::loopback(1);
+        h.node = self.node.clone();
+        h.profile.mtu = if self.node.usid_block.is_none()
+            && self.node.planes.iter().all(|p| p.addr.ip().is_loopback())
+        {
+            60_000
+        } else {
+            9000 - (40 + 8 + 64)
+        };
+        let t = &self.tuning;
+        if let Some(m) = t.mtu {
+            h.profile.mtu = m;
+        }
+        if let Some(e) = t.evs {
+            h.profile.evs_per_plane = e;
+        }
+        if let Some(w) = t.window {
+            h.profile.window_packets = w;
+        }
+        if t.busy {
+            h.progress = mrc_host::ProgressMode::BusyPoll;
+        }
+        h
+    }
+
+    /// Whether application threads run progress rounds themselves (`MRC_SHIM_ASSIST`, default yes).
+    pub(crate) fn assist(&self) -> bool {
+        !self.tuning.no_assist
+    }
+
+    /// Every how many milliseconds to print per-plane counters (`MRC_SHIM_STATS_MS`).
+    pub(crate) fn stats_interval(&self) -> Option<Duration> {
+        self.tuning.stats_ms.map(Duration::from_millis)
     }
 
     /// Plane 0's configured UDP port (0: chosen when the device is opened).
@@ -50,9 +153,14 @@ impl DeviceConfig {
 pub(crate) fn from_env() -> Result<Vec<DeviceConfig>, String> {
     let nodes = std::env::var(NODE_ENV).ok();
     let planes = std::env::var(PLANES_ENV).ok();
-    parse(nodes.as_deref(), planes.as_deref(), |p| {
+    let tuning = Tuning::parse(|v| std::env::var(v).ok())?;
+    let mut d = parse(nodes.as_deref(), planes.as_deref(), |p| {
         NodeConfig::load(p).map_err(|e| e.to_string())
-    })
+    })?;
+    for x in &mut d {
+        x.tuning = tuning.clone();
+    }
+    Ok(d)
 }
 
 fn parse(
@@ -82,6 +190,7 @@ fn parse(
             name: "mrc0".into(),
             source: format!("loopback, {n} planes"),
             node: NodeConfig::loopback(n),
+            tuning: Tuning::default(),
         }]);
     }
     files
@@ -97,6 +206,7 @@ fn parse(
                 name: format!("mrc{i}"),
                 source: (*f).to_string(),
                 node,
+                tuning: Tuning::default(),
             })
         })
         .collect()
@@ -132,6 +242,24 @@ mod tests {
             e.contains(NODE_ENV) && e.contains("/nonexistent.toml"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn tuning_names_the_variable() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let t = Tuning::parse(env(&[(MTU_ENV, "8000"), (PROGRESS_ENV, "busy")])).unwrap();
+        assert_eq!((t.mtu, t.busy), (Some(8000), true));
+        let e = Tuning::parse(env(&[(MTU_ENV, "10")])).unwrap_err();
+        assert!(e.contains(MTU_ENV) && e.contains("256..=65000"), "{e}");
+        let e = Tuning::parse(env(&[(PROGRESS_ENV, "fast")])).unwrap_err();
+        assert!(e.contains(PROGRESS_ENV), "{e}");
     }
 
     #[test]

@@ -1,18 +1,16 @@
 //! Completion queues and completion channels.
 //!
-//! A channel's `fd` is a real eventfd (semaphore mode): one count per queued CQ event, so applications can
-//! `poll()` it, make it non-blocking, and `ibv_get_cq_event` reads exactly one event per call. A CQ armed with
-//! `ibv_req_notify_cq` queues itself on its channel at the next completion (`Cq::notify`), once per arming.
+//! Each CQ has a real eventfd from the host layer, readable after a completion once `ibv_req_notify_cq` armed
+//! it. A channel's `fd` is an epoll descriptor watching the eventfds of its CQs: a real fd that applications
+//! can `poll()` or make non-blocking, readable while one of its CQs has an event, and `ibv_get_cq_event` takes
+//! exactly one event per call.
 
 use std::cell::UnsafeCell;
-use std::collections::VecDeque;
 use std::ffi::{c_int, c_uint, c_void};
-use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::abi::*;
-use crate::context::{self, Context, context};
+use crate::context::{Context, context};
 use crate::device::limits;
 use crate::ffi::{self, Error, int_call, neg_call, ptr_call};
 use crate::host::HostCq;
@@ -23,9 +21,8 @@ use crate::registry::{self, Kind, Object, Users};
 pub(crate) struct Channel {
     raw: UnsafeCell<ibv_comp_channel>,
     ctx: *const Context,
+    /// The epoll descriptor (`ibv_comp_channel.fd`).
     efd: OwnedFd,
-    /// CQs with an event not yet taken by `ibv_get_cq_event` (their `ibv_cq` addresses).
-    events: Mutex<VecDeque<usize>>,
     /// CQs attached to it.
     users: Users,
 }
@@ -42,15 +39,28 @@ impl Channel {
         unsafe { &*self.ctx }
     }
 
-    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<usize>> {
-        self.events.lock().unwrap_or_else(|p| p.into_inner())
+    /// Starts (`Some(cq)`) or stops watching a CQ's eventfd.
+    fn watch(&self, fd: RawFd, cq: Option<*mut ibv_cq>) -> Result<(), Error> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: cq.map_or(0, |p| p as u64),
+        };
+        let op = if cq.is_some() {
+            libc::EPOLL_CTL_ADD
+        } else {
+            libc::EPOLL_CTL_DEL
+        };
+        // SAFETY: plain system call on descriptors we own, with a live event struct.
+        if unsafe { libc::epoll_ctl(self.efd.as_raw_fd(), op, fd, &raw mut ev) } < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(Error::new(
+                e.raw_os_error().unwrap_or(libc::EINVAL),
+                format!("epoll_ctl on the channel: {e}"),
+            ));
+        }
+        Ok(())
     }
 }
-
-/// Notification state of a CQ.
-const DISARMED: u8 = 0;
-const ARMED_ALL: u8 = 1;
-const ARMED_SOLICITED: u8 = 2;
 
 /// A completion queue.
 #[repr(C)]
@@ -59,7 +69,6 @@ pub(crate) struct Cq {
     ctx: *const Context,
     channel: *const Channel,
     pub(crate) host: HostCq,
-    armed: AtomicU8,
     /// QPs using it.
     pub(crate) users: Users,
 }
@@ -84,30 +93,6 @@ impl Cq {
     /// The C view.
     pub(crate) fn raw(&self) -> *mut ibv_cq {
         self.raw.get()
-    }
-
-    /// A completion was added (`solicited`: a solicited receive or an error): queue a channel event if the CQ
-    /// is armed for it. Called by the host layer's completion path.
-    #[allow(dead_code, reason = "stage 2: the host layer reports new completions")]
-    pub(crate) fn notify(&self, solicited: bool) {
-        let want = if solicited {
-            ARMED_SOLICITED
-        } else {
-            ARMED_ALL
-        };
-        let armed = self.armed.load(Ordering::Acquire);
-        if armed == DISARMED || (armed == ARMED_SOLICITED && want == ARMED_ALL) {
-            return;
-        }
-        if self
-            .armed
-            .compare_exchange(armed, DISARMED, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-            && let Some(ch) = self.channel()
-        {
-            ch.queue().push_back(self.raw() as usize);
-            context::signal(&ch.efd);
-        }
     }
 }
 
@@ -151,7 +136,7 @@ pub(crate) unsafe extern "C" fn poll_cq_op(cq: *mut ibv_cq, n: c_int, wc: *mut i
         let wc = ffi::non_null(wc, "wc")?;
         // SAFETY: the caller passes an array of `n` completions.
         let out = unsafe { std::slice::from_raw_parts_mut(wc, n as usize) };
-        Ok(q.ctx().host.poll_cq(q.host, out) as c_int)
+        Ok(q.host.poll(&q.ctx().host, out) as c_int)
     })
     .unwrap_or_else(|e| -e.errno)
 }
@@ -161,17 +146,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq_op(cq: *mut ibv_cq, solicited_only
     int_call("ibv_req_notify_cq", || {
         // SAFETY: reached through the ops of the CQ's own context, so `cq` is one of ours.
         let q = unsafe { registry::get_unchecked::<Cq>(cq, "cq") }?;
-        let arm = if solicited_only != 0 {
-            ARMED_SOLICITED
-        } else {
-            ARMED_ALL
-        };
-        // Arming for all completions widens an arming for solicited ones, never the reverse.
-        let _ = q
-            .armed
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| {
-                (a != ARMED_ALL).then_some(arm)
-            });
+        q.host.req_notify(solicited_only != 0);
         Ok(())
     })
 }
@@ -185,7 +160,17 @@ pub(crate) unsafe extern "C" fn req_notify_cq_op(cq: *mut ibv_cq, solicited_only
 pub unsafe extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
     ptr_call("ibv_create_comp_channel", || {
         let c = context(ctx)?;
-        let efd = context::eventfd()?;
+        // SAFETY: plain system call; the result is checked.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(Error::new(
+                e.raw_os_error().unwrap_or(libc::EMFILE),
+                format!("epoll_create1: {e}"),
+            ));
+        }
+        // SAFETY: `fd` is a fresh descriptor we own.
+        let efd = unsafe { OwnedFd::from_raw_fd(fd) };
         c.users.add();
         Ok(registry::publish(Box::new(Channel {
             raw: UnsafeCell::new(ibv_comp_channel {
@@ -195,7 +180,6 @@ pub unsafe extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut 
             }),
             ctx: c,
             efd,
-            events: Mutex::new(VecDeque::new()),
             users: Users::default(),
         })))
     })
@@ -257,7 +241,7 @@ pub unsafe extern "C" fn ibv_create_cq(
                 context: ctx,
                 channel,
                 cq_context,
-                handle: host.0,
+                handle: host.id(),
                 cqe,
                 // SAFETY: all-zero is a valid pthread mutex/cond bit pattern on glibc; both are initialised below.
                 mutex: unsafe { std::mem::zeroed() },
@@ -269,10 +253,17 @@ pub unsafe extern "C" fn ibv_create_cq(
             ctx: c,
             channel: ch,
             host,
-            armed: AtomicU8::new(DISARMED),
             users: Users::default(),
         });
         let raw = q.raw();
+        if let Some(ch) = q.channel()
+            && let Err(e) = ch.watch(q.host.fd(), Some(raw))
+        {
+            ch.users.sub();
+            c.users.sub();
+            return Err(e);
+        }
+        c.host.name_cq(q.host.id(), Some(raw as usize));
         // SAFETY: `raw` points into the box, which does not move when published.
         init_sync(unsafe { &raw mut (*raw).mutex }, unsafe {
             &raw mut (*raw).cond
@@ -288,10 +279,11 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         // SAFETY: verbs callers do not use a CQ while destroying it.
         let q = unsafe { registry::destroy::<Cq>(cq, "cq", |q| q.users.idle("completion queue")) }?;
         if let Some(ch) = q.channel() {
-            ch.queue().retain(|&p| p != cq as usize);
+            let _ = ch.watch(q.host.fd(), None);
             ch.users.sub();
         }
-        q.ctx().host.destroy_cq(q.host);
+        q.ctx().host.name_cq(q.host.id(), None);
+        q.ctx().host.destroy_cq(&q.host);
         q.ctx().users.sub();
         let raw = q.raw();
         // SAFETY: fields of the CQ we own again.
@@ -314,21 +306,57 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         let ch = unsafe { registry::get::<Channel>(channel, "channel") }?;
         let cq_out = ffi::non_null(cq_out, "cq")?;
         let cq_context = ffi::non_null(cq_context, "cq_context")?;
+        let fd = ch.efd.as_raw_fd();
+        // SAFETY: plain system call on our descriptor.
+        let nonblocking = unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_NONBLOCK != 0;
         loop {
-            context::wait(ch.efd.as_raw_fd())?;
-            // An event of a CQ destroyed meanwhile was dropped: wait for the next one.
-            if let Some(p) = ch.queue().pop_front() {
-                let q = p as *mut ibv_cq;
-                // SAFETY: `q` is a live CQ of this channel (destroying it removes its events); the out-pointers
-                // are the caller's.
+            let mut ev = libc::epoll_event { events: 0, u64: 0 };
+            // SAFETY: waits on our epoll descriptor for one event into a live struct.
+            let n =
+                unsafe { libc::epoll_wait(fd, &raw mut ev, 1, if nonblocking { 0 } else { -1 }) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return Err(Error::new(
+                    e.raw_os_error().unwrap_or(libc::EIO),
+                    format!("waiting on the channel: {e}"),
+                ));
+            }
+            if n == 0 {
+                return Err(Error::quiet(libc::EAGAIN));
+            }
+            let p = ev.u64 as *mut ibv_cq;
+            // SAFETY: the registry check inside `get` makes sure the CQ is still one of ours and live.
+            let Ok(q) = (unsafe { registry::get::<Cq>(p, "cq") }) else {
+                continue;
+            };
+            // Another thread may have taken this event first: then wait for the next one.
+            if q.host.take_event() {
+                // SAFETY: the out-pointers are the caller's.
                 unsafe {
-                    *cq_out = q;
-                    *cq_context = (*q).cq_context;
+                    *cq_out = p;
+                    *cq_context = (*p).cq_context;
                 }
                 return Ok(0);
             }
         }
     })
+}
+
+/// Counts an acknowledged asynchronous event of a CQ (`ibv_cq.async_events_completed`).
+pub(crate) fn ack_async_event(p: *mut ibv_cq) -> Result<(), Error> {
+    let q = cq(p, "event element")?;
+    let raw = q.raw();
+    // SAFETY: the CQ's mutex and cond were initialised at creation; the counter is guarded by the mutex.
+    unsafe {
+        libc::pthread_mutex_lock(&raw mut (*raw).mutex);
+        (*raw).async_events_completed = (*raw).async_events_completed.wrapping_add(1);
+        libc::pthread_cond_signal(&raw mut (*raw).cond);
+        libc::pthread_mutex_unlock(&raw mut (*raw).mutex);
+    }
+    Ok(())
 }
 
 /// Acknowledges `nevents` events of `cq` (`ibv_cq.comp_events_completed`).

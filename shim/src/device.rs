@@ -278,6 +278,7 @@ pub unsafe extern "C" fn ibv_get_device_index(dev: *mut ibv_device) -> c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Tuning;
 
     fn dev() -> Device {
         Device::new(
@@ -286,6 +287,7 @@ mod tests {
                 name: "mrc0".into(),
                 source: "test".into(),
                 node: mrc_host::NodeConfig::loopback(2),
+                tuning: Tuning::default(),
             },
         )
     }

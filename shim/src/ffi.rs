@@ -52,7 +52,6 @@ impl Error {
     }
 
     /// The reason, for tests and callers that wrap it.
-    #[cfg(test)]
     pub(crate) fn why(&self) -> &str {
         &self.why
     }

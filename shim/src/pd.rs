@@ -54,7 +54,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
         Ok(registry::publish(Box::new(Pd {
             raw: UnsafeCell::new(ibv_pd {
                 context: ctx,
-                handle: host.0,
+                handle: host.id(),
             }),
             ctx: c,
             host,

@@ -403,7 +403,7 @@ fn create(pdp: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> Result<*mut ibv_qp, 
     let host = p
         .ctx()
         .host
-        .create_qp(p.host, scq.host, rcq.host, &cap, sq_sig_all)?;
+        .create_qp(p.host, &scq.host, &rcq.host, &cap, sq_sig_all)?;
     init.cap = cap;
     p.users.add();
     scq.users.add();
@@ -442,6 +442,7 @@ fn create(pdp: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> Result<*mut ibv_qp, 
     cq::init_sync(unsafe { &raw mut (*raw).mutex }, unsafe {
         &raw mut (*raw).cond
     });
+    q.ctx().host.name_qp(q.host.qpn, Some(raw as usize));
     Ok(registry::publish(q))
 }
 
@@ -613,7 +614,7 @@ pub(crate) unsafe extern "C" fn post_send_op(
         },
         |q, w| {
             let req = translate_send(q, w)?;
-            q.ctx().host.post_send(q.host, &req)
+            q.ctx().host.post_send(&q.host, &req)
         },
     )
 }
@@ -638,7 +639,7 @@ pub(crate) unsafe extern "C" fn post_recv_op(
         },
         |q, w| {
             let sges = sge_list(w.sg_list, w.num_sge, q.cap.max_recv_sge, "max_recv_sge")?;
-            q.ctx().host.post_recv(q.host, w.wr_id, sges)
+            q.ctx().host.post_recv(&q.host, w.wr_id, sges)
         },
     )
 }
@@ -687,7 +688,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
         let mut stored = q.attrs.lock().unwrap_or_else(|p| p.into_inner());
         let (to, t) = plan(q.state(), attr, mask)?;
         if let Some(t) = t {
-            q.ctx().host.modify_qp(q.host, t)?;
+            q.ctx().host.modify_qp(&q.host, t)?;
         }
         if to == IBV_QPS_RESET {
             *stored = ibv_qp_attr {
@@ -716,7 +717,11 @@ pub unsafe extern "C" fn ibv_query_qp(
         let attr = ffi::non_null(attr, "attr")?;
         let init = ffi::non_null(init, "init_attr")?;
         let mut a = *q.attrs.lock().unwrap_or_else(|p| p.into_inner());
-        a.qp_state = q.state();
+        a.qp_state = if q.host.failed() {
+            IBV_QPS_ERR
+        } else {
+            q.state()
+        };
         a.cur_qp_state = a.qp_state;
         a.cap = q.cap;
         // SAFETY: the QP's C fields are ours; the out-structs are the caller's.
@@ -743,7 +748,8 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     int_call("ibv_destroy_qp", || {
         // SAFETY: verbs callers do not use a QP while destroying it.
         let q = unsafe { registry::destroy::<Qp>(qp, "qp", |_| Ok(())) }?;
-        q.ctx().host.destroy_qp(q.host);
+        q.ctx().host.name_qp(q.host.qpn, None);
+        q.ctx().host.destroy_qp(&q.host);
         let (s, r) = q.cqs();
         s.users.sub();
         r.users.sub();

@@ -117,6 +117,7 @@ pub(crate) fn publish<T: Object>(b: Box<T>) -> *mut T::Raw {
     // SAFETY: `RAW_OFFSET` lies inside the allocation (the trait's contract).
     let raw = unsafe { p.cast::<u8>().add(T::RAW_OFFSET) }.cast::<T::Raw>();
     insert(raw as usize, T::KIND);
+    crate::log::log!(Debug, "created {:?} {raw:p}", T::KIND);
     raw
 }
 
@@ -160,6 +161,7 @@ pub(crate) unsafe fn destroy<T: Object>(
     let obj = unsafe { get::<T>(p, what) }?;
     busy(obj)?;
     remove(p as usize, T::KIND, what)?;
+    crate::log::log!(Debug, "destroyed {:?} {p:p}", T::KIND);
     // SAFETY: `p` was published from a `Box<T>` by `publish` and is now unpublished, so we own it again.
     Ok(unsafe { Box::from_raw(p.cast::<u8>().sub(T::RAW_OFFSET).cast::<T>()) })
 }

@@ -218,6 +218,7 @@ fn constants() -> Vec<(&'static str, i64)> {
         IBV_WC_RECV_RDMA_WITH_IMM,
         IBV_WC_WITH_IMM,
         IBV_EVENT_QP_FATAL,
+        IBV_EVENT_CQ_ERR,
     ]
 }
 

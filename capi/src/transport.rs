@@ -1,0 +1,416 @@
+//! The seam to the transport: the only module that moves data or reads the network. libmrc's QPs and CQs are
+//! mrc-verbs-shim's (`ibv_qp`, `ibv_cq` on the application's verbs context and PD), reached through the
+//! bridge (`bridge.rs`, `shim/src/bridge.rs`); the controller's calls reach mrc-host's `control.rs` the same way.
+//!
+//! **EVs.** An OCP EV is `{val, port}`; the engine's is one `u32` with the plane in its low `plane_bits` bits
+//! (`plane_bits` = ⌈log2 planes⌉, as the engine numbers planes). libmrc maps
+//! `engine = (value << plane_bits) | (port - 1)` where `value` is `val` read as a little-endian integer (its
+//! low `32 - plane_bits` bits: all of a 16-bit UDP-mode EV), and back. capi/README.md ("EVs") says the rest.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::abi::*;
+use crate::bridge::{self, Nscc};
+use crate::cq::mrc_cq;
+use crate::device::Device;
+use crate::ffi::Error;
+use crate::qp::Settings;
+
+/// A libmrc QP's shim QP and what the controller calls need to find it.
+struct Bound {
+    vqp: usize,
+    device: u32,
+    plane_bits: u8,
+    ev_profile: Option<u64>,
+    /// The peer's GID once RTR named it.
+    peer: Option<[u8; 16]>,
+}
+
+fn qps() -> MutexGuard<'static, BTreeMap<u32, Bound>> {
+    static QPS: Mutex<BTreeMap<u32, Bound>> = Mutex::new(BTreeMap::new());
+    QPS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn bound<T>(qpn: u32, f: impl FnOnce(&mut Bound) -> T) -> Result<T, Error> {
+    qps()
+        .get_mut(&qpn)
+        .map(f)
+        .ok_or_else(|| Error::inval(format!("QP {qpn:#x} has no transport QP")))
+}
+
+/// The engine's plane bits for `planes` planes.
+pub(crate) fn plane_bits(planes: u32) -> u8 {
+    planes
+        .max(1)
+        .saturating_sub(1)
+        .checked_ilog2()
+        .map_or(0, |b| b + 1) as u8
+}
+
+/// OCP EV → engine EV.
+pub(crate) fn engine_ev(ev: &mrc_ctl_ev, bits: u8) -> u32 {
+    let v = u32::from_le_bytes([ev.val[0], ev.val[1], ev.val[2], ev.val[3]]);
+    let v = if bits == 0 { v } else { v & (u32::MAX >> bits) };
+    v << bits | u32::from(ev.port.saturating_sub(1))
+}
+
+/// Engine EV → OCP EV.
+pub(crate) fn ocp_ev(ev: u32, bits: u8) -> mrc_ctl_ev {
+    let mut o = mrc_ctl_ev {
+        port: ((ev & ((1u32 << bits) - 1)) + 1) as u8,
+        ..Default::default()
+    };
+    o.val[..4].copy_from_slice(&(ev >> bits).to_le_bytes());
+    o
+}
+
+/// A shim CQ for a work CQ (`NULL` for EV-event CQs, which the controller queue feeds).
+pub(crate) fn create_cq(vctx: *mut ibv_context, cqe: u32) -> Result<*mut c_void, Error> {
+    bridge::create_cq(vctx, c_int::try_from(cqe).unwrap_or(c_int::MAX))
+}
+
+/// Destroys a CQ of [`create_cq`].
+pub(crate) fn destroy_cq(vcq: *mut c_void) {
+    if !vcq.is_null() {
+        bridge::destroy_cq(vcq);
+    }
+}
+
+/// A shim QP for a new MRC QP; returns its QPN (the engine's).
+pub(crate) fn create_qp(
+    dev: &Device,
+    pd: *mut ibv_pd,
+    send: &mrc_cq,
+    recv: &mrc_cq,
+    cap: &mut ibv_qp_cap,
+    sq_sig_all: c_int,
+) -> Result<u32, Error> {
+    if send.vcq.is_null() || recv.vcq.is_null() {
+        return Err(Error::new(
+            libc::ENODEV,
+            "the CQs have no transport CQ (mrc-verbs-shim is not loaded)",
+        ));
+    }
+    let vqp = bridge::create_qp(pd, send.vcq, recv.vcq, cap, sq_sig_all)?;
+    // SAFETY: the shim returned a live `struct ibv_qp`; rdma-core's ABI places `qp_num` after six pointers and
+    // the `handle` (byte 52 on LP64), a layout libibverbs keeps stable.
+    let qpn = unsafe { vqp.cast::<u8>().add(52).cast::<u32>().read() };
+    qps().insert(
+        qpn,
+        Bound {
+            vqp: vqp as usize,
+            device: dev.info.device_index,
+            plane_bits: plane_bits(dev.info.planes),
+            ev_profile: None,
+            peer: None,
+        },
+    );
+    Ok(qpn)
+}
+
+/// The EV and CC profiles reach the QP at RESET → INIT.
+fn configure(dev: &Device, vqp: *mut c_void, bits: u8, s: &Settings) -> Result<(), Error> {
+    let ctl = dev.ctl();
+    let mut evs = Vec::new();
+    let mut denied = Vec::new();
+    let mut per_plane = 0u16;
+    if let Some(id) = s.ev_profile
+        && let Some((mode, slots, _min_active, _mask)) = ctl.ev_profile(id)
+        && mode == MRC_CTL_EV_MODE_EXP
+    {
+        let mut counts = BTreeMap::new();
+        for (ev, state) in &slots {
+            let e = engine_ev(ev, bits);
+            evs.push(e);
+            *counts.entry(ev.port).or_insert(0u16) += 1;
+            if *state == MRC_CTL_EV_DENIED {
+                denied.push(e);
+            }
+        }
+        let planes = dev.info.planes as usize;
+        per_plane = counts.values().copied().min().unwrap_or(0);
+        if counts.len() != planes || counts.values().any(|&n| n != per_plane) {
+            return Err(Error::inval(format!(
+                "EV profile {id:#x}: every port (1..={planes}) needs the same number of EVs (the engine spreads a \
+                 QP over all planes); counts per port: {counts:?}"
+            )));
+        }
+    }
+    let cc = s.cc_profile.and_then(|id| ctl.cc_nscc(id)).map(|c| Nscc {
+        base_rtt_ns: u64::from(c.base_rtt),
+        target_delay_ns: u64::from(c.target_delay),
+        max_cwnd: u64::from(c.max_cwnd),
+        eta: f64::from(c.eta),
+        fi: f64::from(c.fi) * f64::from(c.fi_scale),
+        gamma: f64::from(c.gamma),
+        max_md_jump: f64::from(c.max_md_jump),
+        qa_enabled: u8::from(c.disable_qa == 0),
+    });
+    drop(ctl);
+    if evs.is_empty() && cc.is_none() {
+        return Ok(());
+    }
+    bridge::qp_configure(vqp, &evs, bits, per_plane, cc.as_ref())?;
+    for e in denied {
+        bridge::ev_set_denied(vqp, e, true)?;
+    }
+    Ok(())
+}
+
+/// A QP moved from state `from` to `to` with `s`: the shim's QP follows (RTR names the peer as the shim does,
+/// by GID 0 and LID).
+pub(crate) fn modify_qp(
+    dev: &Device,
+    qpn: u32,
+    from: u32,
+    to: u32,
+    s: &Settings,
+) -> Result<(), Error> {
+    let (vqp, bits) = bound(qpn, |b| (b.vqp as *mut c_void, b.plane_bits))?;
+    let mut a = ibv_qp_attr {
+        qp_state: to,
+        ..Default::default()
+    };
+    let mask = match to {
+        IBV_QPS_INIT => {
+            if from == IBV_QPS_RESET {
+                configure(dev, vqp, bits, s)?;
+            }
+            a.pkey_index = 0;
+            a.port_num = 1;
+            a.qp_access_flags = s.access;
+            IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS
+        }
+        IBV_QPS_RTR if from == IBV_QPS_INIT => {
+            a.path_mtu = s.path_mtu;
+            a.dest_qp_num = s.dest_qpn;
+            a.rq_psn = s.rq_psn;
+            a.ah_attr = s.ah;
+            a.max_dest_rd_atomic = 1;
+            a.min_rnr_timer = 12;
+            IBV_QP_STATE
+                | IBV_QP_AV
+                | IBV_QP_PATH_MTU
+                | IBV_QP_DEST_QPN
+                | IBV_QP_RQ_PSN
+                | IBV_QP_MAX_DEST_RD_ATOMIC
+                | IBV_QP_MIN_RNR_TIMER
+        }
+        IBV_QPS_RTS if from == IBV_QPS_RTR => {
+            a.sq_psn = s.sq_psn;
+            a.timeout = s.mrc.timeout;
+            a.retry_cnt = s.mrc.retry.linear_cnt.min(7);
+            a.rnr_retry = 7;
+            a.max_rd_atomic = 1;
+            IBV_QP_STATE
+                | IBV_QP_SQ_PSN
+                | IBV_QP_TIMEOUT
+                | IBV_QP_RETRY_CNT
+                | IBV_QP_RNR_RETRY
+                | IBV_QP_MAX_QP_RD_ATOMIC
+        }
+        // RTR → RTR, RTS → RTS: only MRC attributes changed, which the engine takes at creation.
+        IBV_QPS_RTR | IBV_QPS_RTS => return Ok(()),
+        _ => IBV_QP_STATE,
+    };
+    bridge::modify_qp(vqp, &mut a, mask)?;
+    bound(qpn, |b| {
+        if to == IBV_QPS_RTR {
+            b.peer = Some(s.ah.grh.dgid.raw);
+        }
+        if to == IBV_QPS_RESET {
+            b.peer = None;
+        }
+        if to == IBV_QPS_INIT && from == IBV_QPS_RESET {
+            b.ev_profile = s.ev_profile;
+        }
+    })?;
+    Ok(())
+}
+
+/// A QP was destroyed.
+pub(crate) fn destroy_qp(qpn: u32) {
+    if let Some(b) = qps().remove(&qpn) {
+        bridge::destroy_qp(b.vqp as *mut c_void);
+    }
+}
+
+fn verbs_result(rc: c_int, what: &str) -> Result<(), Error> {
+    match rc {
+        0 => Ok(()),
+        e => Err(Error::new(e, format!("{what} refused by the transport"))),
+    }
+}
+
+/// `mrc_post_send`: the shim's `ibv_post_send` (`bad` names the first request not posted).
+pub(crate) fn post_send(
+    qpn: u32,
+    wr: *mut ibv_send_wr,
+    bad: *mut *mut ibv_send_wr,
+) -> Result<(), Error> {
+    let vqp = bound(qpn, |b| b.vqp as *mut c_void)?;
+    verbs_result(bridge::post_send(vqp, wr, bad), "posting a send")
+}
+
+/// `mrc_post_recv`.
+pub(crate) fn post_recv(
+    qpn: u32,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> Result<(), Error> {
+    let vqp = bound(qpn, |b| b.vqp as *mut c_void)?;
+    verbs_result(bridge::post_recv(vqp, wr, bad), "posting a receive")
+}
+
+/// `mrc_poll_cq`.
+pub(crate) fn poll_cq(cq: &mrc_cq, n: c_int, wc: *mut ibv_wc) -> Result<c_int, Error> {
+    if cq.vcq.is_null() {
+        return Err(Error::new(
+            libc::EOPNOTSUPP,
+            "the CQ has no transport CQ (mrc-verbs-shim is not loaded)",
+        ));
+    }
+    bridge::poll_cq(cq.vcq, n, wc)
+}
+
+fn ocp_state(code: u8) -> u32 {
+    match code {
+        2 => MRC_CTL_EV_ASSUMED_BAD,
+        3 => MRC_CTL_EV_DENIED,
+        _ => MRC_CTL_EV_GOOD,
+    }
+}
+
+/// `mrc_ctl_poll_ev_event`: the EV state changes of libmrc's QPs on the CQ's device (GOOD, ASSUMED_BAD,
+/// DENIED; the engine's transient SKIP counts as GOOD), filtered by the profile's `ev_event_mask` when set.
+pub(crate) fn poll_ev_event(cq: &mrc_cq, n: c_int) -> Result<Vec<mrc_ctl_ev_event>, Error> {
+    let ctx = cq.ctx();
+    let want = usize::try_from(n).unwrap_or(0);
+    let mut out = Vec::new();
+    while out.len() < want {
+        let got = bridge::poll_ev_events(ctx.vctx, want - out.len())?;
+        if got.is_empty() {
+            break;
+        }
+        let q = qps();
+        for e in got {
+            let Some(b) = q.get(&e.qpn) else { continue };
+            let (from, to) = (ocp_state(e.from), ocp_state(e.to));
+            if from == to {
+                continue;
+            }
+            let mask = b
+                .ev_profile
+                .and_then(|id| ctx.dev.ctl().ev_profile(id))
+                .map_or(0, |p| p.3);
+            if mask != 0 && (mask as u32) & to == 0 {
+                continue;
+            }
+            out.push(mrc_ctl_ev_event {
+                profile_id: b.ev_profile.unwrap_or(0),
+                ev: ocp_ev(e.ev, b.plane_bits),
+                drop_count: 0,
+                state: to,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `mrc_ctl_ep_batch_send_wait`: EV probes toward the peers of libmrc's connected QPs (a request's `dgid` names
+/// the peer), answers in arrival order (by RTT).
+pub(crate) fn ep_batch(
+    dev: &Device,
+    _tc: u8,
+    op: mrc_ctl_ep_op_type,
+    reqs: &[mrc_ctl_ep_req],
+    timeout_ns: u32,
+) -> Result<Vec<mrc_ctl_ep_rsp>, Error> {
+    if op != MRC_CTL_EP_OP_EV_PROBE {
+        return Err(Error::new(
+            libc::EOPNOTSUPP,
+            "PORT_STATUS_UPDATE: the transport reports its port states itself",
+        ));
+    }
+    // Group the requests by the QP that reaches their peer.
+    let mut groups: BTreeMap<usize, (u8, Vec<usize>)> = BTreeMap::new();
+    {
+        let q = qps();
+        for (i, r) in reqs.iter().enumerate() {
+            let b = q
+                .values()
+                .find(|b| b.device == dev.info.device_index && b.peer == Some(r.dgid.raw))
+                .ok_or_else(|| {
+                    Error::inval(format!(
+                        "req[{i}].dgid: no connected QP of this device reaches that peer"
+                    ))
+                })?;
+            groups
+                .entry(b.vqp)
+                .or_insert((b.plane_bits, Vec::new()))
+                .1
+                .push(i);
+        }
+    }
+    let mut answers = Vec::new();
+    for (vqp, (bits, idx)) in groups {
+        let evs: Vec<u32> = idx
+            .iter()
+            .map(|&i| engine_ev(&reqs[i].req_ev, bits))
+            .collect();
+        let rtts = bridge::probe_evs(vqp as *mut c_void, &evs, u64::from(timeout_ns))?;
+        for (&i, &rtt) in idx.iter().zip(&rtts) {
+            if rtt > 0 {
+                answers.push(mrc_ctl_ep_rsp {
+                    req_id: reqs[i].req_id,
+                    port: reqs[i].req_ev.port,
+                    rtt: u32::try_from(rtt).unwrap_or(u32::MAX),
+                    adj_svc_time: 0,
+                });
+            }
+        }
+    }
+    answers.sort_by_key(|a| a.rtt);
+    Ok(answers)
+}
+
+/// An EV profile changed: the DENIED states of its EVs reach the live QPs that use it (EVs a QP does not hold,
+/// e.g. put in by REPLACE_EV after it was created, are skipped).
+pub(crate) fn ev_profile_changed(dev: &Device, id: u64) -> Result<(), Error> {
+    let Some((mode, slots, _, _)) = dev.ctl().ev_profile(id) else {
+        return Ok(());
+    };
+    if mode != MRC_CTL_EV_MODE_EXP {
+        return Ok(());
+    }
+    let q = qps();
+    for b in q
+        .values()
+        .filter(|b| b.device == dev.info.device_index && b.ev_profile == Some(id))
+    {
+        for (ev, state) in &slots {
+            let e = engine_ev(ev, b.plane_bits);
+            let _ = bridge::ev_set_denied(b.vqp as *mut c_void, e, *state == MRC_CTL_EV_DENIED);
+        }
+    }
+    Ok(())
+}
+
+/// A port's admin state reached the host (a disabled plane carries nothing).
+pub(crate) fn set_port(vctx: *mut ibv_context, index: usize, up: bool) -> Result<(), Error> {
+    if !bridge::available() {
+        return Ok(());
+    }
+    bridge::set_port(vctx, u8::try_from(index).unwrap_or(u8::MAX), up)
+}
+
+/// Controller features the transport adds: EV events and EV probes (when the shim is there).
+pub(crate) fn ctl_opt_caps() -> u32 {
+    if bridge::available() {
+        MRC_CTL_OPT_CAP_EV_EVENT | MRC_CTL_OPT_CAP_EP_OP_EV_PROBE
+    } else {
+        0
+    }
+}

@@ -1,0 +1,275 @@
+/* The controller API over the transport (tests/controller.rs): two QPs of one device connected to each other
+ * with an explicit EV profile; a DENY of an EV in the middle of a stream of WRITEs (the stream completes and
+ * every byte arrives); EV events when a port (plane) is disabled; EV probes answering with an RTT per EV.
+ * Prints "ok <name>" per check and "<n> failures". */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <infiniband/verbs.h>
+#include <mrc_ctl.h>
+
+static int failures;
+
+static void check(int cond, const char *name, const char *detail)
+{
+	if (cond) {
+		printf("ok %s\n", name);
+	} else {
+		printf("FAIL %s: %s (errno %d)\n", name, detail, errno);
+		failures++;
+	}
+	fflush(stdout);
+}
+
+#define OK(call, name) check((call) == 0, name, "expected 0")
+#define EVS 4
+#define MSG (256 * 1024)
+#define MSGS 32
+
+static struct mrc_ctl_ev evs[EVS];
+
+static void profiles(struct mrc_context *m)
+{
+	struct mrc_ctl_ev_fmt_field fields[1] = { { 16 } };
+	struct mrc_ctl_ev_fmt_profile_attr f = { 0 };
+	f.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	f.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
+	f.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
+	f.ev_fmt_op.fmt_fields = fields;
+	f.ev_fmt_op.fmt_field_count = 1;
+	OK(mrc_ctl_modify_ev_fmt_profile(m, 7, &f,
+					 MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE |
+						 MRC_CTL_EV_FMT_PROFILE_OP),
+	   "fmt_offline");
+	f = (struct mrc_ctl_ev_fmt_profile_attr){ .profile_state = MRC_CTL_PROFILE_ONLINE };
+	OK(mrc_ctl_modify_ev_fmt_profile(m, 7, &f, MRC_CTL_EV_FMT_PROFILE_STATE), "fmt_online");
+	struct mrc_ctl_ev_profile_attr e = { 0 };
+	e.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	e.ev_mode = MRC_CTL_EV_MODE_EXP;
+	e.ev_fmt_profile_id = 7;
+	e.ev_count = EVS;
+	e.ev_min_active = 1;
+	e.ev_event_mask = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD;
+	OK(mrc_ctl_modify_ev_profile(m, 1, &e,
+				     MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
+					     MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
+					     MRC_CTL_EV_PROFILE_EVENT_MASK),
+	   "ev_offline");
+	struct mrc_ctl_ev_op_entry ent[EVS];
+	memset(ent, 0, sizeof(ent));
+	for (int i = 0; i < EVS; i++) {
+		uint32_t v = 1000u + (uint32_t)i; /* little-endian in val: libmrc reads val as an LE integer */
+		ent[i].ev = MRC_CTL_EV_UNPOPULATED;
+		memcpy(ent[i].ev_new.val, &v, sizeof(v));
+		ent[i].ev_new.port = (uint8_t)(1 + i % 2);
+		evs[i] = ent[i].ev_new;
+	}
+	e = (struct mrc_ctl_ev_profile_attr){ 0 };
+	e.ev_op.op = MRC_CTL_EV_OP_REPLACE_EV;
+	e.ev_op.entries = ent;
+	e.ev_op.entry_count = EVS;
+	OK(mrc_ctl_modify_ev_profile(m, 1, &e, MRC_CTL_EV_PROFILE_EV_OP), "ev_replace_all");
+	e = (struct mrc_ctl_ev_profile_attr){ .profile_state = MRC_CTL_PROFILE_ONLINE };
+	OK(mrc_ctl_modify_ev_profile(m, 1, &e, MRC_CTL_EV_PROFILE_STATE), "ev_online");
+}
+
+static struct mrc_qp *make_qp(struct mrc_context *m, struct mrc_cq *cq, struct ibv_pd *pd)
+{
+	struct mrc_qp_init_attr qi = { 0 };
+	qi.send_cq = cq;
+	qi.recv_cq = cq;
+	qi.cap.max_send_wr = 64;
+	qi.cap.max_recv_wr = 64;
+	qi.cap.max_send_sge = 1;
+	qi.cap.max_recv_sge = 1;
+	qi.pd = pd;
+	struct mrc_qp *qp = mrc_create_qp(m, &qi);
+	check(qp != NULL, "create_qp", "NULL");
+	struct ibv_qp_attr va = { .qp_state = IBV_QPS_INIT, .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	struct mrc_qp_attr ma = { 0 };
+	ma.profile.ev_profile_id = 1;
+	OK(mrc_modify_qp(qp, &va, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &ma, MRC_QP_EV_PROFILE_ID), "qp_init");
+	return qp;
+}
+
+static void connect_to(struct mrc_qp *qp, uint32_t peer, uint16_t lid, union ibv_gid gid)
+{
+	struct ibv_qp_attr va = { 0 };
+	struct mrc_qp_attr ma = { 0 };
+	va.qp_state = IBV_QPS_RTR;
+	va.path_mtu = IBV_MTU_4096;
+	va.dest_qp_num = peer;
+	va.ah_attr.is_global = 1;
+	va.ah_attr.port_num = 1;
+	va.ah_attr.dlid = lid;
+	va.ah_attr.grh.dgid = gid;
+	OK(mrc_modify_qp(qp, &va, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN, &ma,
+			 0),
+	   "qp_rtr");
+	va = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS };
+	OK(mrc_modify_qp(qp, &va, IBV_QP_STATE | IBV_QP_SQ_PSN, &ma, 0), "qp_rts");
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* EV events until `want` of them name port `port`, or 10 s. */
+static int events_on_port(struct mrc_cq *evcq, uint8_t port, enum mrc_ctl_ev_state state, int want)
+{
+	int seen = 0;
+	double t0 = now_s();
+	while (seen < want && now_s() - t0 < 10) {
+		struct mrc_ctl_ev_event ev[8];
+		int n = mrc_ctl_poll_ev_event(evcq, 8, ev);
+		if (n < 0) {
+			errno = -n;
+			return -1;
+		}
+		for (int i = 0; i < n; i++) {
+			printf("event: profile %llu port %u val %u state %#x\n", (unsigned long long)ev[i].profile_id,
+			       ev[i].ev.port, ev[i].ev.val[0] | ev[i].ev.val[1] << 8, ev[i].state);
+			if (ev[i].profile_id == 1 && ev[i].ev.port == port && ev[i].state == state)
+				seen++;
+		}
+	}
+	return seen;
+}
+
+int main(void)
+{
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (!list || n < 1) {
+		printf("no device\n1 failures\n");
+		return 1;
+	}
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	struct mrc_context *m = mrc_create_context(ctx, NULL);
+	check(m != NULL, "create_context", "NULL");
+	struct mrc_ctl_device_attr da;
+	OK(mrc_ctl_query_device(ctx, &da), "ctl_query_device");
+	check((da.opt_attr & MRC_CTL_OPT_CAP_EV_EVENT) && (da.opt_attr & MRC_CTL_OPT_CAP_EP_OP_EV_PROBE), "ctl_caps",
+	      "EV events or probes not advertised");
+	profiles(m);
+	struct mrc_cq *cq = mrc_create_cq(m, 1024, NULL, NULL, 0);
+	struct mrc_cq *evcq = mrc_ctl_create_ev_event_cq(m, 256, NULL, NULL, 0);
+	check(cq && evcq, "create_cqs", "NULL");
+	struct mrc_qp *a = make_qp(m, cq, pd), *b = make_qp(m, cq, pd);
+	uint32_t qa = 0, qb = 0;
+	OK(mrc_get_qpn(a, &qa), "qpn_a");
+	OK(mrc_get_qpn(b, &qb), "qpn_b");
+	struct ibv_port_attr pa;
+	union ibv_gid gid;
+	OK(ibv_query_port(ctx, 1, &pa), "query_port");
+	OK(ibv_query_gid(ctx, 1, 0, &gid), "query_gid");
+	connect_to(a, qb, pa.lid, gid);
+	connect_to(b, qa, pa.lid, gid);
+
+	/* ---- probes: an RTT per EV ---- */
+	struct mrc_ctl_ep_req req[EVS];
+	struct mrc_ctl_ep_rsp rsp[EVS];
+	memset(req, 0, sizeof(req));
+	for (int i = 0; i < EVS; i++) {
+		req[i].req_id = (uint16_t)(10 + i);
+		req[i].ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
+		req[i].req_ev = evs[i];
+		memcpy(&req[i].dgid, &gid, sizeof(gid));
+	}
+	int nrsp = 0;
+	OK(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_EV_PROBE, req, EVS, 2000000000u, rsp, &nrsp), "probe_all");
+	check(nrsp == EVS, "probe_answers", "not one answer per EV");
+	int ids = 0;
+	for (int i = 0; i < nrsp; i++) {
+		printf("probe: req %u port %u rtt %u ns\n", rsp[i].req_id, rsp[i].port, rsp[i].rtt);
+		if (rsp[i].req_id >= 10 && rsp[i].req_id < 10 + EVS && rsp[i].rtt > 0 &&
+		    rsp[i].port == req[rsp[i].req_id - 10].req_ev.port)
+			ids |= 1 << (rsp[i].req_id - 10);
+	}
+	check(ids == (1 << EVS) - 1, "probe_rtt_per_ev", "an EV without an RTT");
+
+	/* ---- DENY in the middle of a stream of WRITEs ---- */
+	uint8_t *src = malloc(MSG), *dst = calloc(1, MSG);
+	for (int i = 0; i < MSG; i++)
+		src[i] = (uint8_t)(i * 13 + 7);
+	struct ibv_mr *ms = ibv_reg_mr(pd, src, MSG, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *md = ibv_reg_mr(pd, dst, MSG, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	check(ms && md, "reg_mr", "NULL");
+	int posted = 0, done = 0, denied = 0, errors = 0;
+	double t0 = now_s();
+	while (done < MSGS && now_s() - t0 < 30) {
+		while (posted < MSGS && posted - done < 8) {
+			struct ibv_sge sge = { .addr = (uintptr_t)src, .length = MSG, .lkey = ms->lkey };
+			struct ibv_send_wr wr = { 0 }, *bad = NULL;
+			wr.wr_id = (uint64_t)posted;
+			wr.sg_list = &sge;
+			wr.num_sge = 1;
+			wr.opcode = IBV_WR_RDMA_WRITE;
+			wr.send_flags = IBV_SEND_SIGNALED;
+			wr.wr.rdma.remote_addr = (uintptr_t)dst;
+			wr.wr.rdma.rkey = md->rkey;
+			if (mrc_post_send(a, &wr, &bad))
+				break;
+			posted++;
+		}
+		struct ibv_wc wc[8];
+		int k = mrc_poll_cq(cq, 8, wc);
+		for (int i = 0; i < k; i++)
+			errors += wc[i].status != IBV_WC_SUCCESS;
+		done += k > 0 ? k : 0;
+		if (!denied && done >= MSGS / 4) {
+			struct mrc_ctl_ev_op_entry ent = { .ev = evs[0], .state = MRC_CTL_EV_DENIED };
+			struct mrc_ctl_ev_profile_attr e = { 0 };
+			e.ev_op.op = MRC_CTL_EV_OP_MODIFY_EV_STATE;
+			e.ev_op.entries = &ent;
+			e.ev_op.entry_count = 1;
+			OK(mrc_ctl_modify_ev_profile(m, 1, &e, MRC_CTL_EV_PROFILE_EV_OP), "deny_mid_transfer");
+			denied = 1;
+		}
+	}
+	check(done == MSGS && errors == 0 && denied, "writes_complete_after_deny", "the stream did not finish");
+	check(memcmp(src, dst, MSG) == 0, "bytes_after_deny", "wrong bytes");
+	/* The denied EV is still denied in the profile. */
+	struct mrc_ctl_ev_op_entry q = { .ev = evs[0] };
+	struct mrc_ctl_ev_profile_attr e = { 0 };
+	e.ev_op.op = MRC_CTL_EV_OP_QUERY_EV_STATE;
+	e.ev_op.entries = &q;
+	e.ev_op.entry_count = 1;
+	OK(mrc_ctl_query_ev_profile(m, 1, &e, MRC_CTL_EV_PROFILE_EV_OP), "query_denied");
+	check(q.state == MRC_CTL_EV_DENIED, "still_denied", "not DENIED");
+
+	/* ---- a disabled port (plane) raises an EV event per EV of each QP on it ---- */
+	while (mrc_ctl_poll_ev_event(evcq, 8, (struct mrc_ctl_ev_event[8]){ 0 }) > 0)
+		;
+	struct mrc_ctl_port_attr port = { .port_admin_state = MRC_CTL_PORT_ADMIN_DISABLED };
+	OK(mrc_ctl_modify_port(m, 2, &port, MRC_CTL_PORT_ADMIN_STATE), "disable_port_2");
+	/* Two QPs × two EVs on port 2. */
+	check(events_on_port(evcq, 2, MRC_CTL_EV_ASSUMED_BAD, 4) == 4, "events_port_down", "missing events");
+	port.port_admin_state = MRC_CTL_PORT_ADMIN_ENABLED;
+	OK(mrc_ctl_modify_port(m, 2, &port, MRC_CTL_PORT_ADMIN_STATE), "enable_port_2");
+	check(events_on_port(evcq, 2, MRC_CTL_EV_GOOD, 4) == 4, "events_port_up", "missing events");
+
+	OK(mrc_destroy_qp(a), "destroy_a");
+	OK(mrc_destroy_qp(b), "destroy_b");
+	ibv_dereg_mr(ms);
+	ibv_dereg_mr(md);
+	OK(mrc_destroy_cq(cq), "destroy_cq");
+	OK(mrc_destroy_cq(evcq), "destroy_evcq");
+	OK(mrc_destroy_context(m), "destroy_context");
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	free(src);
+	free(dst);
+	printf("%d failures\n", failures);
+	return failures ? 1 : 0;
+}

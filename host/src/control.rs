@@ -1,0 +1,523 @@
+//! The controller's calls (MRC's `mrc_ctl.h`, issue 15): explicit EV lists and congestion control per QP, EV
+//! state changes (DENY) on live QPs, the EV-event queue and EV probes with their round-trip times.
+//!
+//! A controller (libmrc's C API through the verbs shim, or a Rust program) acts on QPs by number. The engine
+//! does the work (`Endpoint::reconfigure_qp`, `set_ev_denied`, `send_ev_probe`); this module takes the engine
+//! lock for it and keeps what the progress loop hands over: every EV state change (also the ones that do not
+//! retire or restore a path, which [`AsyncEvent`](crate::AsyncEvent) leaves out) and the probe answers. The
+//! EV-event queue is separate from the async-event queue so that a verbs front end, which turns async events
+//! into `ibv_get_async_event`, and a controller can both read theirs.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use mrc::cc::CcConfig;
+use mrc::{EvChange, EvInfo};
+use mrc::{EvState, PeerId};
+
+use crate::{Host, HostError};
+
+/// EV events kept until [`Host::poll_ev_event`]; more are counted ([`Host::ev_events_dropped`]) and dropped.
+const EV_EVENT_QUEUE: usize = 4096;
+/// Probe answers kept for [`Host::probe_evs`]; older ones are dropped (nobody waits for them any more).
+const PROBE_ANSWERS: usize = 4096;
+
+/// One EV of one QP changed state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvEvent {
+    /// The QP.
+    pub qpn: u32,
+    /// The EV as the engine names it (plane in the low `plane_bits` bits).
+    pub ev: u32,
+    /// Its plane.
+    pub plane: u8,
+    /// State before.
+    pub from: EvState,
+    /// State after.
+    pub to: EvState,
+}
+
+/// A QP's EVs chosen by the controller instead of generated ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExplicitEvs {
+    /// The EVs, plane in the low `plane_bits` bits; every plane must have the same number.
+    pub evs: Vec<u32>,
+    /// Low bits that hold the plane (at least enough for the host's planes).
+    pub plane_bits: u8,
+    /// How many of each plane's EVs are active; the rest are backups.
+    pub active_per_plane: u16,
+}
+
+/// What the progress loop hands over to the controller (one per host).
+#[derive(Debug, Default)]
+pub(crate) struct Ctl {
+    events: Mutex<VecDeque<EvEvent>>,
+    dropped: AtomicU64,
+    answers: Mutex<VecDeque<(PeerId, u32, StdDuration)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Ctl {
+    /// An EV state change from the engine (the progress loop, under the engine lock).
+    pub(crate) fn ev_changed(&self, qpn: u32, c: EvChange) {
+        let mut q = lock(&self.events);
+        if q.len() >= EV_EVENT_QUEUE {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        q.push_back(EvEvent {
+            qpn,
+            ev: c.ev,
+            plane: c.plane,
+            from: c.from,
+            to: c.to,
+        });
+    }
+
+    /// A local plane went down or came up (`Host::set_port`): every EV of every QP on it becomes unusable or
+    /// usable at once, which the controller sees as ASSUMED_BAD / GOOD events (the engine keeps the EVs' own
+    /// states and masks the plane; a denied EV stays denied and raises nothing).
+    pub(crate) fn port_changed(&self, ep: &mrc::Endpoint, plane: u8, up: bool) {
+        let (from, to) = if up {
+            (EvState::AssumedBad, EvState::Good)
+        } else {
+            (EvState::Good, EvState::AssumedBad)
+        };
+        for qpn in ep.qpns() {
+            for i in ep.ev_infos(qpn) {
+                if i.plane == plane && i.state != EvState::Denied {
+                    self.ev_changed(qpn, EvChange::new(i.ev, plane, from, to));
+                }
+            }
+        }
+    }
+
+    /// An EV probe answer from the engine.
+    pub(crate) fn probe_answer(&self, peer: PeerId, ev: u32, rtt: mrc::Duration) {
+        let mut a = lock(&self.answers);
+        if a.len() >= PROBE_ANSWERS {
+            a.pop_front();
+        }
+        a.push_back((
+            peer,
+            ev,
+            StdDuration::from_nanos(u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX)),
+        ));
+    }
+}
+
+impl Host {
+    fn engine<R>(&self, f: impl FnOnce(&mut crate::UdpEndpoint) -> R) -> R {
+        self.with_datapath(|dp, _, _| f(dp))
+    }
+
+    /// Gives a QP still in RESET its EVs and/or its congestion control (MRC's EV and CC profiles arrive at
+    /// RESET → INIT, after the QP exists). `None` keeps what the host's profile gave it.
+    pub fn configure_qp(
+        &self,
+        qpn: u32,
+        evs: Option<&ExplicitEvs>,
+        cc: Option<CcConfig>,
+    ) -> Result<(), HostError> {
+        self.engine(|dp| {
+            let ep = dp.endpoint();
+            let mut cfg = ep
+                .qp_config(qpn)
+                .cloned()
+                .ok_or(HostError::NoSuchObject("QP"))?;
+            if let Some(e) = evs {
+                let planes = cfg.ev.planes;
+                let per_plane = e.evs.len() / usize::from(planes.max(1));
+                let active = e.active_per_plane.min(per_plane as u16);
+                if active == 0 {
+                    return Err(HostError::Invalid(format!(
+                        "{} EVs on {planes} planes: every plane needs at least one active EV",
+                        e.evs.len()
+                    )));
+                }
+                cfg.ev.plane_bits = e.plane_bits;
+                cfg.ev.per_plane = active;
+                cfg.ev.backup_per_plane = per_plane as u16 - active;
+                cfg.ev.min_active_per_plane = cfg.ev.min_active_per_plane.clamp(1, active);
+                cfg.ev.explicit = Some(e.evs.clone());
+            }
+            if let Some(mut cc) = cc {
+                // NSCC counts in the QP's packets: its MTU is the QP's, whatever the caller's default said.
+                if let CcConfig::Nscc(n) = &mut cc {
+                    n.mtu = u64::from(cfg.mtu);
+                }
+                cfg.cc = cc;
+            }
+            ep.reconfigure_qp(qpn, cfg).map_err(HostError::Config)
+        })
+    }
+
+    /// Denies an EV of a live QP (no packet leaves on it until it is allowed again) or allows it again. The
+    /// change also shows as an [`EvEvent`] and, as any retirement, as
+    /// [`AsyncEvent::PathRetired`](crate::AsyncEvent::PathRetired).
+    pub fn set_ev_denied(&self, qpn: u32, ev: u32, denied: bool) -> Result<(), HostError> {
+        let r = self.engine(|dp| {
+            let now = dp.now();
+            dp.endpoint().set_ev_denied(qpn, ev, denied, now)
+        });
+        self.wake();
+        r.map_err(|_| HostError::NoSuchObject("QP or EV"))
+    }
+
+    /// The EVs of a QP with their states and counters (packets sent on each, probes, last RTT).
+    pub fn ev_infos(&self, qpn: u32) -> Vec<EvInfo> {
+        self.inspect(|dp| dp.endpoint_ref().ev_infos(qpn))
+    }
+
+    /// The low EV bits that hold the plane for a QP.
+    pub fn plane_bits(&self, qpn: u32) -> Option<u8> {
+        self.inspect(|dp| dp.endpoint_ref().qp_config(qpn).map(|c| c.ev.plane_bits))
+    }
+
+    /// The next EV state change of any QP.
+    pub fn poll_ev_event(&self) -> Option<EvEvent> {
+        lock(&self.ctl().events).pop_front()
+    }
+
+    /// EV events lost because the queue was full.
+    pub fn ev_events_dropped(&self) -> u64 {
+        self.ctl().dropped.load(Ordering::Relaxed)
+    }
+
+    /// Probes each of `evs` (engine EVs) toward the peer of QP `qpn` and waits up to `timeout` for the answers:
+    /// the round-trip time per EV, `None` where none came back. The QP must be connected (RTR or later).
+    pub fn probe_evs(
+        &self,
+        qpn: u32,
+        evs: &[u32],
+        timeout: StdDuration,
+    ) -> Result<Vec<Option<StdDuration>>, HostError> {
+        let peer = self.engine(|dp| {
+            let ep = dp.endpoint();
+            let peer = ep
+                .qp_peer(qpn)
+                .ok_or(HostError::Invalid(format!("QP {qpn:#x} has no peer yet")))?;
+            let bits = ep
+                .qp_config(qpn)
+                .map(|c| c.ev.plane_bits)
+                .ok_or(HostError::NoSuchObject("QP"))?;
+            let now = dp.now();
+            let ep = dp.endpoint();
+            for &ev in evs {
+                let plane = (ev & ((1u32 << bits) - 1)) as u8;
+                ep.send_ev_probe(now, peer, ev, plane);
+            }
+            Ok::<_, HostError>(peer)
+        })?;
+        self.wake();
+        let deadline = StdInstant::now() + timeout;
+        let mut out = vec![None; evs.len()];
+        loop {
+            {
+                let mut a = lock(&self.ctl().answers);
+                a.retain(|&(p, ev, rtt)| {
+                    if p != peer {
+                        return true;
+                    }
+                    match evs
+                        .iter()
+                        .zip(out.iter_mut())
+                        .find(|(e, o)| **e == ev && o.is_none())
+                    {
+                        Some((_, o)) => {
+                            *o = Some(rtt);
+                            false
+                        }
+                        None => true,
+                    }
+                });
+            }
+            if out.iter().all(Option::is_some) || StdInstant::now() >= deadline {
+                return Ok(out);
+            }
+            self.progress_wait(StdDuration::from_micros(200))?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Two hosts over loopback sockets (run under `flock /tmp/mrc-net.lock`).
+    use super::*;
+    use crate::{HostConfig, PeerAddr, ProgressMode, Qp, QpSpec, QpTransition, SendRequest};
+    use mrc::{Access, Completion, QpState, SendOp, Sge, WcStatus};
+
+    const LIMIT: StdDuration = StdDuration::from_secs(20);
+
+    /// EV `i` of plane `p` with one plane bit.
+    fn ev(i: u32, p: u32) -> u32 {
+        i << 1 | p
+    }
+
+    fn evs() -> ExplicitEvs {
+        ExplicitEvs {
+            evs: vec![ev(100, 0), ev(101, 0), ev(200, 1), ev(201, 1)],
+            plane_bits: 1,
+            active_per_plane: 2,
+        }
+    }
+
+    struct Pair {
+        a: Host,
+        b: Host,
+        qa: Qp,
+        qb: Qp,
+        ca: crate::Cq,
+        _cb: crate::Cq,
+    }
+
+    /// Two connected QPs; `a`'s uses the explicit EVs of [`evs`].
+    fn pair() -> Pair {
+        let mk = || {
+            let mut cfg = HostConfig::loopback(2);
+            cfg.progress = ProgressMode::Thread;
+            Host::start(cfg).expect("loopback sockets")
+        };
+        let (a, b) = (mk(), mk());
+        let ca = a.create_cq(1024).unwrap();
+        let cb = b.create_cq(1024).unwrap();
+        let qa = a.create_qp(QpSpec::new(a.default_pd(), &ca)).unwrap();
+        let qb = b.create_qp(QpSpec::new(b.default_pd(), &cb)).unwrap();
+        a.configure_qp(qa.qpn(), Some(&evs()), None).unwrap();
+        let up = |q: &Qp, peer: &Host, remote: &Qp| {
+            let l = peer.local();
+            q.modify(QpTransition::Init {
+                access: Access::REMOTE_WRITE,
+            })
+            .unwrap();
+            q.modify(QpTransition::Rtr {
+                peer: PeerAddr {
+                    plane0: l.gid0,
+                    port: l.port,
+                },
+                remote_qpn: remote.qpn(),
+                rq_psn: remote.psn(),
+                mtu: 4096,
+            })
+            .unwrap();
+            q.modify(QpTransition::Rts {
+                sq_psn: q.psn(),
+                timeout: 14,
+                retry_cnt: 7,
+                rnr_retry: 7,
+            })
+            .unwrap();
+            assert_eq!(q.state(), QpState::Rts);
+        };
+        up(&qa, &b, &qb);
+        up(&qb, &a, &qa);
+        Pair {
+            a,
+            b,
+            qa,
+            qb,
+            ca,
+            _cb: cb,
+        }
+    }
+
+    fn sent_on(h: &Host, qpn: u32, e: u32) -> u64 {
+        h.ev_infos(qpn)
+            .iter()
+            .find(|i| i.ev == e)
+            .map(|i| i.stats.sent)
+            .expect("the EV is the QP's")
+    }
+
+    fn wait_events(h: &Host, want: impl Fn(&[EvEvent]) -> bool) -> Vec<EvEvent> {
+        let start = StdInstant::now();
+        let mut got = Vec::new();
+        while !want(&got) {
+            assert!(start.elapsed() < LIMIT, "EV events so far: {got:?}");
+            match h.poll_ev_event() {
+                Some(e) => got.push(e),
+                None => std::thread::sleep(StdDuration::from_millis(1)),
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn explicit_evs_are_the_qps() {
+        let p = pair();
+        let mut got: Vec<u32> = p.a.ev_infos(p.qa.qpn()).iter().map(|i| i.ev).collect();
+        got.sort_unstable();
+        assert_eq!(got, evs().evs);
+        assert_eq!(p.a.plane_bits(p.qa.qpn()), Some(1));
+        // Only in RESET.
+        let e =
+            p.a.configure_qp(p.qa.qpn(), Some(&evs()), None)
+                .unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL);
+        // Every plane needs an active EV.
+        let q = p.a.create_qp(QpSpec::new(p.a.default_pd(), &p.ca)).unwrap();
+        let none = ExplicitEvs {
+            evs: vec![],
+            plane_bits: 1,
+            active_per_plane: 1,
+        };
+        assert!(p.a.configure_qp(q.qpn(), Some(&none), None).is_err());
+        // NSCC per QP, in the engine's units.
+        let nscc = mrc::cc::NsccConfig {
+            base_rtt: StdDuration::from_micros(7),
+            target_delay: StdDuration::from_micros(5),
+            max_cwnd: Some(1 << 20),
+            eta: 0.2,
+            ..Default::default()
+        };
+        p.a.configure_qp(q.qpn(), None, Some(CcConfig::Nscc(nscc.clone())))
+            .unwrap();
+        // (Its MTU follows the QP's.)
+        let (cc, mtu) = p.a.inspect(|dp| {
+            let c = dp.endpoint_ref().qp_config(q.qpn()).unwrap();
+            (c.cc.clone(), c.mtu)
+        });
+        assert_eq!(
+            cc,
+            CcConfig::Nscc(mrc::cc::NsccConfig {
+                mtu: u64::from(mtu),
+                ..nscc
+            })
+        );
+        // A bad NSCC configuration is refused and changes nothing.
+        let bad = mrc::cc::NsccConfig {
+            max_md_jump: 2.0,
+            ..Default::default()
+        };
+        assert!(
+            p.a.configure_qp(q.qpn(), None, Some(CcConfig::Nscc(bad)))
+                .is_err()
+        );
+        drop(p.qb);
+    }
+
+    #[test]
+    fn deny_mid_transfer_stops_packets_on_the_ev() {
+        let p = pair();
+        let (a, qpn) = (&p.a, p.qa.qpn());
+        const MSG: usize = 256 * 1024;
+        const MSGS: usize = 32;
+        let src: Vec<u8> = (0..MSG).map(|i| (i * 13 + 7) as u8).collect();
+        let mut dst = vec![0u8; MSG];
+        // SAFETY: both buffers outlive their registrations (deregistered before they drop).
+        let (ms, md) = unsafe {
+            (
+                a.reg_mr(
+                    a.default_pd(),
+                    src.as_ptr().cast_mut(),
+                    MSG,
+                    Access::LOCAL_WRITE,
+                )
+                .unwrap(),
+                p.b.reg_mr(
+                    p.b.default_pd(),
+                    dst.as_mut_ptr(),
+                    MSG,
+                    Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                )
+                .unwrap(),
+            )
+        };
+        let sge = [Sge {
+            addr: ms.addr,
+            len: MSG as u32,
+            lkey: ms.lkey,
+        }];
+        let denied = ev(100, 0);
+        let mut at_deny = None;
+        let mut done = 0;
+        let mut posted = 0;
+        let start = StdInstant::now();
+        let mut out = [Completion::default(); 16];
+        while done < MSGS {
+            assert!(start.elapsed() < LIMIT, "{done} of {MSGS} WRITEs completed");
+            while posted < MSGS && posted - done < 8 {
+                p.qa.post_send(&SendRequest {
+                    wr_id: posted as u64,
+                    op: SendOp::Write {
+                        remote_addr: md.addr,
+                        rkey: md.rkey,
+                    },
+                    sges: &sge,
+                    inline: None,
+                    signaled: true,
+                    solicited: false,
+                    fence: false,
+                })
+                .unwrap();
+                posted += 1;
+            }
+            let n = p.ca.poll(&mut out);
+            for c in &out[..n] {
+                assert_eq!(c.status, WcStatus::Success);
+            }
+            done += n;
+            if at_deny.is_none() && done >= MSGS / 4 {
+                assert!(sent_on(a, qpn, denied) > 0, "the EV carried packets before");
+                a.set_ev_denied(qpn, denied, true).unwrap();
+                at_deny = Some(sent_on(a, qpn, denied));
+            }
+            std::thread::yield_now();
+        }
+        let at_deny = at_deny.unwrap();
+        assert_eq!(sent_on(a, qpn, denied), at_deny, "no packet after DENY");
+        assert!(sent_on(a, qpn, ev(101, 0)) > 0);
+        let info = a.ev_infos(qpn);
+        let i = info.iter().find(|i| i.ev == denied).unwrap();
+        assert_eq!(i.state, EvState::Denied);
+        let evs = wait_events(a, |g| g.iter().any(|e| e.ev == denied));
+        let e = evs.iter().find(|e| e.ev == denied).unwrap();
+        assert_eq!((e.qpn, e.plane, e.to), (qpn, 0, EvState::Denied));
+        // Allowed again: it carries packets again.
+        a.set_ev_denied(qpn, denied, false).unwrap();
+        wait_events(a, |g| {
+            g.iter().any(|e| e.ev == denied && e.to == EvState::Good)
+        });
+        assert!(a.set_ev_denied(qpn, ev(999, 0), true).is_err());
+        a.dereg_mr(&ms).unwrap();
+        p.b.dereg_mr(&md).unwrap();
+        assert_eq!(dst, src);
+    }
+
+    #[test]
+    fn a_dead_plane_raises_ev_events() {
+        let p = pair();
+        let qpn = p.qa.qpn();
+        p.a.set_port(1, false).unwrap();
+        let got = wait_events(&p.a, |g| {
+            [ev(200, 1), ev(201, 1)]
+                .iter()
+                .all(|&x| g.iter().any(|e| e.ev == x))
+        });
+        for e in got.iter().filter(|e| e.plane == 1) {
+            assert_eq!(e.qpn, qpn);
+            assert_eq!(e.to, EvState::AssumedBad, "{e:?}");
+        }
+        assert!(got.iter().all(|e| e.plane == 1), "{got:?}");
+    }
+
+    #[test]
+    fn probes_answer_with_an_rtt_per_ev() {
+        let p = pair();
+        let evs = evs().evs;
+        let rtts = p.a.probe_evs(p.qa.qpn(), &evs, LIMIT).unwrap();
+        assert_eq!(rtts.len(), evs.len());
+        for (e, r) in evs.iter().zip(&rtts) {
+            let r = r.unwrap_or_else(|| panic!("no answer on EV {e:#x}"));
+            assert!(r > StdDuration::ZERO && r < LIMIT, "EV {e:#x}: {r:?}");
+        }
+        // Not connected: no peer to probe.
+        let q = p.a.create_qp(QpSpec::new(p.a.default_pd(), &p.ca)).unwrap();
+        assert!(p.a.probe_evs(q.qpn(), &evs, LIMIT).is_err());
+    }
+}

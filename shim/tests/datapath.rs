@@ -1,0 +1,210 @@
+//! Unmodified ibverbs programs moving data over MRC on loopback, two processes each: `ibv_rc_pingpong -g 0`
+//! (polling and with `-e` completion events) and perftest's `ib_{write,send,read}_{bw,lat}` with defaults and
+//! with `-a` (all sizes). Each test checks both sides' exit status and parses their report lines, which it
+//! prints (`cargo test -p mrc-verbs-shim --test datapath -- --nocapture` shows them).
+//!
+//! Run under `flock /tmp/mrc-net.lock` with the other socket tests; the tests of this file take turns (a
+//! process pair per test), since on a small machine two pairs at once starve each other's progress threads.
+
+mod common;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{shim_lib, text, tool};
+
+/// One process pair at a time.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn spawn(name: &str, pkg: &str, args: &[&str], planes: &str) -> Child {
+    Command::new("timeout")
+        .arg("300")
+        .arg(tool(name, pkg))
+        .args(args)
+        .env("LD_PRELOAD", shim_lib())
+        .env("MRC_SHIM_PLANES", planes)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the program")
+}
+
+/// Whether something listens on TCP `port` (IPv4 or IPv6), read from /proc so that no probe connection
+/// takes the server's one accept.
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X} ");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", cols[1]).contains(&want) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+/// Runs `name` as server (`server_args`) and client (`client_args` + `localhost`) on TCP `port`.
+fn pair(
+    name: &str,
+    pkg: &str,
+    port: u16,
+    server_args: &[&str],
+    client_args: &[&str],
+) -> (Output, Output) {
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let p = port.to_string();
+    let mut sargs = server_args.to_vec();
+    sargs.extend(["-p", &p]);
+    let server = spawn(name, pkg, &sargs, "8");
+    let t0 = Instant::now();
+    while !listening(port) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{name} server never listened on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut cargs = client_args.to_vec();
+    cargs.extend(["-p", &p, "localhost"]);
+    let client = spawn(name, pkg, &cargs, "8")
+        .wait_with_output()
+        .expect("client");
+    let server = server.wait_with_output().expect("server");
+    (server, client)
+}
+
+/// Both sides exited 0; returns their stdout.
+fn both_ok(name: &str, (server, client): &(Output, Output)) -> (String, String) {
+    let (sout, serr) = text(server);
+    let (cout, cerr) = text(client);
+    // The client first: when it fails, the server only says that the client went away.
+    for (side, o, out, err) in [
+        ("client", client, &cout, &cerr),
+        ("server", server, &sout, &serr),
+    ] {
+        assert!(
+            o.status.success(),
+            "{name} {side} exited with {:?}:\n{out}\n{err}",
+            o.status
+        );
+    }
+    (sout, cout)
+}
+
+/// perftest's result rows: the lines after the `#bytes` header that start with a number.
+fn report_rows(out: &str) -> Vec<Vec<f64>> {
+    let mut rows = Vec::new();
+    let mut in_table = false;
+    for l in out.lines() {
+        if l.trim_start().starts_with("#bytes") {
+            in_table = true;
+            continue;
+        }
+        if !in_table {
+            continue;
+        }
+        let nums: Vec<f64> = l
+            .split_whitespace()
+            .map_while(|w| w.parse::<f64>().ok())
+            .collect();
+        if nums.len() >= 3 {
+            rows.push(nums);
+        } else if l.starts_with("---") && !rows.is_empty() {
+            in_table = false;
+        }
+    }
+    rows
+}
+
+/// Sizes perftest's `-a` runs: 2 B to 8 MiB.
+fn all_sizes() -> Vec<f64> {
+    (1..=23).map(|i| f64::from(1u32 << i)).collect()
+}
+
+/// Checks a perftest run's report on the side that prints it (the client; bandwidth servers print it too).
+fn perftest(name: &str, port: u16, extra: &[&str], sizes: &[f64], iterations: f64) {
+    let mut args = vec!["-d", "mrc0"];
+    args.extend_from_slice(extra);
+    let r = pair(name, "perftest", port, &args, &args);
+    let (_, cout) = both_ok(name, &r);
+    let rows = report_rows(&cout);
+    println!("{name} {}:", extra.join(" "));
+    for l in cout.lines().filter(|l| {
+        l.trim_start().starts_with("#bytes")
+            || l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u64>().is_ok())
+    }) {
+        println!("  {l}");
+    }
+    let got: Vec<f64> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(got, sizes, "{name}: report rows\n{cout}");
+    for r in &rows {
+        assert_eq!(r[1], iterations, "{name}: iterations in {r:?}\n{cout}");
+        // Bandwidth rows: peak, average, rate; latency rows: min, max, typical, avg, … — all positive.
+        assert!(
+            r[2..].iter().all(|&v| v > 0.0 && v.is_finite()),
+            "{name}: a zero figure in {r:?}\n{cout}"
+        );
+    }
+}
+
+#[test]
+fn rc_pingpong_exchanges_1000_messages() {
+    for (port, extra) in [(18801u16, &[][..]), (18802, &["-e"][..])] {
+        let mut args = vec!["-g", "0"];
+        args.extend_from_slice(extra);
+        let r = pair("ibv_rc_pingpong", "ibverbs-utils", port, &args, &args);
+        let (sout, cout) = both_ok("ibv_rc_pingpong", &r);
+        for (side, out) in [("server", &sout), ("client", &cout)] {
+            println!("ibv_rc_pingpong {} ({side}):\n{out}", extra.join(" "));
+            assert!(
+                out.contains("8192000 bytes in") && out.contains("1000 iters in"),
+                "{side} {extra:?}: no summary in\n{out}"
+            );
+            assert!(
+                out.contains("GID ::1"),
+                "{side}: addresses not shown\n{out}"
+            );
+        }
+    }
+}
+
+#[test]
+fn write_bw_and_lat() {
+    perftest("ib_write_bw", 18811, &[], &[65536.0], 5000.0);
+    perftest("ib_write_lat", 18812, &[], &[2.0], 1000.0);
+}
+
+#[test]
+fn send_bw_and_lat() {
+    perftest("ib_send_bw", 18813, &[], &[65536.0], 1000.0);
+    perftest("ib_send_lat", 18814, &[], &[2.0], 1000.0);
+}
+
+#[test]
+fn read_bw_and_lat() {
+    perftest("ib_read_bw", 18815, &[], &[65536.0], 1000.0);
+    perftest("ib_read_lat", 18816, &[], &[2.0], 1000.0);
+}
+
+/// `-a`: every size from 2 B to 8 MiB (`-n 100` iterations per size keeps the 8 MiB rows to seconds).
+#[test]
+fn all_sizes_with_a() {
+    let all = all_sizes();
+    let n = ["-a", "-n", "100"];
+    for (i, name) in [
+        "ib_write_bw",
+        "ib_write_lat",
+        "ib_send_bw",
+        "ib_send_lat",
+        "ib_read_bw",
+        "ib_read_lat",
+    ]
+    .iter()
+    .enumerate()
+    {
+        perftest(name, 18820 + i as u16, &n, &all, 100.0);
+    }
+}
