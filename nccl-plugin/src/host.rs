@@ -68,8 +68,22 @@ struct Shared {
 }
 
 impl Shared {
-    /// Queues a closed link and destroys those whose linger is over.
+    /// Queues a closed link and destroys those whose linger is over. Logs what the link's QPs counted: writes
+    /// refused for want of a posted receive (RNR; spec NCCL-CONN-3 says there are none) and retransmits.
     fn retire(&self, link: mh::Link) {
+        let (rnr, rexmit) = self.host.inspect(|dp| {
+            link.qps()
+                .iter()
+                .filter_map(|q| dp.endpoint_ref().qp_stats(q.qpn()))
+                .fold((0, 0), |(a, b), s| {
+                    (a + s.rx_no_resource, b + s.tx_retransmits)
+                })
+        });
+        info!(
+            NET,
+            "comm closed: {} QP(s), rnr {rnr} (writes refused for want of a receive), {rexmit} retransmit(s)",
+            link.qps().len()
+        );
         let mut q = self
             .closing
             .lock()

@@ -8,9 +8,8 @@
 //!   is cut mid-run. That test needs root and the `mrc-fabric` binary; without either it prints a loud
 //!   SKIPPED line and passes.
 //!
-//! That no announcement leans on an RNR retry (spec: NCCL-CONN-3) is shown by the protocol tests
-//! (`src/proto/tests.rs`), whose stand-in transport fails on a WRITE_WITH_IMM that finds no receive; mrc-host
-//! retries such a write silently and counts it per QP only.
+//! No announcement may lean on an RNR retry (spec: NCCL-CONN-3): each closed comm logs how many writes its QPs
+//! refused for want of a posted receive, and every run here checks that all of them say `rnr 0`.
 //! Run the suite under `flock /tmp/mrc-net.lock` (it uses UDP sockets and, as root, network namespaces).
 
 use std::collections::BTreeMap;
@@ -108,6 +107,20 @@ fn expect_line(
     panic!("no {prefix:?} line within {limit:?}; saw {seen:?}");
 }
 
+/// The plugin's `comm closed` lines in a run's log (stderr with `MRC_HARNESS_LOG=1`): how many, after checking
+/// that none reports an RNR.
+fn closed_without_rnr(stderr: &[u8], what: &str) -> usize {
+    let log = String::from_utf8_lossy(stderr);
+    let closed: Vec<&str> = log.lines().filter(|l| l.contains("comm closed:")).collect();
+    for l in &closed {
+        assert!(
+            l.contains(" rnr 0 "),
+            "{what}: a write found no receive posted: {l}"
+        );
+    }
+    closed.len()
+}
+
 #[test]
 fn nccl_patterns_in_two_threads_for_every_version() {
     for v in VERSIONS {
@@ -116,9 +129,15 @@ fn nccl_patterns_in_two_threads_for_every_version() {
         let out = Command::new(HARNESS)
             .args(["--version", &v.to_string(), "suite"])
             .env("NCCL_MRC_QPS_PER_CONN", &qps)
+            .env("MRC_HARNESS_LOG", "1")
             .output()
             .expect("run the harness");
         assert!(out.status.success(), "v{v}: {}", text(&out));
+        assert_eq!(
+            closed_without_rnr(&out.stderr, &format!("v{v}")),
+            2,
+            "v{v}: the send and the receive comm closed"
+        );
         let rs = results(&String::from_utf8_lossy(&out.stdout));
         let runs = if v >= 9 { 6 } else { 5 };
         assert_eq!(
@@ -168,6 +187,7 @@ fn two_processes(
         c.args(["--version", &v.to_string()])
             .args(args)
             .args(run)
+            .env("MRC_HARNESS_LOG", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c.spawn().expect("start the harness")
@@ -210,6 +230,8 @@ fn two_processes_meet_through_the_handle_for_every_version() {
         assert_eq!(num(&r[0], "requests"), 48);
         assert_eq!(num(&s[0], "requests"), 96, "two sends per grouped receive");
         assert_eq!(num(&r[0], "bytes"), num(&s[0], "bytes"));
+        assert_eq!(closed_without_rnr(&l.stderr, "listen rank"), 1);
+        assert_eq!(closed_without_rnr(&c.stderr, "connect rank"), 1);
     }
 }
 
@@ -318,6 +340,8 @@ fn one_gib_verified_across_the_kernel_fabric_with_a_plane_cut_mid_run() {
         "1 GiB received and verified: {r:?}"
     );
     assert_eq!(num(&s[0], "bytes"), 1 << 30, "{s:?}");
+    assert_eq!(closed_without_rnr(&l.stderr, "listen rank"), 1);
+    assert_eq!(closed_without_rnr(&c.stderr, "connect rank"), 1);
     eprintln!(
         "fabric, plane 3 cut mid-run: 1 GiB verified at {} Gbit/s",
         r[0]["gbps"]
