@@ -199,7 +199,7 @@ pub struct LocalInfo {
     pub planes: Vec<SocketAddrV6>,
     /// Plane 0's UDP port (a verbs LID).
     pub port: u16,
-    /// Plane 0's address (a verbs GID[0]).
+    /// Plane 0's address (a verbs GID 0).
     pub gid0: Ipv6Addr,
 }
 
@@ -276,7 +276,7 @@ pub struct Mr {
     pub(crate) owned: bool,
 }
 
-/// A peer as verbs names it: GID[0] (plane 0's address) and LID (its UDP port). The host asks the peer for its
+/// A peer as verbs names it: GID 0 (plane 0's address) and LID (its UDP port). The host asks the peer for its
 /// other planes in band and remembers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr {

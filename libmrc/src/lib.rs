@@ -39,8 +39,12 @@ pub mod wire;
 
 pub use completion::{Completion, CqId, WcOpcode, WcStatus};
 pub use config::{Caps, ConfigError, EndpointConfig, QpConfig};
-pub use endpoint::{Endpoint, Event, PayloadRef, RecvMeta, Transmit, TrimMark};
+pub use endpoint::{
+    Endpoint, Event, PayloadRef, QpEnd, RecvMeta, Transmit, TrimMark, connect_pair,
+};
 pub use mem::{Access, Memory, MrKeys, NullMemory, Pd, Sge};
 pub use path::{EvConfig, EvState};
-pub use qp::{ConnInfo, PeerId, PostError, QpInit, QpState, RecvWr, SendOp, SendWr, Transition};
+pub use qp::{
+    ConnInfo, ModifyError, PeerId, PostError, QpInit, QpState, RecvWr, SendOp, SendWr, Transition,
+};
 pub use time::{Duration, Instant};

@@ -11,6 +11,9 @@ transports and their ratio, and checks in NCCL's own log (NCCL_DEBUG=INFO, kept 
 
     python3 nccl-plugin/gpu/allreduce.py --plugin target/nccl-plugin/libnccl-net-mrc.so --out /tmp/ar
 
+Both ranks inherit the caller's NCCL_MRC_* variables (e.g. NCCL_MRC_QPS_PER_CONN=4); every other NCCL_*
+variable is replaced by this script's. Without NCCL_MRC_NODE_CONFIG the plugin uses loopback planes on ::1.
+
 Exit status 0 only if every check passed for every transport run. Needs PyTorch with CUDA and NCCL.
 """
 import argparse

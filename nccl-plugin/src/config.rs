@@ -32,7 +32,7 @@ pub(crate) struct Settings {
     pub(crate) timeout: u8,
     /// `NCCL_MRC_RETRY_CNT`: retries at the ACK timeout before backing off (then the QP fails).
     pub(crate) retry_cnt: u8,
-    /// `NCCL_MRC_CONNECT_TIMEOUT_MS`: how long `connect`/`accept` wait for the peer.
+    /// `NCCL_MRC_CONNECT_TIMEOUT_MS`: how long `connect` waits for the listener's answer.
     pub(crate) connect_timeout_ms: u64,
     /// `NCCL_MRC_CC`: congestion control.
     pub(crate) cc: Cc,

@@ -65,6 +65,22 @@ impl CtrlBlock {
         }
     }
 
+    /// The 8-byte word at `off` (a multiple of 8) while the peer may be writing it: a volatile load the
+    /// compiler can neither elide nor hoist out of a polling loop, then an acquire fence so what this side
+    /// does after seeing the value is ordered after it. Only for words polled without a completion (the
+    /// ready word, spec: NCCL-CONN-3); a torn read returns a mix of old and new bytes, which the caller's
+    /// value check rejects.
+    pub(crate) fn read_u64_landing(&self, off: usize) -> u64 {
+        self.check(off, 8);
+        assert!(off.is_multiple_of(8), "word at unaligned offset {off}");
+        // SAFETY: bounds checked above; `off` is 8-aligned and the block is 64-aligned, so the pointer is a
+        // valid, aligned `u64` inside the allocation. The transport may store into it concurrently (memory
+        // written by the "NIC"); a volatile load of plain memory is how such device-written words are read.
+        let v = unsafe { std::ptr::read_volatile(self.ptr.as_ptr().add(off / 8)) };
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+        v
+    }
+
     /// Copies `src` into the block at `off`.
     pub(crate) fn write(&self, off: usize, src: &[u8]) {
         self.check(off, src.len());

@@ -1,111 +1,333 @@
-//! The seam to `mrc-host` (issue 11): every transport call the plugin makes goes through this file, which
-//! holds no transport logic of its own. The host layer owns progress, registered memory, peers, the
-//! bootstrap and QP bring-up; what the plugin asks of it is in `/work/wt/notes/nccl-needs-from-host.md`.
-//!
-//! Stage 1: mrc-host has no published API yet, so [`Host::open`] reports that and the types a host would
-//! hand out cannot be built (they hold [`Never`]). Everything above this file is written against these
-//! signatures.
+//! The seam to `mrc-host`: every transport call the plugin makes goes through this file, and it holds no
+//! transport logic of its own. The host layer owns the progress thread, registered memory, the peer table, the
+//! in-band bootstrap (listen/connect with application bytes) and QP bring-up; this file turns the plugin's
+//! [`Settings`] into a `HostConfig`, the protocol's [`Op`]s into work requests and completions into [`Done`]s.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::config::Settings;
+use mrc::{Access, Completion, SendOp, WcOpcode, WcStatus};
+use mrc_host as mh;
+
+use crate::config::{Cc, Settings};
 use crate::ffi::Error;
-use crate::proto::{Done, Op};
+use crate::log::{info, warning};
+use crate::proto::{Done, Op, Sge};
 
-/// A value that cannot exist: stands for the host objects until mrc-host is linked.
-#[derive(Debug)]
-pub(crate) enum Never {}
+/// `ENOMEM`: a QP's queue is full (verbs semantics of the host's `post_send`/`post_recv`).
+const ENOMEM: i32 = 12;
+
+/// A host-layer failure as NCCL sees it: `ncclSystemError` naming what was being done.
+fn sys(what: &'static str) -> impl Fn(mh::HostError) -> Error {
+    move |e| Error::system(format!("{what}: {e} (errno {})", e.errno()))
+}
+
+/// The host configuration the plugin's settings ask for (`README.md` lists the variables).
+pub(crate) fn host_config(s: &Settings) -> Result<mh::HostConfig, Error> {
+    let mut cfg = mh::HostConfig::loopback(s.planes);
+    if let Some(path) = &s.node_config {
+        cfg.node = mh::NodeConfig::load(path).map_err(|e| {
+            Error::invalid(format!(
+                "NCCL_MRC_NODE_CONFIG={}: {e}",
+                path.to_string_lossy()
+            ))
+        })?;
+    }
+    // NCCL's proxy thread polls `test` in a loop; the host's own thread moves the packets.
+    cfg.progress = mh::ProgressMode::Thread;
+    if let Some(evs) = s.evs {
+        cfg.profile.evs_per_plane = evs;
+    }
+    // The host's profile is a fixed window unless a rate is given, which sizes NSCC for it.
+    cfg.profile.rate_bps = match s.cc {
+        Cc::Fixed => None,
+        Cc::Nscc => Some(match s.rate_gbps {
+            Some(g) => (g * 1e9) as u64,
+            // No rate given: the `speed` property's share of one plane.
+            None => {
+                u64::try_from(s.speed()).unwrap_or(100_000) * 1_000_000 / s.planes.max(1) as u64
+            }
+        }),
+    };
+    cfg.bootstrap_timeout = Duration::from_millis(s.connect_timeout_ms);
+    Ok(cfg)
+}
 
 /// One host instance per process, shared by every NCCL communicator.
-#[derive(Debug)]
-pub(crate) struct Host(Never);
+pub(crate) struct Host {
+    host: mh::Host,
+    /// The PD every link's QPs belong to: registrations are made there.
+    pd: mrc::Pd,
+    connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host").finish_non_exhaustive()
+    }
+}
 
 /// A registration: the keys work requests and peers name it by.
-#[derive(Debug)]
 pub(crate) struct Mr {
     pub(crate) lkey: u32,
     pub(crate) rkey: u32,
-    _host: Never,
+    mr: mh::Mr,
+}
+
+impl std::fmt::Debug for Mr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mr")
+            .field("lkey", &self.lkey)
+            .field("rkey", &self.rkey)
+            .finish()
+    }
 }
 
 /// Waits for connection requests.
-#[derive(Debug)]
-pub(crate) struct Listener(Never);
+pub(crate) struct Listener(mh::Listener);
 
-/// A connection being set up by `connect`.
-#[derive(Debug)]
-pub(crate) struct Connecting(Never);
+/// A connection being set up by `connect`, with the deadline `NCCL_MRC_CONNECT_TIMEOUT_MS` gives it.
+pub(crate) struct Connecting {
+    inner: mh::Connecting,
+    started: Instant,
+    timeout: Duration,
+}
 
 /// A connected set of QPs toward one peer.
-#[derive(Debug)]
-pub(crate) struct Link(Never);
+pub(crate) struct Link(mh::Link);
 
 impl Host {
-    /// Opens the host layer with the plugin's settings.
-    pub(crate) fn open(_s: &Settings) -> Result<Arc<Self>, Error> {
-        Err(Error::system(
-            "this build has no transport yet: mrc-host (issue 11) is not linked into the plugin",
-        ))
+    /// Starts the host layer with the plugin's settings.
+    pub(crate) fn open(s: &Settings) -> Result<Arc<Self>, Error> {
+        let cfg = host_config(s)?;
+        let d = Settings::default();
+        if (s.timeout, s.retry_cnt) != (d.timeout, d.retry_cnt) {
+            // mrc-host's QP profile has no ACK timeout or retry count (it keeps its own loss timers).
+            warning!(
+                "NCCL_MRC_TIMEOUT={} / NCCL_MRC_RETRY_CNT={} are not applied: this mrc-host keeps its own \
+                 loss timers and retry limits",
+                s.timeout,
+                s.retry_cnt
+            );
+        }
+        let host = mh::Host::start(cfg).map_err(sys("starting the MRC host layer"))?;
+        let pd = host.default_pd();
+        info!(
+            INIT,
+            "MRC host up: {} plane(s), {}",
+            host.local().planes.len(),
+            match s.cc {
+                Cc::Fixed => "fixed-window CC",
+                Cc::Nscc => "NSCC",
+            }
+        );
+        Ok(Arc::new(Self {
+            host,
+            pd,
+            connect_timeout: Duration::from_millis(s.connect_timeout_ms),
+        }))
     }
 
     /// Starts listening; the blob (at most `handle::BLOB_MAX` bytes) tells a peer how to connect.
     pub(crate) fn listen(&self) -> Result<Listener, Error> {
-        match self.0 {}
+        self.host.listen().map(Listener).map_err(sys("listen"))
     }
 
     /// Starts connecting `qps` QPs to the listener described by `blob`, sending `app` with the request.
-    pub(crate) fn connect(
-        &self,
-        _blob: &[u8],
-        _qps: usize,
-        _app: &[u8],
-    ) -> Result<Connecting, Error> {
-        match self.0 {}
+    pub(crate) fn connect(&self, blob: &[u8], qps: usize, app: &[u8]) -> Result<Connecting, Error> {
+        let inner = self.host.connect(blob, qps, app).map_err(sys("connect"))?;
+        Ok(Connecting {
+            inner,
+            started: Instant::now(),
+            timeout: self.connect_timeout,
+        })
     }
 
     /// Registers `len` bytes at `addr` of this process's memory; `remote_write` lets peers WRITE there.
-    pub(crate) fn reg_mr(&self, _addr: u64, _len: usize, _remote_write: bool) -> Result<Mr, Error> {
-        match self.0 {}
+    ///
+    /// The caller keeps `[addr, addr + len)` allocated until [`Host::dereg_mr`]: NCCL's `regMr` contract (its
+    /// buffers outlive their registrations) and the control blocks' (a comm deregisters its block before
+    /// freeing it).
+    pub(crate) fn reg_mr(&self, addr: u64, len: usize, remote_write: bool) -> Result<Mr, Error> {
+        let access = if remote_write {
+            Access::LOCAL_WRITE.union(Access::REMOTE_WRITE)
+        } else {
+            Access::LOCAL_WRITE
+        };
+        #[allow(
+            unsafe_code,
+            reason = "registration hands process memory to the transport"
+        )]
+        // SAFETY: per this function's contract the range stays valid until `dereg_mr`; the engine checks keys,
+        // bounds and access before any byte moves.
+        let mr = unsafe { self.host.reg_mr(self.pd, addr as *mut u8, len, access) }
+            .map_err(sys("reg_mr"))?;
+        Ok(Mr {
+            lkey: mr.lkey,
+            rkey: mr.rkey,
+            mr,
+        })
     }
 
-    /// Drops a registration.
+    /// Drops a registration (a failure is logged: NCCL's deregMr has nothing to undo).
     pub(crate) fn dereg_mr(&self, mr: &Mr) {
-        match mr._host {}
+        if let Err(e) = self.host.dereg_mr(&mr.mr) {
+            info!(NET, "dereg_mr of lkey {:#x}: {e}", mr.lkey);
+        }
     }
 }
 
 impl Listener {
     /// What a connector needs to reach this listener.
     pub(crate) fn blob(&self) -> Vec<u8> {
-        match self.0 {}
+        self.0.blob()
     }
 
     /// A connection request accepted, answered with `reply`: the link and the connector's app data.
-    pub(crate) fn poll_accept(&mut self, _reply: &[u8]) -> Result<Option<(Link, Vec<u8>)>, Error> {
-        match self.0 {}
+    pub(crate) fn poll_accept(&mut self, reply: &[u8]) -> Result<Option<(Link, Vec<u8>)>, Error> {
+        Ok(self
+            .0
+            .poll_accept(reply)
+            .map_err(sys("accept"))?
+            .map(|(l, app)| (Link::new(l), app)))
     }
 }
 
 impl Connecting {
     /// The link and the listener's reply once the peer answered.
     pub(crate) fn poll(&mut self) -> Result<Option<(Link, Vec<u8>)>, Error> {
-        match self.0 {}
+        match self.inner.poll().map_err(sys("connect"))? {
+            Some((l, reply)) => Ok(Some((Link::new(l), reply))),
+            None if self.started.elapsed() > self.timeout => Err(Error::remote(format!(
+                "connect: no answer from the listener within {} ms (NCCL_MRC_CONNECT_TIMEOUT_MS)",
+                self.timeout.as_millis()
+            ))),
+            None => Ok(None),
+        }
+    }
+}
+
+/// The text a failed completion is reported with.
+fn status_text(s: WcStatus) -> &'static str {
+    match s {
+        WcStatus::Success => "success",
+        WcStatus::LocLenErr => "local length error",
+        WcStatus::LocQpOpErr => "local QP error",
+        WcStatus::LocProtErr => "local protection error (key, bounds or access)",
+        WcStatus::WrFlushErr => "flushed: the QP is in the error state",
+        WcStatus::RemInvReqErr => "the peer rejected the request",
+        WcStatus::RemAccessErr => "the peer refused the key, bounds or access",
+        WcStatus::RemOpErr => "the peer hit an operational error",
+        WcStatus::RetryExcErr => "retries exhausted: the peer or every path is gone",
+        WcStatus::RnrRetryExcErr => "the peer had no receive posted (RNR retries exhausted)",
     }
 }
 
 impl Link {
+    fn new(link: mh::Link) -> Self {
+        Self(link)
+    }
+
     /// QPs in this link.
     pub(crate) fn qps(&self) -> usize {
-        match self.0 {}
+        self.0.qps().len()
+    }
+
+    fn qp(&self, i: usize) -> Result<&mh::Qp, Error> {
+        self.0.qps().get(i).ok_or_else(|| {
+            Error::internal(format!("QP index {i} outside a link of {}", self.qps()))
+        })
     }
 
     /// Posts one work request; `Ok(false)` when the QP's queue is full (try again later).
-    pub(crate) fn post(&self, _op: &Op) -> Result<bool, Error> {
-        match self.0 {}
+    pub(crate) fn post(&self, op: &Op) -> Result<bool, Error> {
+        let r = match *op {
+            Op::Write {
+                qp,
+                wr_id,
+                local,
+                remote_addr,
+                rkey,
+                imm,
+                signaled,
+            } => {
+                let sge = to_sge(local);
+                let sges: &[mrc::Sge] = if local.len == 0 {
+                    &[]
+                } else {
+                    std::slice::from_ref(&sge)
+                };
+                self.qp(qp)?.post_send(&mh::SendRequest {
+                    wr_id,
+                    op: match imm {
+                        Some(imm) => SendOp::WriteImm {
+                            remote_addr,
+                            rkey,
+                            imm,
+                        },
+                        None => SendOp::Write { remote_addr, rkey },
+                    },
+                    sges,
+                    inline: None,
+                    signaled,
+                    solicited: false,
+                    fence: false,
+                })
+            }
+            Op::Recv { qp, wr_id } => self.qp(qp)?.post_recv(wr_id, &[]),
+        };
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if e.errno() == ENOMEM => Ok(false),
+            Err(e) => Err(sys("post")(e)),
+        }
     }
 
     /// Appends the completions that arrived since the last call.
-    pub(crate) fn poll(&self, _out: &mut Vec<Done>) -> Result<(), Error> {
-        match self.0 {}
+    pub(crate) fn poll(&self, out: &mut Vec<Done>) -> Result<(), Error> {
+        let mut wc = [Completion::default(); 64];
+        let send = self.0.send_cq();
+        let recv = self.0.recv_cq();
+        for cq in [send, recv] {
+            loop {
+                let n = cq.poll(&mut wc);
+                for c in &wc[..n] {
+                    out.push(self.done(c)?);
+                }
+                if n < wc.len() {
+                    break;
+                }
+            }
+            if send.id() == recv.id() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn done(&self, c: &Completion) -> Result<Done, Error> {
+        // Completions name a QP by number, the protocol by its index in the link.
+        let qp = self.0.qp_index(c.qpn).ok_or_else(|| {
+            Error::internal(format!("completion of QP {} outside this link", c.qpn))
+        })?;
+        Ok(Done {
+            qp,
+            wr_id: c.wr_id,
+            status: match c.status {
+                WcStatus::Success => Ok(()),
+                s => Err(status_text(s)),
+            },
+            recv: matches!(c.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm),
+            byte_len: c.byte_len,
+            imm: c.imm,
+        })
+    }
+}
+
+fn to_sge(s: Sge) -> mrc::Sge {
+    mrc::Sge {
+        addr: s.addr,
+        len: s.len,
+        lkey: s.lkey,
     }
 }

@@ -395,7 +395,7 @@ pub(crate) unsafe fn connect(
         )));
     }
     let side = SendSide::new(p.qps, p.ctrl, p.mr.lkey, peer);
-    Ok(new_comm(p.host, link, p.mr, Side::Send(side)))
+    new_comm(p.host, link, p.mr, Side::Send(side))
 }
 
 /// `accept`: NULL until a connector arrived.
@@ -428,7 +428,7 @@ pub(crate) unsafe fn accept(listen_comm: *mut c_void) -> Result<*mut c_void, Err
             link.qps()
         )));
     }
-    Ok(new_comm(Arc::clone(&l.host), link, mr, Side::Recv(side)))
+    new_comm(Arc::clone(&l.host), link, mr, Side::Recv(side))
 }
 
 /// # Safety
@@ -445,7 +445,7 @@ unsafe fn listen_mut<'a>(p: *mut c_void) -> Result<&'a mut ListenComm, Error> {
     Ok(l)
 }
 
-fn new_comm(host: Arc<Host>, link: Link, ctrl_mr: Mr, side: Side) -> *mut c_void {
+fn new_comm(host: Arc<Host>, link: Link, ctrl_mr: Mr, side: Side) -> Result<*mut c_void, Error> {
     let nsend = SLOTS * MAX_RECVS * 2;
     let c = Box::into_raw(Box::new(Comm {
         magic: COMM_MAGIC,
@@ -468,7 +468,18 @@ fn new_comm(host: Arc<Host>, link: Link, ctrl_mr: Mr, side: Side) -> *mut c_void
         .collect();
     // SAFETY: `c` was just created from a Box and is not shared yet.
     unsafe { (*c).reqs = reqs };
-    c.cast()
+    // Post this side's receives now, before NCCL's first call: the sender's go out ahead of its ready word, so
+    // the receiver's first announcement already finds one (spec: NCCL-CONN-3).
+    // SAFETY: as above; still not shared.
+    let comm = unsafe { &*c };
+    let first = comm.pump(&mut lock(&comm.side));
+    if let Err(e) = first {
+        // SAFETY: not handed out; dropping the box drops the link and the control block.
+        let c = unsafe { Box::from_raw(c) };
+        c.host.dereg_mr(&c.ctrl_mr);
+        return Err(e);
+    }
+    Ok(c.cast())
 }
 
 /// # Safety

@@ -31,8 +31,12 @@ const SIZES_SLOT: usize = 8 * MAX_RECVS;
 const SIZES_BYTES: usize = SIZES_SLOT * SLOTS;
 /// Where the size records start in a control block.
 pub(crate) const SIZES_AT: usize = FIFO_BYTES;
-/// Bytes of each side's control block: FIFO (or CTS sources) then size records (or their sources).
-pub(crate) const CTRL_BYTES: usize = FIFO_BYTES + SIZES_BYTES;
+/// Where the ready word lives in a control block, right after the size records (spec: NCCL-CONN-3).
+const READY_AT: usize = FIFO_BYTES + SIZES_BYTES;
+/// Bytes of each side's control block: FIFO (or CTS sources), size records (or their sources), the ready word.
+pub(crate) const CTRL_BYTES: usize = READY_AT + 8;
+/// The ready word's value: every byte non-zero, so a partly placed word never reads as ready.
+const READY: u64 = u64::from_le_bytes([b'M', b'R', b'C', b'R', b'D', b'Y', PROTO_VERSION, 0xA5]);
 /// Receive work requests kept posted per QP (twice the CTS or WRITE_WITH_IMM that can be outstanding).
 const RECVS_POSTED: usize = 2 * SLOTS;
 
@@ -43,6 +47,7 @@ const FLAG_OPTIONAL: u8 = 1;
 const WR_DATA: u64 = 1 << 56;
 const WR_CTS: u64 = 2 << 56;
 const WR_RECV: u64 = 3 << 56;
+const WR_READY: u64 = 4 << 56;
 
 /// Version of the connection data and CTS format.
 pub(crate) const PROTO_VERSION: u8 = 1;
@@ -309,6 +314,23 @@ impl SendSide {
                 wr_id: WR_RECV,
             });
         }
+        // After the receives (work requests are posted in order, a full queue stops the rest), tell the receiver
+        // it may announce: its CTS writes then always find a receive posted here, with no RNR retry
+        // (spec: NCCL-CONN-3).
+        s.block.write(READY_AT, &READY.to_le_bytes());
+        s.ops.push_back(Op::Write {
+            qp: 0,
+            wr_id: WR_READY,
+            local: Sge {
+                addr: s.block.addr() + READY_AT as u64,
+                len: 8,
+                lkey,
+            },
+            remote_addr: peer.sizes_addr + SIZES_BYTES as u64,
+            rkey: peer.sizes_rkey,
+            imm: None,
+            signaled: false,
+        });
         s
     }
 
@@ -542,6 +564,9 @@ pub(crate) struct RecvSide {
     next: u32,
     slots: [RecvSlot; SLOTS],
     ops: VecDeque<Op>,
+    /// The sender's ready word has landed (spec: NCCL-CONN-3); until then CTS writes wait in `held`.
+    ready: bool,
+    held: VecDeque<Op>,
     failure: Option<Error>,
 }
 
@@ -599,6 +624,8 @@ impl RecvSide {
             next: 0,
             slots: [RecvSlot::default(); SLOTS],
             ops,
+            ready: false,
+            held: VecDeque::new(),
             failure: None,
         }
     }
@@ -614,9 +641,19 @@ impl RecvSide {
         self.block.addr() + FIFO_BYTES as u64
     }
 
-    /// Work requests to post, oldest first.
+    /// Work requests to post, oldest first. Announcements wait until the sender said it is ready.
     pub(crate) fn ops(&mut self) -> &mut VecDeque<Op> {
+        if !self.ready && self.block.read_u64_landing(READY_AT) == READY {
+            self.ready = true;
+            self.ops.append(&mut self.held);
+        }
         &mut self.ops
+    }
+
+    /// Whether the sender's ready word has been seen (announcements flow).
+    #[cfg(test)]
+    pub(crate) fn is_ready(&self) -> bool {
+        self.ready
     }
 
     /// The first error this side met, if any.
@@ -666,8 +703,13 @@ impl RecvSide {
             self.block.write(slot * FIFO_SLOT + i * ENTRY, &e.encode());
         }
         self.slots[slot] = s;
-        // spec: NCCL-CTS-1
-        self.ops.push_back(Op::Write {
+        // spec: NCCL-CTS-1, NCCL-CONN-3
+        let q = if self.ready {
+            &mut self.ops
+        } else {
+            &mut self.held
+        };
+        q.push_back(Op::Write {
             qp: 0,
             wr_id: WR_CTS | u64::from(seq),
             local: Sge {

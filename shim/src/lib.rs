@@ -27,6 +27,7 @@
 )]
 
 pub mod abi;
+pub mod bridge;
 mod config;
 pub mod context;
 pub mod cq;

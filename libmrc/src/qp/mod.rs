@@ -440,6 +440,10 @@ pub(crate) struct MsgSlot {
     pub(crate) last_seen: bool,
     pub(crate) imm: Option<u32>,
     pub(crate) rqmsn: u64,
+    /// A WRITE's final byte (address, value), placed only once every other byte is (spec QP-PLACE-2).
+    pub(crate) held: Option<(u64, u8)>,
+    /// The R_Key of the WRITE, to check the final byte's region again when it is placed late.
+    pub(crate) rkey: u32,
 }
 
 /// The QP's congestion controller with its window cached: the window is read before every transmission and

@@ -3,6 +3,7 @@
 //! ```text
 //! mrc-nccl-harness [--lib PATH] [--version 8..12] props
 //! mrc-nccl-harness pair    [run options]               both ranks in one process, two threads
+//! mrc-nccl-harness suite                               NCCL's patterns over one connection (two threads)
 //! mrc-nccl-harness listen  [run options]               receiving rank: prints HANDLE <hex>, then RESULT
 //! mrc-nccl-harness connect --handle HEX [run options]  sending rank
 //! mrc-nccl-harness bench   [--sizes 4k,64k,1m,...]     Gbit/s per message size (two threads)
@@ -36,6 +37,10 @@ enum Cmd {
     Props,
     /// Both ranks in one process (two threads).
     Pair(Run),
+    /// NCCL's usage patterns in turn over one connection (two threads): steady, grouped, larger receives,
+    /// empty messages, the full 32-request window, and the optional-completion hint (v9+). One RESULT line per
+    /// pattern and side.
+    Suite,
     /// The receiving rank: prints `HANDLE <hex>` for the sending rank.
     Listen(Run),
     /// The sending rank, connecting to a `listen` rank's handle.
@@ -51,7 +56,7 @@ enum Cmd {
         /// Message sizes (k, m, g suffixes).
         #[arg(long, value_delimiter = ',', default_value = "4k,64k,256k,1m,4m,16m")]
         sizes: Vec<String>,
-        /// Bytes to move per size (at least 8 messages).
+        /// Bytes to move per size (at least four rounds of `depth` messages).
         #[arg(long, default_value = "256m")]
         bytes: String,
         /// Outstanding requests.
@@ -85,6 +90,9 @@ struct Run {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 60)]
     timeout: u64,
+    /// Print `PROGRESS <done> <messages>` every N completed receives (0: never).
+    #[arg(long, default_value_t = 0)]
+    progress: usize,
 }
 
 fn bytes(s: &str) -> Result<usize, String> {
@@ -111,20 +119,25 @@ impl Run {
             hint: self.hint,
             verify: true,
             timeout: Duration::from_secs(self.timeout),
+            progress: self.progress,
         })
     }
 }
 
 fn result_line(role: &str, r: &Report) {
-    println!(
-        "RESULT ok role={role} requests={} bytes={} seconds={:.6} gbps={:.3} null_retries={} short_receives={}",
+    println!("RESULT ok role={role} {}", result_fields(r));
+}
+
+fn result_fields(r: &Report) -> String {
+    format!(
+        "requests={} bytes={} seconds={:.6} gbps={:.3} null_retries={} short_receives={}",
         r.requests,
         r.bytes,
         r.elapsed.as_secs_f64(),
         r.gbps(),
         r.null_retries,
         r.short_receives
-    );
+    )
 }
 
 fn run(cli: Cli) -> Result<(), String> {
@@ -154,6 +167,14 @@ fn run(cli: Cli) -> Result<(), String> {
             let reps = proxy::pair(&p, std::slice::from_ref(&o))?;
             result_line("receiver", &reps[0].0);
             result_line("sender", &reps[0].1);
+        }
+        Cmd::Suite => {
+            let (names, runs): (Vec<&str>, Vec<Options>) = proxy::suite(v).into_iter().unzip();
+            let reps = proxy::pair(&p, &runs)?;
+            for (name, (r, s)) in names.iter().zip(&reps) {
+                println!("RESULT ok run={name} role=receiver {}", result_fields(r));
+                println!("RESULT ok run={name} role=sender {}", result_fields(s));
+            }
         }
         Cmd::Listen(r) => {
             let o = r.options()?;
@@ -190,7 +211,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 .map(|s| {
                     let size = bytes(s)?;
                     Ok(Options {
-                        messages: (budget / size.max(1)).max(8),
+                        // At least four passes over the `depth` buffers, so a size's figure is a steady state.
+                        messages: (budget / size.max(1)).max(4 * depth.clamp(1, 32)),
                         size,
                         depth: depth.clamp(1, 32),
                         verify: false,

@@ -31,6 +31,9 @@ pub struct Options {
     pub verify: bool,
     /// Give up after this long.
     pub timeout: Duration,
+    /// The receiver prints `PROGRESS <done> <messages>` on stdout every this many completed receives (0: never),
+    /// so a test can apply a fault once data is moving rather than after a guessed delay.
+    pub progress: usize,
 }
 
 impl Default for Options {
@@ -44,8 +47,71 @@ impl Default for Options {
             hint: false,
             verify: true,
             timeout: Duration::from_secs(60),
+            progress: 0,
         }
     }
+}
+
+/// NCCL's usage patterns, each a run over the same connection: (name, options). Every run verifies its bytes.
+pub fn suite(v: Version) -> Vec<(&'static str, Options)> {
+    let o = Options::default();
+    let mut runs = vec![
+        // NCCL_STEPS outstanding per comm, the proxy's steady state.
+        ("steady", Options { ..o.clone() }),
+        // Grouped receives (maxRecvs > 1): one request, four buffers told apart by tag, sends in tag order.
+        (
+            "grouped",
+            Options {
+                messages: 48,
+                size: 32 * 1024,
+                group: 4,
+                shrink: true,
+                ..o.clone()
+            },
+        ),
+        // Receives larger than their sends: test reports what was sent.
+        (
+            "larger-receive",
+            Options {
+                messages: 16,
+                size: 1 << 20,
+                shrink: true,
+                ..o.clone()
+            },
+        ),
+        // Empty messages (NCCL sends them).
+        (
+            "empty",
+            Options {
+                messages: 16,
+                size: 0,
+                ..o.clone()
+            },
+        ),
+        // NCCL_NET_MAX_REQUESTS outstanding: the whole 32-slot window, reused many times.
+        (
+            "window",
+            Options {
+                messages: 256,
+                size: 4096,
+                depth: 32,
+                ..o.clone()
+            },
+        ),
+    ];
+    if v >= Version::V9 {
+        // LL/LL128's optional completion.
+        runs.push((
+            "hint",
+            Options {
+                messages: 32,
+                shrink: true,
+                hint: true,
+                ..o
+            },
+        ));
+    }
+    runs
 }
 
 /// What one side saw.
@@ -153,7 +219,7 @@ pub fn connect(
 /// The receiving rank's data phase on `comm`.
 pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
     let slot = o.size * o.group;
-    let mut buf = vec![0u8; (slot * o.depth).max(1)];
+    let mut buf = touched((slot * o.depth).max(1));
     let base = buf.as_mut_ptr();
     let mh = p.reg_mr(comm, base, buf.len()).map_err(err("regMr"))?;
     let hint = o.hint && o.group == 1 && p.version() >= Version::V9;
@@ -178,15 +244,18 @@ pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
                 Some(r) => {
                     reqs.push_back((posted, r));
                     posted += 1;
+                    continue;
                 }
                 None => rep.null_retries += 1,
             }
         }
         let Some(&(k, r)) = reqs.front() else {
+            idle();
             continue;
         };
         let mut sizes = [0 as c_int; 8];
         if !p.test(r, &mut sizes[..o.group]).map_err(err("test"))? {
+            idle();
             continue;
         }
         reqs.pop_front();
@@ -194,9 +263,10 @@ pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
         for (m, &got) in sizes.iter().enumerate().take(o.group) {
             let want = send_size(o, k, m);
             let got = got as usize;
-            if hint && got == o.size && want != o.size {
-                // Optional completion: NCCL's LL protocols find their data by its flags; the harness waits
-                // for the bytes themselves.
+            if hint && got == o.size {
+                // Optional completion (reported with the posted size, so also when the send filled the
+                // buffer): NCCL's LL protocols find their data by its flags; the harness waits for the bytes
+                // themselves.
                 let t = Instant::now();
                 while check(&buf_view(base, at + m * o.size, want), k, m).is_err() {
                     if t.elapsed() > o.timeout {
@@ -220,6 +290,11 @@ pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
             rep.bytes += want as u64;
         }
         done += 1;
+        if o.progress > 0 && done % o.progress == 0 {
+            use std::io::Write as _;
+            println!("PROGRESS {done} {}", o.messages);
+            let _ = std::io::stdout().flush();
+        }
     }
     rep.elapsed = start.elapsed();
     rep.requests = done;
@@ -230,6 +305,24 @@ pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
     p.dereg_mr(comm, mh).map_err(err("deregMr"))?;
     drop(buf);
     Ok(rep)
+}
+
+/// A round that moved nothing: give the CPU away, as NCCL's proxy thread does (`sched_yield` when idle), so
+/// the transport's progress thread and the peer's proxy get it on small machines.
+fn idle() {
+    std::thread::yield_now();
+}
+
+/// A zeroed buffer whose pages are all mapped, so first-touch page faults stay out of the measured time.
+fn touched(len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    for page in v.chunks_mut(4096) {
+        // A write, not a read (the shared zero page would fault again at the first real write), and volatile
+        // so it is not dropped as a store of the value already there.
+        // SAFETY: `page[0]` is a valid, exclusively borrowed byte.
+        unsafe { std::ptr::write_volatile(&mut page[0], 0) };
+    }
+    v
 }
 
 /// A copy of `len` bytes at `base + off` (read through a volatile-free copy after the plugin said so).
@@ -244,7 +337,7 @@ fn buf_view(base: *mut u8, off: usize, len: usize) -> Vec<u8> {
 /// The sending rank's data phase on `comm`.
 pub fn send(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
     let slot = o.size * o.group;
-    let mut buf = vec![0u8; (slot * o.depth).max(1)];
+    let mut buf = touched((slot * o.depth).max(1));
     let base = buf.as_mut_ptr();
     let mh = p.reg_mr(comm, base, buf.len()).map_err(err("regMr"))?;
     let total = o.messages * o.group;
@@ -276,15 +369,19 @@ pub fn send(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
                 Some(r) => {
                     reqs.push_back((len, r));
                     next += 1;
+                    continue;
                 }
                 None => rep.null_retries += 1,
             }
         }
         let Some(&(len, r)) = reqs.front() else {
+            idle();
             continue;
         };
         let mut size = [0 as c_int; 1];
-        if p.test(r, &mut size).map_err(err("test"))? {
+        if !p.test(r, &mut size).map_err(err("test"))? {
+            idle();
+        } else {
             if size[0] as usize != len {
                 return Err(format!(
                     "send of {len} bytes completed with size {}",

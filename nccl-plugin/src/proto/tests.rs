@@ -73,10 +73,27 @@ impl Pair {
 
     /// Carries out every queued work request of both sides; completions are queued, not delivered.
     fn carry(&mut self) {
+        self.carry_from(&[0, 1]);
+    }
+
+    /// Carries out the queued work requests of `side` only (the other side's thread has not run yet).
+    fn carry_side(&mut self, side: usize) {
+        self.carry_from(&[side]);
+    }
+
+    fn carry_from(&mut self, sides: &[usize]) {
         loop {
-            let (side, op) = if let Some(op) = self.s.ops().pop_front() {
+            let (side, op) = if let Some(op) = sides
+                .contains(&0)
+                .then(|| self.s.ops().pop_front())
+                .flatten()
+            {
                 (0, op)
-            } else if let Some(op) = self.r.ops().pop_front() {
+            } else if let Some(op) = sides
+                .contains(&1)
+                .then(|| self.r.ops().pop_front())
+                .flatten()
+            {
                 (1, op)
             } else {
                 return;
@@ -116,6 +133,7 @@ impl Pair {
                     }
                     if let Some(imm) = imm {
                         let peer = 1 - side;
+                        // No RNR retry in this stand-in: a WRITE_WITH_IMM that finds no receive is a bug.
                         let rwr = self.posted[peer][qp]
                             .pop_front()
                             .expect("a receive is posted");
@@ -238,6 +256,55 @@ fn a_send_lands_in_a_larger_receive_which_reports_the_sent_size() {
     // A finished request is not outstanding any more.
     assert!(p.s.test(sid).is_err());
     assert!(p.r.test(rid, &mut sizes).is_err());
+}
+
+#[test]
+fn the_receiver_announces_nothing_before_the_sender_posted_its_receives() {
+    let mut p = Pair::new(2);
+    let dst = Buf::new(&mut p, 70, 64, 0);
+    let src = Buf::new(&mut p, 71, 64, 3);
+    // The receiver runs first (accept returned, NCCL posts a receive at once): its own receives are posted,
+    // but its CTS waits, since the sender has posted nothing it could land in.
+    let rid = p.r.irecv(&[dst.recv(0)], false).unwrap().unwrap();
+    p.carry_side(1);
+    assert_eq!(p.writes, 0, "no CTS before the sender is ready");
+    assert!(!p.r.is_ready());
+    assert_eq!(p.posted[1][0].len(), RECVS_POSTED);
+    assert_eq!(p.posted[1][1].len(), RECVS_POSTED);
+    p.carry_side(1);
+    assert_eq!(
+        p.writes, 0,
+        "still nothing: polling again does not release it"
+    );
+    // The sender's first round: every CTS receive, then the ready word.
+    p.carry_side(0);
+    assert_eq!(p.posted[0][0].len(), RECVS_POSTED);
+    assert_eq!(p.writes, 1, "the ready word");
+    p.carry_side(1);
+    assert!(p.r.is_ready());
+    assert_eq!(p.writes, 2, "the held CTS went out");
+    p.settle();
+    let sid = p.s.isend(src.sge(64), 0).unwrap().expect("announced");
+    let mut sz = [0u32];
+    wait_recv(&mut p, rid, &mut sz);
+    assert_eq!(sz, [64]);
+    assert!(dst.v.iter().all(|&b| b == 3));
+    wait_send(&mut p, sid);
+}
+
+#[test]
+fn a_torn_or_foreign_ready_word_does_not_release_announcements() {
+    let mut p = Pair::new(1);
+    let dst = Buf::new(&mut p, 72, 64, 0);
+    p.r.irecv(&[dst.recv(0)], false).unwrap().unwrap();
+    let rb = p.r.sizes_addr() + SIZES_BYTES as u64;
+    for word in [READY & 0xFFFF_FFFF, READY ^ (1 << 56), u64::MAX] {
+        // SAFETY: the ready word lies inside the receiver's control block, which this test owns.
+        unsafe { std::ptr::write(rb as *mut u64, word) };
+        p.carry_side(1);
+        assert!(!p.r.is_ready(), "{word:#x} is not the ready word");
+        assert_eq!(p.writes, 0);
+    }
 }
 
 #[test]

@@ -1,0 +1,1371 @@
+//! The C types and constants of `include/mrc.h` and `include/mrc_ctl.h`, and the few verbs types they embed.
+//!
+//! Hand-written `#[repr(C)]` mirrors; the unit tests at the bottom compare every size, alignment, field offset
+//! and constant with the table measured from the OCP 1.0.1 headers (`tests/layout/ocp-1.0.1.txt`), and
+//! `tests/layout.rs` does the same for the C header. C's anonymous nested structs get names here
+//! (`<parent>_<member>`). Verbs structures the API only passes through (`ibv_wc`, `ibv_send_wr`,
+//! `ibv_recv_wr`) stay opaque until the data path reads them (stage 2).
+#![allow(
+    non_camel_case_types,
+    missing_docs,
+    reason = "the names are C's, documented in the header"
+)]
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+
+// ---- verbs (rdma-core 44 layouts, x86_64) ------------------------------------------------------------------
+
+/// `struct ibv_context`: only ever handled by pointer (the shim owns it).
+#[repr(C)]
+pub struct ibv_context {
+    _opaque: [u8; 0],
+}
+/// `struct ibv_pd`: by pointer only.
+#[repr(C)]
+pub struct ibv_pd {
+    _opaque: [u8; 0],
+}
+/// `struct ibv_wc`: by pointer only (stage 2 fills them).
+#[repr(C)]
+pub struct ibv_wc {
+    _opaque: [u8; 0],
+}
+/// `struct ibv_send_wr`: by pointer only (stage 2 reads them).
+#[repr(C)]
+pub struct ibv_send_wr {
+    _opaque: [u8; 0],
+}
+/// `struct ibv_recv_wr`: by pointer only (stage 2 reads them).
+#[repr(C)]
+pub struct ibv_recv_wr {
+    _opaque: [u8; 0],
+}
+
+/// `union ibv_gid`: 16 bytes in network order, 8-aligned like its `global` member.
+#[repr(C, align(8))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ibv_gid {
+    pub raw: [u8; 16],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ibv_global_route {
+    pub dgid: ibv_gid,
+    pub flow_label: u32,
+    pub sgid_index: u8,
+    pub hop_limit: u8,
+    pub traffic_class: u8,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ibv_ah_attr {
+    pub grh: ibv_global_route,
+    pub dlid: u16,
+    pub sl: u8,
+    pub src_path_bits: u8,
+    pub static_rate: u8,
+    pub is_global: u8,
+    pub port_num: u8,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ibv_qp_cap {
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ibv_qp_attr {
+    pub qp_state: c_uint,
+    pub cur_qp_state: c_uint,
+    pub path_mtu: c_uint,
+    pub path_mig_state: c_uint,
+    pub qkey: u32,
+    pub rq_psn: u32,
+    pub sq_psn: u32,
+    pub dest_qp_num: u32,
+    pub qp_access_flags: c_uint,
+    pub cap: ibv_qp_cap,
+    pub ah_attr: ibv_ah_attr,
+    pub alt_ah_attr: ibv_ah_attr,
+    pub pkey_index: u16,
+    pub alt_pkey_index: u16,
+    pub en_sqd_async_notify: u8,
+    pub sq_draining: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub min_rnr_timer: u8,
+    pub port_num: u8,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub alt_port_num: u8,
+    pub alt_timeout: u8,
+    pub rate_limit: u32,
+}
+
+// `enum ibv_qp_state`
+pub const IBV_QPS_RESET: c_uint = 0;
+pub const IBV_QPS_INIT: c_uint = 1;
+pub const IBV_QPS_RTR: c_uint = 2;
+pub const IBV_QPS_RTS: c_uint = 3;
+pub const IBV_QPS_SQD: c_uint = 4;
+pub const IBV_QPS_SQE: c_uint = 5;
+pub const IBV_QPS_ERR: c_uint = 6;
+
+// `enum ibv_qp_attr_mask`
+pub const IBV_QP_STATE: c_int = 1 << 0;
+pub const IBV_QP_CUR_STATE: c_int = 1 << 1;
+pub const IBV_QP_EN_SQD_ASYNC_NOTIFY: c_int = 1 << 2;
+pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
+pub const IBV_QP_PKEY_INDEX: c_int = 1 << 4;
+pub const IBV_QP_PORT: c_int = 1 << 5;
+pub const IBV_QP_QKEY: c_int = 1 << 6;
+pub const IBV_QP_AV: c_int = 1 << 7;
+pub const IBV_QP_PATH_MTU: c_int = 1 << 8;
+pub const IBV_QP_TIMEOUT: c_int = 1 << 9;
+pub const IBV_QP_RETRY_CNT: c_int = 1 << 10;
+pub const IBV_QP_RNR_RETRY: c_int = 1 << 11;
+pub const IBV_QP_RQ_PSN: c_int = 1 << 12;
+pub const IBV_QP_MAX_QP_RD_ATOMIC: c_int = 1 << 13;
+pub const IBV_QP_ALT_PATH: c_int = 1 << 14;
+pub const IBV_QP_MIN_RNR_TIMER: c_int = 1 << 15;
+pub const IBV_QP_SQ_PSN: c_int = 1 << 16;
+pub const IBV_QP_MAX_DEST_RD_ATOMIC: c_int = 1 << 17;
+pub const IBV_QP_PATH_MIG_STATE: c_int = 1 << 18;
+pub const IBV_QP_CAP: c_int = 1 << 19;
+pub const IBV_QP_DEST_QPN: c_int = 1 << 20;
+pub const IBV_QP_RATE_LIMIT: c_int = 1 << 25;
+
+// `enum ibv_mtu`
+pub const IBV_MTU_256: c_uint = 1;
+pub const IBV_MTU_4096: c_uint = 5;
+
+// `enum ibv_access_flags` the QP takes (remote access); the rest are MR-only.
+pub const IBV_ACCESS_LOCAL_WRITE: c_uint = 1;
+pub const IBV_ACCESS_REMOTE_WRITE: c_uint = 1 << 1;
+pub const IBV_ACCESS_REMOTE_READ: c_uint = 1 << 2;
+pub const IBV_ACCESS_REMOTE_ATOMIC: c_uint = 1 << 3;
+
+// `enum ibv_qp_create_send_ops_flags`
+pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+
+// ---- mrc.h ---------------------------------------------------------------------------------------------
+
+pub const MRC_MAX_VENDOR_CFG_SIZE: usize = 128;
+
+/// `MRC_API_VER(major, minor, subminor)`.
+pub const fn mrc_api_ver(major: u32, minor: u32, sub: u32) -> u32 {
+    (major << 24) | (minor << 16) | sub
+}
+pub const MRC_API_CURRENT_VERSION: u32 = mrc_api_ver(1, 0, 1);
+pub const MRC_VENDOR_API_CURRENT_VERSION: u32 = mrc_api_ver(1, 0, 0);
+
+pub type mrc_protocol_version = c_uint;
+pub const MRC_PROTOCOL_VERSION_0: c_uint = 0;
+pub const MRC_PROTOCOL_VERSION_1: c_uint = 1;
+
+pub const MRC_DEVICE_CAP_TRIM_NACK: u32 = 1 << 0;
+pub const MRC_DEVICE_CAP_DYNAMIC_MPR: u32 = 1 << 1;
+pub const MRC_DEVICE_CAP_SVC_TIME: u32 = 1 << 2;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_device_attr_wimm_attr {
+    pub max_wimm: u16,
+    pub max_wimm_dest: u16,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_device_attr_mpr_attr {
+    pub max_mpr: u8,
+    pub mpr_resolution: u8,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_device_attr_qp_attr {
+    pub max_qp_hint: u32,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_device_attr {
+    pub mrc_protocol_version: u32,
+    pub wimm_attr: mrc_device_attr_wimm_attr,
+    pub mpr_attr: mrc_device_attr_mpr_attr,
+    pub qp_attr: mrc_device_attr_qp_attr,
+    pub cap: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_context_attr {
+    pub mrc_api_version_used: u32,
+    pub mrc_vendor_api_version_used: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_qp_hint_attr {
+    pub num_qps_per_peer: c_int,
+    pub num_send_peers: c_int,
+    pub num_remote_recv_peers: c_int,
+    pub vendor_cfg: [u8; MRC_MAX_VENDOR_CFG_SIZE],
+}
+
+impl Default for mrc_qp_hint_attr {
+    fn default() -> Self {
+        Self {
+            num_qps_per_peer: 0,
+            num_send_peers: 0,
+            num_remote_recv_peers: 0,
+            vendor_cfg: [0; MRC_MAX_VENDOR_CFG_SIZE],
+        }
+    }
+}
+
+pub const MRC_QP_HINT_NUM_QPS_PER_PEER: c_int = 1 << 0;
+pub const MRC_QP_HINT_NUM_SEND_PEERS: c_int = 1 << 1;
+pub const MRC_QP_HINT_NUM_REMOTE_RECV_PEERS: c_int = 1 << 2;
+pub const MRC_QP_HINT_VENDOR_CFG: c_int = 1 << 31;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_qp_hint_init_attr {
+    pub attr: mrc_qp_hint_attr,
+}
+
+/// The C API's objects, opaque to C.
+pub use crate::context::mrc_context;
+pub use crate::cq::{mrc_comp_channel, mrc_cq};
+pub use crate::hint::mrc_qp_hint;
+pub use crate::qp::mrc_qp;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct mrc_qp_init_attr {
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut mrc_cq,
+    pub recv_cq: *mut mrc_cq,
+    pub cap: ibv_qp_cap,
+    pub sq_sig_all: c_int,
+    pub pd: *mut ibv_pd,
+    pub send_ops_flags: u64,
+    pub protocol_version: mrc_protocol_version,
+}
+
+pub const MRC_QP_MAX_WIMM: c_int = 1 << 0;
+pub const MRC_QP_MAX_WIMM_DEST: c_int = 1 << 1;
+pub const MRC_QP_MPR: c_int = 1 << 2;
+pub const MRC_QP_MPR_DEST: c_int = 1 << 3;
+pub const MRC_QP_TIMEOUT: c_int = 1 << 4;
+pub const MRC_QP_EV_PROFILE_ID: c_int = 1 << 5;
+pub const MRC_QP_CC_PROFILE_ID: c_int = 1 << 6;
+pub const MRC_QP_HINT: c_int = 1 << 7;
+pub const MRC_QP_RETRY_CNT: c_int = 1 << 8;
+pub const MRC_QP_CAP: c_int = 1 << 9;
+pub const MRC_QP_VENDOR_CFG: c_int = 1 << 31;
+
+pub const MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED: u32 = 1 << 0;
+pub const MRC_QP_CAP_DYNAMIC_MPR: u32 = 1 << 1;
+pub const MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED: u32 = 1 << 2;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_qp_attr_mpr {
+    pub mpr: u8,
+    pub mpr_dest: u8,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_qp_attr_wimm {
+    pub max_wimm: u16,
+    pub max_wimm_dest: u16,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_qp_attr_profile {
+    pub ev_profile_id: u64,
+    pub cc_profile_id: u64,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_qp_attr_retry {
+    pub linear_cnt: u8,
+    pub exp_cnt: u8,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_qp_attr {
+    pub mpr: mrc_qp_attr_mpr,
+    pub wimm: mrc_qp_attr_wimm,
+    pub timeout: u8,
+    pub profile: mrc_qp_attr_profile,
+    pub retry: mrc_qp_attr_retry,
+    pub qp_hint: *mut mrc_qp_hint,
+    pub cap: u32,
+    pub vendor_cfg: [u8; MRC_MAX_VENDOR_CFG_SIZE],
+}
+
+impl Default for mrc_qp_attr {
+    fn default() -> Self {
+        Self {
+            mpr: Default::default(),
+            wimm: Default::default(),
+            timeout: 0,
+            profile: Default::default(),
+            retry: Default::default(),
+            qp_hint: std::ptr::null_mut(),
+            cap: 0,
+            vendor_cfg: [0; MRC_MAX_VENDOR_CFG_SIZE],
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union mrc_async_event_element {
+    pub cq: *mut mrc_cq,
+    pub qp: *mut mrc_qp,
+    pub port_num: c_int,
+}
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct mrc_async_event {
+    pub element: mrc_async_event_element,
+    pub event_type: c_uint,
+}
+
+// ---- mrc_ctl.h -----------------------------------------------------------------------------------------
+
+pub const MRC_CTL_MAX_VENDOR_CFG_SIZE: usize = 128;
+pub const MRC_CTL_EV_MAX_BYTES: usize = 32;
+pub const MRC_CTL_API_CURRENT_VERSION: u32 = mrc_api_ver(1, 0, 1);
+pub const MRC_CTL_VENDOR_API_CURRENT_VERSION: u32 = mrc_api_ver(1, 0, 0);
+
+pub const MRC_CTL_PROTOCOL_VERSION_0: u32 = 0;
+pub const MRC_CTL_PROTOCOL_VERSION_1: u32 = 1;
+
+pub type mrc_ctl_profile_state = c_uint;
+pub const MRC_CTL_PROFILE_INIT: c_uint = 0;
+pub const MRC_CTL_PROFILE_OFFLINE: c_uint = 1;
+pub const MRC_CTL_PROFILE_ONLINE: c_uint = 2;
+
+pub const MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE: u32 = 1 << 0;
+pub const MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE: u32 = 1 << 1;
+pub const MRC_CTL_OPT_CAP_EV_EVENT: u32 = 1 << 2;
+pub const MRC_CTL_OPT_CAP_EV_EXPLICIT_RANGE: u32 = 1 << 3;
+pub const MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT: u32 = 1 << 4;
+pub const MRC_CTL_OPT_CAP_EP_OP_EV_PROBE: u32 = 1 << 5;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_ctl_device_attr_ev {
+    pub ev_max_fmt_profiles: u32,
+    pub ev_max_profiles: u32,
+    pub ev_max_count: u32,
+    pub ev_free_count: u32,
+    pub ev_max_count_profile: u32,
+    pub ev_count_align: u32,
+    pub ev_max_width: u32,
+    pub ev_fmt_mode_mask: u32,
+    pub ev_mode_mask: u32,
+    pub ev_op_max_entries: u32,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_ctl_device_attr_cc {
+    pub cc_max_profiles: u32,
+    pub algorithms: *const *const c_char,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_ctl_device_attr {
+    pub mrc_ctl_protocol_version: u32,
+    pub ev: mrc_ctl_device_attr_ev,
+    pub cc: mrc_ctl_device_attr_cc,
+    pub phy_port_mask: u32,
+    pub opt_attr: u32,
+}
+
+pub type mrc_ctl_port_admin_state = c_uint;
+pub const MRC_CTL_PORT_ADMIN_DISABLED: c_uint = 0;
+pub const MRC_CTL_PORT_ADMIN_ENABLED: c_uint = 1;
+pub const MRC_CTL_PORT_ADMIN_STATE: c_int = 1 << 0;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_ctl_port_attr {
+    pub port_admin_state: mrc_ctl_port_admin_state,
+}
+
+pub type mrc_ctl_ev_fmt_mode = c_uint;
+pub const MRC_CTL_EV_FMT_MODE_STEV: c_uint = 1 << 0;
+pub const MRC_CTL_EV_FMT_MODE_SRV6: c_uint = 1 << 1;
+pub const MRC_CTL_EV_FMT_MODE_UDP: c_uint = 1 << 2;
+
+pub type mrc_ctl_ev_fmt_op = c_uint;
+pub const MRC_CTL_EV_FMT_OP_MODIFY_FIELDS: c_uint = 0;
+pub const MRC_CTL_EV_FMT_OP_QUERY_FIELDS: c_uint = 1;
+
+pub const MRC_CTL_EV_FMT_PROFILE_STATE: c_int = 1 << 0;
+pub const MRC_CTL_EV_FMT_PROFILE_CUR_STATE: c_int = 1 << 1;
+pub const MRC_CTL_EV_FMT_PROFILE_MODE: c_int = 1 << 2;
+pub const MRC_CTL_EV_FMT_PROFILE_OP: c_int = 1 << 3;
+pub const MRC_CTL_EV_FMT_VENDOR_CFG: c_int = 1 << 31;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_ctl_ev_fmt_field {
+    pub width: u8,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_ctl_ev_fmt_profile_attr_ev_fmt_op {
+    pub op: mrc_ctl_ev_fmt_op,
+    pub fmt_fields: *mut mrc_ctl_ev_fmt_field,
+    pub fmt_field_count: c_int,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_ctl_ev_fmt_profile_attr {
+    pub profile_state: mrc_ctl_profile_state,
+    pub cur_profile_state: mrc_ctl_profile_state,
+    pub ev_fmt_mode: mrc_ctl_ev_fmt_mode,
+    pub ev_fmt_op: mrc_ctl_ev_fmt_profile_attr_ev_fmt_op,
+    pub vendor_cfg: [u8; MRC_CTL_MAX_VENDOR_CFG_SIZE],
+}
+
+impl Default for mrc_ctl_ev_fmt_profile_attr {
+    fn default() -> Self {
+        Self {
+            profile_state: 0,
+            cur_profile_state: 0,
+            ev_fmt_mode: 0,
+            ev_fmt_op: mrc_ctl_ev_fmt_profile_attr_ev_fmt_op {
+                op: 0,
+                fmt_fields: std::ptr::null_mut(),
+                fmt_field_count: 0,
+            },
+            vendor_cfg: [0; MRC_CTL_MAX_VENDOR_CFG_SIZE],
+        }
+    }
+}
+
+pub type mrc_ctl_ev_t = [u8; MRC_CTL_EV_MAX_BYTES];
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct mrc_ctl_ev {
+    pub val: mrc_ctl_ev_t,
+    pub port: u8,
+}
+
+pub type mrc_ctl_ev_state = c_uint;
+pub const MRC_CTL_EV_GOOD: c_uint = 1 << 0;
+pub const MRC_CTL_EV_ASSUMED_BAD: c_uint = 1 << 1;
+pub const MRC_CTL_EV_DENIED: c_uint = 1 << 2;
+pub const MRC_CTL_EV_UNKNOWN: c_uint = 1 << 31;
+
+pub type mrc_ctl_ev_mode = c_uint;
+pub const MRC_CTL_EV_MODE_AUTO: c_uint = 1 << 0;
+pub const MRC_CTL_EV_MODE_EXP: c_uint = 1 << 1;
+pub const MRC_CTL_EV_MODE_GEN: c_uint = 1 << 2;
+
+pub type mrc_ctl_ev_op = c_uint;
+pub const MRC_CTL_EV_OP_REPLACE_EV: c_uint = 0;
+pub const MRC_CTL_EV_OP_MODIFY_EV_STATE: c_uint = 1;
+pub const MRC_CTL_EV_OP_QUERY_EV_STATE: c_uint = 2;
+pub const MRC_CTL_EV_OP_QUERY_EV_ARRAY: c_uint = 3;
+
+pub type mrc_ctl_ev_fields_op = c_uint;
+pub const MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS: c_uint = 0;
+pub const MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS: c_uint = 1;
+
+pub const MRC_CTL_EV_PROFILE_STATE: c_int = 1 << 0;
+pub const MRC_CTL_EV_PROFILE_CUR_STATE: c_int = 1 << 1;
+pub const MRC_CTL_EV_PROFILE_MODE: c_int = 1 << 2;
+pub const MRC_CTL_EV_PROFILE_FMT_ID: c_int = 1 << 3;
+pub const MRC_CTL_EV_PROFILE_COUNT: c_int = 1 << 4;
+pub const MRC_CTL_EV_PROFILE_MIN_ACTIVE: c_int = 1 << 5;
+pub const MRC_CTL_EV_PROFILE_EVENT_MASK: c_int = 1 << 6;
+pub const MRC_CTL_EV_PROFILE_EV_OP: c_int = 1 << 7;
+pub const MRC_CTL_EV_PROFILE_EV_FIELDS_OP: c_int = 1 << 8;
+pub const MRC_CTL_EV_PROFILE_VENDOR_CFG: c_int = 1 << 31;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_ctl_ev_field {
+    pub width: u32,
+    pub init_val: u32,
+    pub min_val: u32,
+    pub max_val: u32,
+    pub mask: u32,
+}
+
+pub const MRC_CTL_EV_OP_F_ALL_COPIES: u32 = 1 << 0;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_ctl_ev_op_entry {
+    pub ev: mrc_ctl_ev,
+    pub ev_new: mrc_ctl_ev,
+    pub state: mrc_ctl_ev_state,
+    pub flags: u32,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_ctl_ev_profile_attr_ev_op {
+    pub op: mrc_ctl_ev_op,
+    pub entries: *mut mrc_ctl_ev_op_entry,
+    pub entry_count: c_int,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_ctl_ev_profile_attr_ev_fields_op {
+    pub op: mrc_ctl_ev_fields_op,
+    pub fields: *mut mrc_ctl_ev_field,
+    pub field_count: c_int,
+}
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_ctl_ev_profile_attr {
+    pub profile_state: mrc_ctl_profile_state,
+    pub cur_profile_state: mrc_ctl_profile_state,
+    pub ev_mode: mrc_ctl_ev_mode,
+    pub ev_fmt_profile_id: u64,
+    pub ev_count: u32,
+    pub ev_min_active: u32,
+    pub ev_event_mask: c_int,
+    pub ev_op: mrc_ctl_ev_profile_attr_ev_op,
+    pub ev_fields_op: mrc_ctl_ev_profile_attr_ev_fields_op,
+    pub vendor_cfg: [u8; MRC_CTL_MAX_VENDOR_CFG_SIZE],
+}
+
+impl Default for mrc_ctl_ev_profile_attr {
+    fn default() -> Self {
+        Self {
+            profile_state: 0,
+            cur_profile_state: 0,
+            ev_mode: 0,
+            ev_fmt_profile_id: 0,
+            ev_count: 0,
+            ev_min_active: 0,
+            ev_event_mask: 0,
+            ev_op: mrc_ctl_ev_profile_attr_ev_op {
+                op: 0,
+                entries: std::ptr::null_mut(),
+                entry_count: 0,
+            },
+            ev_fields_op: mrc_ctl_ev_profile_attr_ev_fields_op {
+                op: 0,
+                fields: std::ptr::null_mut(),
+                field_count: 0,
+            },
+            vendor_cfg: [0; MRC_CTL_MAX_VENDOR_CFG_SIZE],
+        }
+    }
+}
+
+pub const MRC_CTL_CC_PROFILE_STATE: c_int = 1 << 0;
+pub const MRC_CTL_CC_PROFILE_CUR_STATE: c_int = 1 << 1;
+pub const MRC_CTL_CC_PROFILE_ALGORITHM: c_int = 1 << 2;
+pub const MRC_CTL_CC_PROFILE_CONFIG: c_int = 1 << 3;
+pub const MRC_CTL_CC_PROFILE_VENDOR_CFG: c_int = 1 << 31;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct mrc_ctl_cc_profile_attr {
+    pub profile_state: mrc_ctl_profile_state,
+    pub cur_profile_state: mrc_ctl_profile_state,
+    pub algorithm: *const c_char,
+    pub cc_config: *const c_void,
+    pub vendor_cfg: [u8; MRC_CTL_MAX_VENDOR_CFG_SIZE],
+}
+
+impl Default for mrc_ctl_cc_profile_attr {
+    fn default() -> Self {
+        Self {
+            profile_state: 0,
+            cur_profile_state: 0,
+            algorithm: std::ptr::null(),
+            cc_config: std::ptr::null(),
+            vendor_cfg: [0; MRC_CTL_MAX_VENDOR_CFG_SIZE],
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct mrc_ctl_cc_nscc_cfg {
+    pub disable_qa: u8,
+    pub adjust_bytes_threshold: u32,
+    pub adjust_period_threshold: u32,
+    pub base_rtt: u32,
+    pub eta: f32,
+    pub fi: f32,
+    pub fi_scale: f32,
+    pub gamma: f32,
+    pub max_md_jump: f32,
+    pub max_cwnd: u32,
+    pub qa_gate: u8,
+    pub qa_threshold: u32,
+    pub target_delay: u32,
+}
+
+/// `struct mrc_ctl_ev_event` as programs built for controller API 1.0.1 (the default) see it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_ctl_ev_event {
+    pub profile_id: u64,
+    pub ev: mrc_ctl_ev,
+    pub drop_count: u32,
+    pub state: mrc_ctl_ev_state,
+}
+
+/// `struct mrc_ctl_ev_event` for programs built with `MRC_CTL_API_VER_USED` 1.0.0 (no `state`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_ctl_ev_event_1_0_0 {
+    pub profile_id: u64,
+    pub ev: mrc_ctl_ev,
+    pub drop_count: u32,
+}
+
+pub type mrc_ctl_ep_op_type = c_uint;
+pub const MRC_CTL_EP_OP_EV_PROBE: c_uint = 0;
+pub const MRC_CTL_EP_OP_PORT_STATUS_UPDATE: c_uint = 1;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_ctl_ep_req_op_port_status_update {
+    pub port_status: u32,
+}
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union mrc_ctl_ep_req_op {
+    pub port_status_update: mrc_ctl_ep_req_op_port_status_update,
+}
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct mrc_ctl_ep_req {
+    pub req_id: u16,
+    pub sgid: ibv_gid,
+    pub dgid: ibv_gid,
+    pub ev_fmt_mode: mrc_ctl_ev_fmt_mode,
+    pub req_ev: mrc_ctl_ev,
+    pub op: mrc_ctl_ep_req_op,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct mrc_ctl_ep_rsp {
+    pub req_id: u16,
+    pub port: u8,
+    pub rtt: c_uint,
+    pub adj_svc_time: u8,
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every mirror against the table measured from the OCP headers (`tests/layout/ocp-1.0.1*.txt`).
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::mem::{align_of, offset_of, size_of};
+
+    fn table(name: &str) -> BTreeMap<String, String> {
+        let path = format!("{}/tests/layout/{name}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                // "field struct x.y 4 2" -> ("field struct x.y", "4 2"); "size struct x 20" -> ("size struct x", "20")
+                let words: Vec<&str> = l.split(' ').collect();
+                let n = if words[0] == "field" { 2 } else { 1 };
+                let (k, v) = words.split_at(words.len() - n);
+                (k.join(" "), v.join(" "))
+            })
+            .collect()
+    }
+
+    fn size_of_field<T, F>(_: fn(&T) -> &F) -> usize {
+        size_of::<F>()
+    }
+
+    /// `(key, value)` lines as the C probe prints them, from the Rust mirrors.
+    macro_rules! s {
+        ($out:ident, $c:literal, $t:ty) => {
+            $out.push((format!("size {}", $c), size_of::<$t>().to_string()));
+            $out.push((format!("align {}", $c), align_of::<$t>().to_string()));
+        };
+    }
+    macro_rules! f {
+        ($out:ident, $c:literal, $t:ty, $($f:ident).+) => {
+            $out.push((
+                format!("field {}.{}", $c, stringify!($($f).+).replace(' ', "")),
+                format!("{} {}", offset_of!($t, $($f).+), size_of_field(|s: &$t| &s.$($f).+)),
+            ));
+        };
+    }
+    macro_rules! c {
+        ($out:ident, $name:ident) => {
+            $out.push((
+                format!("const {}", stringify!($name)),
+                (($name as i64) as u32).to_string(),
+            ));
+        };
+    }
+
+    fn rust_lines() -> Vec<(String, String)> {
+        let mut o = Vec::new();
+        s!(o, "struct mrc_device_attr", mrc_device_attr);
+        f!(
+            o,
+            "struct mrc_device_attr",
+            mrc_device_attr,
+            mrc_protocol_version
+        );
+        f!(o, "struct mrc_device_attr", mrc_device_attr, wimm_attr);
+        f!(
+            o,
+            "struct mrc_device_attr",
+            mrc_device_attr,
+            wimm_attr.max_wimm
+        );
+        f!(
+            o,
+            "struct mrc_device_attr",
+            mrc_device_attr,
+            wimm_attr.max_wimm_dest
+        );
+        f!(o, "struct mrc_device_attr", mrc_device_attr, mpr_attr);
+        f!(
+            o,
+            "struct mrc_device_attr",
+            mrc_device_attr,
+            mpr_attr.max_mpr
+        );
+        f!(
+            o,
+            "struct mrc_device_attr",
+            mrc_device_attr,
+            mpr_attr.mpr_resolution
+        );
+        f!(o, "struct mrc_device_attr", mrc_device_attr, qp_attr);
+        f!(
+            o,
+            "struct mrc_device_attr",
+            mrc_device_attr,
+            qp_attr.max_qp_hint
+        );
+        f!(o, "struct mrc_device_attr", mrc_device_attr, cap);
+        s!(o, "struct mrc_context_attr", mrc_context_attr);
+        f!(
+            o,
+            "struct mrc_context_attr",
+            mrc_context_attr,
+            mrc_api_version_used
+        );
+        f!(
+            o,
+            "struct mrc_context_attr",
+            mrc_context_attr,
+            mrc_vendor_api_version_used
+        );
+        s!(o, "struct mrc_qp_hint_attr", mrc_qp_hint_attr);
+        f!(
+            o,
+            "struct mrc_qp_hint_attr",
+            mrc_qp_hint_attr,
+            num_qps_per_peer
+        );
+        f!(
+            o,
+            "struct mrc_qp_hint_attr",
+            mrc_qp_hint_attr,
+            num_send_peers
+        );
+        f!(
+            o,
+            "struct mrc_qp_hint_attr",
+            mrc_qp_hint_attr,
+            num_remote_recv_peers
+        );
+        f!(o, "struct mrc_qp_hint_attr", mrc_qp_hint_attr, vendor_cfg);
+        s!(o, "struct mrc_qp_hint_init_attr", mrc_qp_hint_init_attr);
+        f!(
+            o,
+            "struct mrc_qp_hint_init_attr",
+            mrc_qp_hint_init_attr,
+            attr
+        );
+        s!(o, "struct mrc_qp_init_attr", mrc_qp_init_attr);
+        f!(o, "struct mrc_qp_init_attr", mrc_qp_init_attr, qp_context);
+        f!(o, "struct mrc_qp_init_attr", mrc_qp_init_attr, send_cq);
+        f!(o, "struct mrc_qp_init_attr", mrc_qp_init_attr, recv_cq);
+        f!(o, "struct mrc_qp_init_attr", mrc_qp_init_attr, cap);
+        f!(o, "struct mrc_qp_init_attr", mrc_qp_init_attr, sq_sig_all);
+        f!(o, "struct mrc_qp_init_attr", mrc_qp_init_attr, pd);
+        f!(
+            o,
+            "struct mrc_qp_init_attr",
+            mrc_qp_init_attr,
+            send_ops_flags
+        );
+        f!(
+            o,
+            "struct mrc_qp_init_attr",
+            mrc_qp_init_attr,
+            protocol_version
+        );
+        s!(o, "struct mrc_qp_attr", mrc_qp_attr);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, mpr);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, mpr.mpr);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, mpr.mpr_dest);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, wimm);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, wimm.max_wimm);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, wimm.max_wimm_dest);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, timeout);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, profile);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, profile.ev_profile_id);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, profile.cc_profile_id);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, retry);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, retry.linear_cnt);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, retry.exp_cnt);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, qp_hint);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, cap);
+        f!(o, "struct mrc_qp_attr", mrc_qp_attr, vendor_cfg);
+        s!(o, "struct mrc_async_event", mrc_async_event);
+        f!(o, "struct mrc_async_event", mrc_async_event, element);
+        f!(o, "struct mrc_async_event", mrc_async_event, event_type);
+        s!(o, "struct mrc_ctl_device_attr", mrc_ctl_device_attr);
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            mrc_ctl_protocol_version
+        );
+        f!(o, "struct mrc_ctl_device_attr", mrc_ctl_device_attr, ev);
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_max_fmt_profiles
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_max_profiles
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_max_count
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_free_count
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_max_count_profile
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_count_align
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_max_width
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_fmt_mode_mask
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_mode_mask
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            ev.ev_op_max_entries
+        );
+        f!(o, "struct mrc_ctl_device_attr", mrc_ctl_device_attr, cc);
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            cc.cc_max_profiles
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            cc.algorithms
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            phy_port_mask
+        );
+        f!(
+            o,
+            "struct mrc_ctl_device_attr",
+            mrc_ctl_device_attr,
+            opt_attr
+        );
+        s!(o, "struct mrc_ctl_port_attr", mrc_ctl_port_attr);
+        f!(
+            o,
+            "struct mrc_ctl_port_attr",
+            mrc_ctl_port_attr,
+            port_admin_state
+        );
+        s!(o, "struct mrc_ctl_ev_fmt_field", mrc_ctl_ev_fmt_field);
+        f!(
+            o,
+            "struct mrc_ctl_ev_fmt_field",
+            mrc_ctl_ev_fmt_field,
+            width
+        );
+        s!(
+            o,
+            "struct mrc_ctl_ev_fmt_profile_attr",
+            mrc_ctl_ev_fmt_profile_attr
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_fmt_profile_attr",
+            mrc_ctl_ev_fmt_profile_attr,
+            profile_state
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_fmt_profile_attr",
+            mrc_ctl_ev_fmt_profile_attr,
+            cur_profile_state
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_fmt_profile_attr",
+            mrc_ctl_ev_fmt_profile_attr,
+            ev_fmt_mode
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_fmt_profile_attr",
+            mrc_ctl_ev_fmt_profile_attr,
+            ev_fmt_op
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_fmt_profile_attr",
+            mrc_ctl_ev_fmt_profile_attr,
+            ev_fmt_op.op
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_fmt_profile_attr",
+            mrc_ctl_ev_fmt_profile_attr,
+            ev_fmt_op.fmt_fields
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_fmt_profile_attr",
+            mrc_ctl_ev_fmt_profile_attr,
+            ev_fmt_op.fmt_field_count
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_fmt_profile_attr",
+            mrc_ctl_ev_fmt_profile_attr,
+            vendor_cfg
+        );
+        s!(o, "mrc_ctl_ev_t", mrc_ctl_ev_t);
+        s!(o, "struct mrc_ctl_ev", mrc_ctl_ev);
+        f!(o, "struct mrc_ctl_ev", mrc_ctl_ev, val);
+        f!(o, "struct mrc_ctl_ev", mrc_ctl_ev, port);
+        s!(o, "struct mrc_ctl_ev_field", mrc_ctl_ev_field);
+        f!(o, "struct mrc_ctl_ev_field", mrc_ctl_ev_field, width);
+        f!(o, "struct mrc_ctl_ev_field", mrc_ctl_ev_field, init_val);
+        f!(o, "struct mrc_ctl_ev_field", mrc_ctl_ev_field, min_val);
+        f!(o, "struct mrc_ctl_ev_field", mrc_ctl_ev_field, max_val);
+        f!(o, "struct mrc_ctl_ev_field", mrc_ctl_ev_field, mask);
+        s!(o, "struct mrc_ctl_ev_op_entry", mrc_ctl_ev_op_entry);
+        f!(o, "struct mrc_ctl_ev_op_entry", mrc_ctl_ev_op_entry, ev);
+        f!(o, "struct mrc_ctl_ev_op_entry", mrc_ctl_ev_op_entry, ev_new);
+        f!(o, "struct mrc_ctl_ev_op_entry", mrc_ctl_ev_op_entry, state);
+        f!(o, "struct mrc_ctl_ev_op_entry", mrc_ctl_ev_op_entry, flags);
+        s!(o, "struct mrc_ctl_ev_profile_attr", mrc_ctl_ev_profile_attr);
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            profile_state
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            cur_profile_state
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_mode
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_fmt_profile_id
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_count
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_min_active
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_event_mask
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_op
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_op.op
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_op.entries
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_op.entry_count
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_fields_op
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_fields_op.op
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_fields_op.fields
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            ev_fields_op.field_count
+        );
+        f!(
+            o,
+            "struct mrc_ctl_ev_profile_attr",
+            mrc_ctl_ev_profile_attr,
+            vendor_cfg
+        );
+        s!(o, "struct mrc_ctl_cc_profile_attr", mrc_ctl_cc_profile_attr);
+        f!(
+            o,
+            "struct mrc_ctl_cc_profile_attr",
+            mrc_ctl_cc_profile_attr,
+            profile_state
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_profile_attr",
+            mrc_ctl_cc_profile_attr,
+            cur_profile_state
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_profile_attr",
+            mrc_ctl_cc_profile_attr,
+            algorithm
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_profile_attr",
+            mrc_ctl_cc_profile_attr,
+            cc_config
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_profile_attr",
+            mrc_ctl_cc_profile_attr,
+            vendor_cfg
+        );
+        s!(o, "struct mrc_ctl_cc_nscc_cfg", mrc_ctl_cc_nscc_cfg);
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            disable_qa
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            adjust_bytes_threshold
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            adjust_period_threshold
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            base_rtt
+        );
+        f!(o, "struct mrc_ctl_cc_nscc_cfg", mrc_ctl_cc_nscc_cfg, eta);
+        f!(o, "struct mrc_ctl_cc_nscc_cfg", mrc_ctl_cc_nscc_cfg, fi);
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            fi_scale
+        );
+        f!(o, "struct mrc_ctl_cc_nscc_cfg", mrc_ctl_cc_nscc_cfg, gamma);
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            max_md_jump
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            max_cwnd
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            qa_gate
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            qa_threshold
+        );
+        f!(
+            o,
+            "struct mrc_ctl_cc_nscc_cfg",
+            mrc_ctl_cc_nscc_cfg,
+            target_delay
+        );
+        s!(o, "struct mrc_ctl_ev_event", mrc_ctl_ev_event);
+        f!(o, "struct mrc_ctl_ev_event", mrc_ctl_ev_event, profile_id);
+        f!(o, "struct mrc_ctl_ev_event", mrc_ctl_ev_event, ev);
+        f!(o, "struct mrc_ctl_ev_event", mrc_ctl_ev_event, drop_count);
+        f!(o, "struct mrc_ctl_ev_event", mrc_ctl_ev_event, state);
+        s!(o, "struct mrc_ctl_ep_req", mrc_ctl_ep_req);
+        f!(o, "struct mrc_ctl_ep_req", mrc_ctl_ep_req, req_id);
+        f!(o, "struct mrc_ctl_ep_req", mrc_ctl_ep_req, sgid);
+        f!(o, "struct mrc_ctl_ep_req", mrc_ctl_ep_req, dgid);
+        f!(o, "struct mrc_ctl_ep_req", mrc_ctl_ep_req, ev_fmt_mode);
+        f!(o, "struct mrc_ctl_ep_req", mrc_ctl_ep_req, req_ev);
+        f!(o, "struct mrc_ctl_ep_req", mrc_ctl_ep_req, op);
+        s!(o, "struct mrc_ctl_ep_rsp", mrc_ctl_ep_rsp);
+        f!(o, "struct mrc_ctl_ep_rsp", mrc_ctl_ep_rsp, req_id);
+        f!(o, "struct mrc_ctl_ep_rsp", mrc_ctl_ep_rsp, port);
+        f!(o, "struct mrc_ctl_ep_rsp", mrc_ctl_ep_rsp, rtt);
+        f!(o, "struct mrc_ctl_ep_rsp", mrc_ctl_ep_rsp, adj_svc_time);
+
+        c!(o, MRC_MAX_VENDOR_CFG_SIZE);
+        c!(o, MRC_API_CURRENT_VERSION);
+        c!(o, MRC_VENDOR_API_CURRENT_VERSION);
+        c!(o, MRC_PROTOCOL_VERSION_0);
+        c!(o, MRC_PROTOCOL_VERSION_1);
+        c!(o, MRC_DEVICE_CAP_TRIM_NACK);
+        c!(o, MRC_DEVICE_CAP_DYNAMIC_MPR);
+        c!(o, MRC_DEVICE_CAP_SVC_TIME);
+        c!(o, MRC_QP_HINT_NUM_QPS_PER_PEER);
+        c!(o, MRC_QP_HINT_NUM_SEND_PEERS);
+        c!(o, MRC_QP_HINT_NUM_REMOTE_RECV_PEERS);
+        c!(o, MRC_QP_HINT_VENDOR_CFG);
+        c!(o, MRC_QP_MAX_WIMM);
+        c!(o, MRC_QP_MAX_WIMM_DEST);
+        c!(o, MRC_QP_MPR);
+        c!(o, MRC_QP_MPR_DEST);
+        c!(o, MRC_QP_TIMEOUT);
+        c!(o, MRC_QP_EV_PROFILE_ID);
+        c!(o, MRC_QP_CC_PROFILE_ID);
+        c!(o, MRC_QP_HINT);
+        c!(o, MRC_QP_RETRY_CNT);
+        c!(o, MRC_QP_CAP);
+        c!(o, MRC_QP_VENDOR_CFG);
+        c!(o, MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED);
+        c!(o, MRC_QP_CAP_DYNAMIC_MPR);
+        c!(o, MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED);
+        c!(o, MRC_CTL_MAX_VENDOR_CFG_SIZE);
+        c!(o, MRC_CTL_EV_MAX_BYTES);
+        c!(o, MRC_CTL_API_CURRENT_VERSION);
+        c!(o, MRC_CTL_VENDOR_API_CURRENT_VERSION);
+        c!(o, MRC_CTL_PROTOCOL_VERSION_0);
+        c!(o, MRC_CTL_PROTOCOL_VERSION_1);
+        c!(o, MRC_CTL_PROFILE_INIT);
+        c!(o, MRC_CTL_PROFILE_OFFLINE);
+        c!(o, MRC_CTL_PROFILE_ONLINE);
+        c!(o, MRC_CTL_OPT_CAP_EV_PROFILE_MODIFY_ONLINE);
+        c!(o, MRC_CTL_OPT_CAP_CC_PROFILE_MODIFY_ONLINE);
+        c!(o, MRC_CTL_OPT_CAP_EV_EVENT);
+        c!(o, MRC_CTL_OPT_CAP_EV_EXPLICIT_RANGE);
+        c!(o, MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT);
+        c!(o, MRC_CTL_OPT_CAP_EP_OP_EV_PROBE);
+        c!(o, MRC_CTL_PORT_ADMIN_DISABLED);
+        c!(o, MRC_CTL_PORT_ADMIN_ENABLED);
+        c!(o, MRC_CTL_PORT_ADMIN_STATE);
+        c!(o, MRC_CTL_EV_FMT_MODE_STEV);
+        c!(o, MRC_CTL_EV_FMT_MODE_SRV6);
+        c!(o, MRC_CTL_EV_FMT_MODE_UDP);
+        c!(o, MRC_CTL_EV_FMT_OP_MODIFY_FIELDS);
+        c!(o, MRC_CTL_EV_FMT_OP_QUERY_FIELDS);
+        c!(o, MRC_CTL_EV_FMT_PROFILE_STATE);
+        c!(o, MRC_CTL_EV_FMT_PROFILE_CUR_STATE);
+        c!(o, MRC_CTL_EV_FMT_PROFILE_MODE);
+        c!(o, MRC_CTL_EV_FMT_PROFILE_OP);
+        c!(o, MRC_CTL_EV_FMT_VENDOR_CFG);
+        c!(o, MRC_CTL_EV_GOOD);
+        c!(o, MRC_CTL_EV_ASSUMED_BAD);
+        c!(o, MRC_CTL_EV_DENIED);
+        c!(o, MRC_CTL_EV_UNKNOWN);
+        c!(o, MRC_CTL_EV_MODE_AUTO);
+        c!(o, MRC_CTL_EV_MODE_EXP);
+        c!(o, MRC_CTL_EV_MODE_GEN);
+        c!(o, MRC_CTL_EV_OP_REPLACE_EV);
+        c!(o, MRC_CTL_EV_OP_MODIFY_EV_STATE);
+        c!(o, MRC_CTL_EV_OP_QUERY_EV_STATE);
+        c!(o, MRC_CTL_EV_OP_QUERY_EV_ARRAY);
+        c!(o, MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS);
+        c!(o, MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS);
+        c!(o, MRC_CTL_EV_PROFILE_STATE);
+        c!(o, MRC_CTL_EV_PROFILE_CUR_STATE);
+        c!(o, MRC_CTL_EV_PROFILE_MODE);
+        c!(o, MRC_CTL_EV_PROFILE_FMT_ID);
+        c!(o, MRC_CTL_EV_PROFILE_COUNT);
+        c!(o, MRC_CTL_EV_PROFILE_MIN_ACTIVE);
+        c!(o, MRC_CTL_EV_PROFILE_EVENT_MASK);
+        c!(o, MRC_CTL_EV_PROFILE_EV_OP);
+        c!(o, MRC_CTL_EV_PROFILE_EV_FIELDS_OP);
+        c!(o, MRC_CTL_EV_PROFILE_VENDOR_CFG);
+        c!(o, MRC_CTL_EV_OP_F_ALL_COPIES);
+        c!(o, MRC_CTL_CC_PROFILE_STATE);
+        c!(o, MRC_CTL_CC_PROFILE_CUR_STATE);
+        c!(o, MRC_CTL_CC_PROFILE_ALGORITHM);
+        c!(o, MRC_CTL_CC_PROFILE_CONFIG);
+        c!(o, MRC_CTL_CC_PROFILE_VENDOR_CFG);
+        c!(o, MRC_CTL_EP_OP_EV_PROBE);
+        c!(o, MRC_CTL_EP_OP_PORT_STATUS_UPDATE);
+        o
+    }
+
+    #[test]
+    fn rust_mirrors_match_the_ocp_table() {
+        let t = table("ocp-1.0.1.txt");
+        let mine = rust_lines();
+        let mut bad = Vec::new();
+        for (k, v) in &mine {
+            match t.get(k) {
+                Some(tv) if tv == v => {}
+                Some(tv) => bad.push(format!("{k}: Rust {v}, OCP {tv}")),
+                None => bad.push(format!("{k}: not in the OCP table")),
+            }
+        }
+        assert!(bad.is_empty(), "layout differences:\n{}", bad.join("\n"));
+        // Every OCP structure has a mirror here (enums are plain integers in Rust).
+        let have: std::collections::BTreeSet<&str> = mine.iter().map(|(k, _)| k.as_str()).collect();
+        let missing: Vec<&String> = t
+            .keys()
+            .filter(|k| k.starts_with("size struct") && !have.contains(k.as_str()))
+            .collect();
+        assert!(missing.is_empty(), "no Rust mirror for {missing:?}");
+        assert!(mine.len() > 250, "{} lines checked", mine.len());
+    }
+
+    #[test]
+    fn the_1_0_0_event_matches_the_table_built_for_it() {
+        let t = table("ocp-1.0.1-ctl-1.0.0.txt");
+        assert_eq!(
+            t["size struct mrc_ctl_ev_event"],
+            size_of::<mrc_ctl_ev_event_1_0_0>().to_string()
+        );
+        assert_eq!(
+            t["field struct mrc_ctl_ev_event.drop_count"],
+            format!("{} 4", offset_of!(mrc_ctl_ev_event_1_0_0, drop_count))
+        );
+    }
+
+    #[test]
+    fn verbs_mirrors_have_rdma_core_sizes() {
+        // rdma-core 44, x86_64 (shared/design/verbs-nccl-abi.md; the shim's layout test checks the same).
+        assert_eq!(size_of::<ibv_qp_cap>(), 20);
+        assert_eq!(size_of::<ibv_gid>(), 16);
+        assert_eq!(size_of::<ibv_ah_attr>(), 32);
+        assert_eq!(size_of::<ibv_qp_attr>(), 144);
+        assert_eq!(offset_of!(ibv_qp_attr, cap), 36);
+        assert_eq!(offset_of!(ibv_qp_attr, ah_attr), 56);
+        assert_eq!(offset_of!(ibv_qp_attr, timeout), 130);
+        assert_eq!(offset_of!(ibv_qp_attr, rate_limit), 136);
+    }
+}

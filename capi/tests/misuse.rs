@@ -1,0 +1,63 @@
+//! The OCP API from C (`tests/c/misuse.c`, built against the installed headers and libmrc): NULL, foreign and
+//! stale objects, bad values and out-of-order steps fail with the documented convention and errno and a log
+//! line naming the call, never a crash; the stage 1 objects (contexts, channels, CQs, hints, the QP state
+//! machine, controller profiles with DENY) work; the data path answers EOPNOTSUPP until stage 2.
+
+mod common;
+
+#[test]
+fn misuse_from_c_fails_cleanly_and_the_objects_work() {
+    let exe = common::compile_c("misuse.c", &[]);
+    let o = common::run(&exe, &[], true, &[("MRC_SHIM_PLANES", "2")]);
+    let (out, err) = common::text(&o);
+    assert!(
+        o.status.code() == Some(0),
+        "misuse.c exited with {:?} (a signal means a crash):\n{out}\n{err}",
+        o.status
+    );
+    assert!(
+        out.contains("ok modify_to_rts")
+            && out.contains("ok deny_ev")
+            && out.contains("0 failures"),
+        "{out}"
+    );
+    let checks = out.lines().filter(|l| l.starts_with("ok ")).count();
+    assert!(checks > 120, "only {checks} checks ran:\n{out}");
+    // One log line per refused call, naming it and the reason.
+    for line in [
+        "libmrc: mrc_create_context: vcontext is not an open MRC device",
+        "libmrc: mrc_modify_qp: RESET -> RTR is not a valid transition (EINVAL)",
+        "libmrc: mrc_modify_qp: IBV_QP_PORT (MRC QPs use every port) is not taken by mrc_modify_qp (EINVAL)",
+        "libmrc: mrc_destroy_cq: the CQ is still used by 1 object(s)",
+        "libmrc: mrc_post_send: posting a send (RDMA WRITE) needs the transport",
+        "libmrc: mrc_ctl_modify_ev_profile: 1 QP(s) use EV profile 1 (EBUSY)",
+        "libmrc: mrc_ctl_ep_batch_send_wait: sending endpoint requests (EV probes) needs the transport",
+    ] {
+        assert!(err.contains(line), "no log line {line:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn without_the_shim_there_is_no_mrc_device() {
+    let exe = common::compile_c("misuse.c", &[]);
+    let o = common::run(&exe, &["noshim"], false, &[]);
+    let (out, err) = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("ok noshim_create_context") && out.contains("0 failures"),
+        "{out}"
+    );
+    assert!(
+        err.contains("mrc-verbs-shim is not loaded") || err.contains("not an open MRC device"),
+        "{err}"
+    );
+}
+
+#[test]
+fn log_lines_can_be_silenced() {
+    let exe = common::compile_c("misuse.c", &[]);
+    let o = common::run(&exe, &["noshim"], false, &[("MRC_CAPI_LOG", "off")]);
+    let (out, err) = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(!err.contains("libmrc:"), "{err}");
+}
