@@ -171,14 +171,18 @@ unsafe extern "C" fn context_info(ctx: *mut ibv_context, info: *mut MrcShimConte
 
 unsafe extern "C" fn context_hold(ctx: *mut ibv_context) -> c_int {
     errno_of(guard("mrc_shim_bridge.context_hold", || {
-        context(ctx)?.users.add();
+        let c = context(ctx)?;
+        c.users.add();
+        c.holds.add();
         Ok(())
     }))
 }
 
 unsafe extern "C" fn context_release(ctx: *mut ibv_context) -> c_int {
     errno_of(guard("mrc_shim_bridge.context_release", || {
-        context(ctx)?.users.sub();
+        let c = context(ctx)?;
+        c.holds.sub();
+        c.users.sub();
         Ok(())
     }))
 }

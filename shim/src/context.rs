@@ -28,6 +28,9 @@ pub(crate) struct Context {
     pub(crate) host: Arc<HostDevice>,
     /// PDs, CQs and completion channels created on it.
     pub(crate) users: Users,
+    /// Holds of libmrc's MRC contexts (`bridge.rs`): unlike verbs children, these make `ibv_close_device` fail
+    /// with `EBUSY`, since libmrc would be left with a context it cannot release.
+    pub(crate) holds: Users,
 }
 
 // SAFETY: the C `ibv_context` is the `context` member of the first field, a `verbs_context`.
@@ -122,6 +125,7 @@ impl Context {
             dev,
             host,
             users: Users::default(),
+            holds: Users::default(),
         });
         // SAFETY: initialises the context's mutex in place, inside the box that will not move.
         unsafe {
@@ -229,7 +233,9 @@ pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_conte
 pub unsafe extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
     int_call("ibv_close_device", || {
         // SAFETY: verbs callers do not use a context while closing it.
-        let c = unsafe { registry::destroy::<Context>(ctx, "context", |_| Ok(())) }?;
+        let c = unsafe {
+            registry::destroy::<Context>(ctx, "context", |c| c.holds.idle("context (by libmrc)"))
+        }?;
         if let Err(e) = c.users.idle("context") {
             // rdma-core closes whatever is left (the kernel frees it), and perftest's ib_send_bw client
             // leaves its receive CQ: succeed, and keep the context for the objects still using it.
