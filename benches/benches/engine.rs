@@ -10,7 +10,7 @@ use std::time::{Duration, Instant as WallClock};
 
 use criterion::{Bencher, Criterion, Throughput, criterion_group, criterion_main};
 use mrc::Memory;
-use mrc::reliability::PsnTracker;
+use mrc::internals::PsnTracker;
 use mrc_benches::pair::{
     NoTap, REGION_BASE, Recording, Scenario, Wire, build_pair, record, run_pair, time_replays,
     verify,

@@ -13,11 +13,11 @@
 use std::collections::VecDeque;
 use std::time::Instant as WallClock;
 
-use mrc::qp::QpStats;
+use mrc::QpStats;
 use mrc::wire::TrafficClass;
 use mrc::{
     Access, CqId, Duration, Endpoint, EndpointConfig, Instant, Memory, MrKeys, PeerId, QpConfig,
-    QpInit, RecvMeta, SendOp, SendWr, Sge, Transition, Transmit,
+    QpEnd, QpInit, RecvMeta, SendOp, SendWr, Sge, Transmit, connect_pair,
 };
 
 /// Payload bytes per packet.
@@ -91,44 +91,20 @@ pub fn build_pair(s: &Scenario) -> [Side; 2] {
         let mut init = QpInit::new(pd, cq);
         init.config = s.qp_config();
         init.max_send_wr = s.messages.max(1);
-        let qpn = ep.create_qp(init).expect("QP config");
-        ep.modify_qp(
-            qpn,
-            Transition::Init {
-                access: Access::REMOTE_WRITE,
-            },
-            Instant::ZERO,
-        )
-        .expect("init");
+        let qpn = ep
+            .open_qp(init, Access::REMOTE_WRITE, Instant::ZERO)
+            .expect("QP config");
         Side { ep, qpn, cq, keys }
     };
-    let mut sides = [make(), make()];
-    let qpns = [sides[0].qpn, sides[1].qpn];
-    for (k, side) in sides.iter_mut().enumerate() {
-        let caps = side.ep.config().caps;
-        side.ep
-            .modify_qp(
-                side.qpn,
-                Transition::Rtr {
-                    peer: PeerId(1 - k as u32),
-                    remote_qpn: qpns[1 - k],
-                    rq_psn: start_psn(1 - k),
-                    remote_caps: caps,
-                },
-                Instant::ZERO,
-            )
-            .expect("rtr");
-        side.ep
-            .modify_qp(
-                side.qpn,
-                Transition::Rts {
-                    sq_psn: start_psn(k),
-                },
-                Instant::ZERO,
-            )
-            .expect("rts");
-    }
-    sides
+    let [mut a, mut b] = [make(), make()];
+    let end = |side: &Side, k: usize| QpEnd {
+        qpn: side.qpn,
+        peer: PeerId(1 - k as u32),
+        sq_psn: start_psn(k),
+    };
+    let (a_end, b_end) = (end(&a, 0), end(&b, 1));
+    connect_pair(Instant::ZERO, &mut a.ep, a_end, &mut b.ep, b_end).expect("connect");
+    [a, b]
 }
 
 /// First PSN of side `k`: not zero, so wrap-around arithmetic is exercised as in real use.

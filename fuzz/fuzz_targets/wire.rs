@@ -48,6 +48,11 @@ fuzz_target!(|data: &[u8]| {
     if let Some(op) = data.first().and_then(|&b| Opcode::from_u8(b)) {
         assert_eq!(op.to_u8(), data[0]);
     }
+    // A bounced datagram's quote: whatever parses is exactly its headers.
+    if let Ok(p) = Packet::parse_prefix(data) {
+        assert!(p.payload().is_empty());
+        assert!(p.header_len() <= data.len());
+    }
     for (verify_icrc, trimmed) in [(false, false), (true, false), (false, true), (true, true)] {
         let opts = ParseOptions {
             verify_icrc,

@@ -20,8 +20,8 @@ use mrc::wire::{
 };
 use mrc::{
     Access, Caps, Completion, CqId, Duration, Endpoint, EndpointConfig, EvConfig, Instant, Memory,
-    MrKeys, PeerId, QpConfig, QpInit, RecvMeta, RecvWr, SendOp, SendWr, Sge, Transition, TrimMark,
-    WcOpcode, WcStatus,
+    MrKeys, PeerId, QpConfig, QpEnd, QpInit, RecvMeta, RecvWr, SendOp, SendWr, Sge, Transition,
+    TrimMark, WcOpcode, WcStatus, connect_pair,
 };
 
 /// The byte value of guard areas.
@@ -435,7 +435,8 @@ pub enum Op {
         /// Deny.
         deny: bool,
     },
-    /// Report an EV unreachable (an ICMP error).
+    /// Report an EV unreachable (an ICMP error): an even `pick` names an EV directly, an odd one bounces a
+    /// datagram the node has queued (it is not delivered), quoted whole or cut short.
     Unreachable {
         /// Node.
         node: bool,
@@ -591,15 +592,9 @@ impl World {
             init.max_send_wr = 16;
             init.max_recv_wr = 16;
             init.max_sge = 2;
-            let qpn = ep.create_qp(init).expect("valid QP");
-            ep.modify_qp(
-                qpn,
-                Transition::Init {
-                    access: Access::REMOTE_WRITE | Access::REMOTE_READ,
-                },
-                now,
-            )
-            .expect("init");
+            let qpn = ep
+                .open_qp(init, Access::REMOTE_WRITE | Access::REMOTE_READ, now)
+                .expect("valid QP");
             let mut mem = CheckedMemory::new(0x1000_0000 * (k as u64 + 1), [s.lend.0, s.lend.1][k]);
             // Buffer 0: a peer may write and read it; 1: local source; 2: receive buffers; 3: unregistered.
             let rights = [
@@ -617,23 +612,16 @@ impl World {
             made.push((ep, mem, cq, qpn, keys, pd, caps));
         }
         let psns = [s.psns.0 & PSN_MASK, s.psns.1 & PSN_MASK];
-        let qpns = [made[0].3, made[1].3];
-        let caps = [made[0].6, made[1].6];
+        let [mut ma, mut mb]: [_; 2] = made.try_into().ok().expect("two nodes");
+        let end = |k: usize, qpn: u32| QpEnd {
+            qpn,
+            peer: PeerId(1 - k as u32),
+            sq_psn: psns[k],
+        };
+        let (ea, eb) = (end(0, ma.3), end(1, mb.3));
+        connect_pair(now, &mut ma.0, ea, &mut mb.0, eb).expect("connect");
         let mut nodes = Vec::new();
-        for (k, (mut ep, mem, cq, qpn, keys, pd, _)) in made.into_iter().enumerate() {
-            ep.modify_qp(
-                qpn,
-                Transition::Rtr {
-                    peer: PeerId(1 - k as u32),
-                    remote_qpn: qpns[1 - k],
-                    rq_psn: psns[1 - k],
-                    remote_caps: caps[1 - k],
-                },
-                now,
-            )
-            .expect("rtr");
-            ep.modify_qp(qpn, Transition::Rts { sq_psn: psns[k] }, now)
-                .expect("rts");
+        for (k, (ep, mem, cq, qpn, keys, pd, _)) in [ma, mb].into_iter().enumerate() {
             nodes.push(Node {
                 ep,
                 mem,
@@ -1203,6 +1191,20 @@ impl World {
                 if let Some(ev) = self.ev_pick(k, pick) {
                     let (qpn, now) = (self.nodes[k].qpn, self.now);
                     let _ = self.nodes[k].ep.set_ev_denied(qpn, ev, deny, now);
+                }
+            }
+            Op::Unreachable { node, pick } if pick % 2 == 1 => {
+                let k = side(node);
+                if let Some((bytes, _)) = self.take(k, u16::from(pick / 2)) {
+                    let cut = match pick / 2 % 4 {
+                        0 => bytes.len(),
+                        n => bytes.len().min(usize::from(pick) * n as usize / 4),
+                    };
+                    let now = self.now;
+                    let _ =
+                        self.nodes[k]
+                            .ep
+                            .handle_bounce(now, PeerId(1 - k as u32), &bytes[..cut]);
                 }
             }
             Op::Unreachable { node, pick } => {

@@ -129,6 +129,15 @@ fn drive(
             std::thread::yield_now();
         }
     }
+    // Drain what is still in flight (uncounted), so the next case starts from empty queues.
+    let end = Instant::now() + Duration::from_secs(10);
+    while inflight.iter().any(|&n| n > 0) && Instant::now() < end {
+        for (k, (_, _, cq)) in qps.iter().enumerate() {
+            let n = cq.poll(&mut out);
+            inflight[k] -= n;
+        }
+        std::thread::yield_now();
+    }
     (bytes, lat)
 }
 
@@ -142,6 +151,7 @@ fn run(s: &Setup, threads: usize, secs: f64, depth: usize) -> Figures {
     let stop = Arc::new(AtomicBool::new(false));
     let per = QPS / threads;
     let start = Instant::now();
+    let mut measured = Duration::ZERO;
     let results: Vec<(u64, Vec<u64>)> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..threads)
             .map(|t| {
@@ -155,9 +165,10 @@ fn run(s: &Setup, threads: usize, secs: f64, depth: usize) -> Figures {
             .collect();
         std::thread::sleep(Duration::from_secs_f64(secs));
         stop.store(true, Ordering::Relaxed);
+        measured = start.elapsed();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    let elapsed = start.elapsed().as_secs_f64();
+    let elapsed = measured.as_secs_f64();
     let bytes: u64 = results.iter().map(|r| r.0).sum();
     let mut lat: Vec<u64> = results.into_iter().flat_map(|r| r.1).collect();
     lat.sort_unstable();
@@ -194,6 +205,17 @@ fn main() {
     run(&s, 1, secs.min(0.5), depth);
     let one = run(&s, 1, secs, depth);
     let eight = run(&s, QPS, secs, depth);
+    if std::env::var_os("MRC_BENCH_VERBOSE").is_some() {
+        for (n, h) in [("a", &s._a), ("b", &s._b)] {
+            let st = h.stats();
+            eprintln!("{n}: {:?}", st.datapath);
+            h.inspect(|dp| {
+                for q in dp.endpoint_ref().qpns() {
+                    eprintln!("  qp {q:#x}: {:?}", dp.endpoint_ref().qp_stats(q));
+                }
+            });
+        }
+    }
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
         "host threads bench: {QPS} QPs x {depth} x {SIZE} B WRITEs over loopback (4 planes), {secs} s per case, {cpus} CPUs"

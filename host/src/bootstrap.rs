@@ -67,7 +67,7 @@ pub struct Blob {
     pub planes: u8,
     /// The node runs SRv6 uSID addressing (its plane addresses are `block:host-uSID::`).
     pub usid: bool,
-    /// Plane 0's socket address (the verbs GID[0] and, as LID, the port).
+    /// Plane 0's socket address (the verbs GID 0 and, as LID, the port).
     pub plane0: SocketAddrV6,
     /// uSID mode: the node's T0 in plane 0 (0 otherwise).
     pub t0: u16,

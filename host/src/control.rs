@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use mrc::cc::CcConfig;
-use mrc::path::{EvChange, EvInfo};
+use mrc::{EvChange, EvInfo};
 use mrc::{EvState, PeerId};
 
 use crate::{Host, HostError};
@@ -91,15 +91,7 @@ impl Ctl {
         for qpn in ep.qpns() {
             for i in ep.ev_infos(qpn) {
                 if i.plane == plane && i.state != EvState::Denied {
-                    self.ev_changed(
-                        qpn,
-                        EvChange {
-                            ev: i.ev,
-                            plane,
-                            from,
-                            to,
-                        },
-                    );
+                    self.ev_changed(qpn, EvChange::new(i.ev, plane, from, to));
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! run due timers, then send everything the engine has, batched per plane with `sendmmsg`. A plane whose
 //! socket buffer is full is left out of the ready mask, so the engine moves that plane's share of traffic to
 //! the others instead of queueing behind it. Drive it from the application (poll mode) or hand it to a
-//! [`Progress`](crate::Progress) thread.
+//! progress thread of [`Host`](crate::Host).
 
 use std::collections::BTreeMap;
 use std::io;
@@ -15,12 +15,12 @@ use std::os::fd::{AsRawFd, RawFd};
 use crate::config::{NodeConfig, PeerPlane};
 use crate::memory::HostMemory;
 use crate::socket::{PlaneSocket, RxBatch, SendError, TxBatch, wait};
+use mrc::EvConfig;
 use mrc::cc::{CcConfig, NsccConfig};
 use mrc::config::{ConfigError, EndpointConfig, QpConfig};
 use mrc::endpoint::{Endpoint, RecvMeta, TrimMark};
 use mrc::mem::{Access, MrKeys, Pd};
-use mrc::path::EvConfig;
-use mrc::qp::{ConnInfo, ModifyError, PeerId, QpInit, Transition};
+use mrc::qp::{ConnInfo, ModifyError, PeerId, QpInit};
 use mrc::time::Duration;
 use mrc::time::Instant;
 use mrc::wire::{Body, PSN_MASK, Packet, ParseOptions, TrafficClass, UsidContainer, traffic_class};
@@ -338,27 +338,16 @@ impl UdpEndpoint {
         init: QpInit,
         access: Access,
     ) -> Result<(u32, ConnInfo), ConfigError> {
-        let mtu = init.config.mtu;
-        let mpr = init.config.mpr;
-        let plane_bits = init.config.ev.plane_bits;
         let now = self.now();
-        let qpn = self.ep.create_qp(init)?;
-        self.ep
-            .modify_qp(qpn, Transition::Init { access }, now)
-            .map_err(|e| ConfigError::new("qp.access", format!("{e:?}")))?;
-        let info = ConnInfo {
-            qpn,
-            psn: initial_psn(),
-            caps: self.ep.config().caps,
-            mtu,
-            mpr,
-            ports: self.ep.ports_up(),
-            plane_bits,
-            addr: self
-                .socks
-                .first()
-                .map_or(0, |s| u128::from(*s.local_addr().ip())),
-        };
+        let qpn = self.ep.open_qp(init, access, now)?;
+        let mut info = self
+            .ep
+            .conn_info(qpn, initial_psn())
+            .expect("the QP was just opened");
+        info.addr = self
+            .socks
+            .first()
+            .map_or(0, |s| u128::from(*s.local_addr().ip()));
         Ok((qpn, info))
     }
 
@@ -370,18 +359,7 @@ impl UdpEndpoint {
         remote: &ConnInfo,
     ) -> Result<(), ModifyError> {
         let now = self.now();
-        self.ep.modify_qp(
-            local.qpn,
-            Transition::Rtr {
-                peer,
-                remote_qpn: remote.qpn,
-                rq_psn: remote.psn,
-                remote_caps: remote.caps,
-            },
-            now,
-        )?;
-        self.ep
-            .modify_qp(local.qpn, Transition::Rts { sq_psn: local.psn }, now)
+        self.ep.connect_qp(local.qpn, peer, remote, local.psn, now)
     }
 
     /// Counters of the socket layer.

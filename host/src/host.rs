@@ -199,7 +199,7 @@ pub struct LocalInfo {
     pub planes: Vec<SocketAddrV6>,
     /// Plane 0's UDP port (a verbs LID).
     pub port: u16,
-    /// Plane 0's address (a verbs GID[0]).
+    /// Plane 0's address (a verbs GID 0).
     pub gid0: Ipv6Addr,
 }
 
@@ -276,7 +276,7 @@ pub struct Mr {
     pub(crate) owned: bool,
 }
 
-/// A peer as verbs names it: GID[0] (plane 0's address) and LID (its UDP port). The host asks the peer for its
+/// A peer as verbs names it: GID 0 (plane 0's address) and LID (its UDP port). The host asks the peer for its
 /// other planes in band and remembers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr {
@@ -394,6 +394,8 @@ fn state_code(s: QpState) -> u8 {
         QpState::Rtr => ST_RTR,
         QpState::Rts => ST_RTS,
         QpState::Error => ST_ERROR,
+        // A state this build does not know (the engine's enum may grow) reads as ERROR: nothing is posted to it.
+        _ => ST_ERROR,
     }
 }
 
@@ -826,18 +828,7 @@ impl Host {
     /// A completion queue of `depth` entries: a lock-free ring the progress loop fills, and an eventfd.
     pub fn create_cq(&self, depth: u32) -> Result<Cq, HostError> {
         let i = self.inner();
-        let depth = depth.max(1) as usize;
-        let mut c = lock(&i.core);
-        let id = c.dp.endpoint().create_cq(depth);
-        let sh = Arc::new(CqShared {
-            id,
-            ring: ArrayQueue::new(depth),
-            fd: EventFd::new()?,
-            armed: AtomicU8::new(0),
-            overruns: AtomicU64::new(0),
-        });
-        c.cqs.insert(id.id(), Arc::clone(&sh));
-        c.cq_list.push(Arc::clone(&sh));
+        let sh = lock(&i.core).new_cq(depth.max(1) as usize)?;
         Ok(Cq { sh })
     }
 
@@ -1140,21 +1131,8 @@ impl Inner {
     fn link_half(&self, c: &mut Core, n: usize) -> Result<LinkHalf, HostError> {
         let pd = self.default_pd;
         let depth = |wr: u32| (n as u32).saturating_mul(wr).saturating_add(64) as usize;
-        let mk_cq = |c: &mut Core, depth: usize| -> Result<Arc<CqShared>, HostError> {
-            let id = c.dp.endpoint().create_cq(depth);
-            let sh = Arc::new(CqShared {
-                id,
-                ring: ArrayQueue::new(depth),
-                fd: EventFd::new()?,
-                armed: AtomicU8::new(0),
-                overruns: AtomicU64::new(0),
-            });
-            c.cqs.insert(id.id(), Arc::clone(&sh));
-            c.cq_list.push(Arc::clone(&sh));
-            Ok(sh)
-        };
-        let send = mk_cq(c, depth(self.link_send_wr))?;
-        let recv = mk_cq(c, depth(self.link_recv_wr))?;
+        let send = c.new_cq(depth(self.link_send_wr))?;
+        let recv = c.new_cq(depth(self.link_recv_wr))?;
         Ok(LinkHalf {
             pd,
             send,
@@ -1188,6 +1166,22 @@ impl LinkHalf {
 }
 
 impl Core {
+    /// A CQ of `depth` entries in the engine, its ring and eventfd, registered for the progress loop.
+    fn new_cq(&mut self, depth: usize) -> Result<Arc<CqShared>, HostError> {
+        let fd = EventFd::new()?;
+        let id = self.dp.endpoint().create_cq(depth);
+        let sh = Arc::new(CqShared {
+            id,
+            ring: ArrayQueue::new(depth),
+            fd,
+            armed: AtomicU8::new(0),
+            overruns: AtomicU64::new(0),
+        });
+        self.cqs.insert(id.id(), Arc::clone(&sh));
+        self.cq_list.push(Arc::clone(&sh));
+        Ok(sh)
+    }
+
     fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.dp
             .endpoint()

@@ -17,8 +17,8 @@ impl Host {
     /// Registers `len` bytes of application memory at `addr` in `pd` with `access`.
     ///
     /// # Safety
-    /// `addr..addr + len` must stay valid for reads and writes, and must not be freed, until [`dereg_mr`]
-    /// (Self::dereg_mr) of the returned region returns. The transport reads it while sending and writes into it
+    /// `addr..addr + len` must stay valid for reads and writes, and must not be freed, until [`Host::dereg_mr`](crate::Host::dereg_mr)
+    /// of the returned region returns. The transport reads it while sending and writes into it
     /// (placement) from the progress thread at any time while it is registered with write rights, as a NIC does.
     pub unsafe fn reg_mr(
         &self,

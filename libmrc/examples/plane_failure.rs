@@ -54,7 +54,7 @@ fn ev_counts(net: &Net, node: usize, qpn: u32, plane: Option<u8>) -> (usize, usi
             EvState::Good => c.0 += 1,
             EvState::Skip => c.1 += 1,
             EvState::AssumedBad => c.2 += 1,
-            EvState::Denied => {}
+            _ => {}
         }
     }
     c

@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 
 /// Outcome of a work request (the verbs `ibv_wc_status` values where one exists).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WcStatus {
     /// Completed.
     Success,
@@ -47,6 +48,7 @@ impl WcStatus {
 
 /// What completed (the verbs `ibv_wc_opcode` values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum WcOpcode {
     /// A SEND (with or without immediate).
     Send,

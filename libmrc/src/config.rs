@@ -1,37 +1,9 @@
 //! Configuration of endpoints and QPs, validated up front so a mistake names the field and the fix.
 
-use core::fmt;
-
 use crate::cc::CcConfig;
+pub use crate::error::ConfigError;
 use crate::path::EvConfig;
 use crate::time::Duration;
-
-/// A configuration error: which field is wrong and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// Dotted path of the offending field, e.g. `qp.ev.per_plane`.
-    pub field: &'static str,
-    /// What is wrong and what would be accepted.
-    pub problem: String,
-}
-
-impl ConfigError {
-    /// An error for `field`.
-    pub fn new(field: &'static str, problem: impl Into<String>) -> Self {
-        Self {
-            field,
-            problem: problem.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.problem)
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// Capabilities beyond MRC 1.0 that a side supports (spec WIRE-OP-2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -9,10 +9,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::completion::{Completion, Cq, CqId};
 use crate::config::{ConfigError, EndpointConfig, QpConfig};
+pub use crate::error::NoSuchObject;
+pub use crate::io::{PayloadRef, RecvMeta, Transmit, TrimMark};
 use crate::mem::{Access, AccessError, Memory, MrKeys, MrTable, Pd};
 use crate::path::{EvChange, EvInfo, PlaneStats};
 use crate::qp::{
-    ModifyError, PeerId, PostError, Qp, QpInit, QpState, QpStats, RecvWr, SendWr, Transition,
+    ConnInfo, ModifyError, PeerId, PostError, Qp, QpInit, QpState, QpStats, RecvWr, SendWr,
+    Transition,
 };
 use crate::time::{Duration, Instant};
 use crate::wire::{
@@ -20,69 +23,9 @@ use crate::wire::{
     ParseOptions, TrafficClass,
 };
 
-/// A packet the driver must send: its bytes are in the buffer given to [`Endpoint::poll_transmit`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    /// Destination endpoint.
-    pub peer: PeerId,
-    /// Entropy value: with the peer, it names the path (expand it to the uSID destination address).
-    pub ev: u32,
-    /// Local port (plane) to send from.
-    pub plane: u8,
-    /// Traffic class (maps to a DSCP).
-    pub class: TrafficClass,
-    /// Bytes of the UDP payload written at the start of the buffer.
-    pub len: usize,
-    /// The local QP that produced it (`EP_QPN` for endpoint packets).
-    pub qpn: u32,
-    /// A payload left in place, where the driver's [`Memory::view`] lends bytes (zero-copy send): the datagram
-    /// is then `buf[..at]`, the payload, `buf[at..len]`. Always `None` for memories that do not lend.
-    pub payload: Option<PayloadRef>,
-}
-
-/// Where a zero-copy packet's payload lies (see [`Transmit::payload`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PayloadRef {
-    /// Offset in the packet buffer at which the payload goes (the headers before it, the ICRC after).
-    pub at: usize,
-    /// Address of the payload in registered memory, already checked by the engine.
-    pub addr: u64,
-    /// Its length in bytes.
-    pub len: usize,
-}
-
-impl Transmit {
-    /// Length of the whole datagram: the buffer's bytes plus a payload left in place.
-    pub fn datagram_len(&self) -> usize {
-        self.len + self.payload.map_or(0, |p| p.len)
-    }
-}
-
-/// How a switch marked a trimmed packet (read from the DSCP).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TrimMark {
-    /// Trimmed inside the fabric (DSCP TRIMMED).
-    Fabric,
-    /// Trimmed at the last hop, i.e. at the receiver's own port (DSCP TRIMMED_LASTHOP).
-    LastHop,
-}
-
-/// What the driver knows about a received datagram besides its bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RecvMeta {
-    /// The sending endpoint, as the driver tells from the source address; `None` when the address belongs to no
-    /// known peer, and then no connected QP accepts the datagram (spec SEC-PEER-1).
-    pub peer: Option<PeerId>,
-    /// Local port (plane) it arrived on.
-    pub port: u8,
-    /// It arrived with ECN CE.
-    pub ecn_ce: bool,
-    /// It was trimmed.
-    pub trim: Option<TrimMark>,
-}
-
 /// Asynchronous events (verbs async events and MRC's EV-event queue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A QP entered the error state.
     QpError {
@@ -124,6 +67,7 @@ pub enum Event {
 
 /// Endpoint-wide counters (mostly drops, by reason).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct EndpointStats {
     /// Datagrams handed in.
     pub rx_datagrams: u64,
@@ -153,6 +97,10 @@ pub struct EndpointStats {
     pub tx_datagrams: u64,
     /// Events dropped because nobody drained them.
     pub events_dropped: u64,
+    /// Bounced datagrams ([`Endpoint::handle_bounce`]) that retired the path they were sent on.
+    pub bounces: u64,
+    /// Bounced datagrams ignored: unreadable, naming no path, or not addressed to a QP connected to the peer.
+    pub bounces_ignored: u64,
 }
 
 /// First QP slot number; lower QPNs are reserved (QPN 2 is the endpoint's).
@@ -227,18 +175,6 @@ impl core::fmt::Debug for Endpoint {
             .finish()
     }
 }
-
-/// A QP, CQ or PD handle that names nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NoSuchObject;
-
-impl core::fmt::Display for NoSuchObject {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str("no such object")
-    }
-}
-
-impl std::error::Error for NoSuchObject {}
 
 impl Endpoint {
     /// A new endpoint with every port up.
@@ -422,7 +358,7 @@ impl Endpoint {
             Some(s) => s,
             None => {
                 if self.qps.len() >= MAX_SLOTS {
-                    return Err(ConfigError::new(
+                    return Err(ConfigError::exhausted(
                         "endpoint.qps",
                         "too many QPs (at most 65519)",
                     ));
@@ -547,6 +483,71 @@ impl Endpoint {
         }
         self.after_qp(slot, now);
         r
+    }
+
+    /// Creates a QP and brings it to INIT granting `access` (RESET → INIT): what every front end does before it
+    /// exchanges [`ConnInfo`] with the peer and calls [`connect_qp`](Self::connect_qp).
+    pub fn open_qp(
+        &mut self,
+        init: QpInit,
+        access: Access,
+        now: Instant,
+    ) -> Result<u32, ConfigError> {
+        let qpn = self.create_qp(init)?;
+        // A QP just created is in RESET, from which INIT is always allowed.
+        if let Err(e) = self.modify_qp(qpn, Transition::Init { access }, now) {
+            let _ = self.destroy_qp(qpn);
+            return Err(ConfigError::new("qp.access", e.to_string()));
+        }
+        Ok(qpn)
+    }
+
+    /// The connection blob a peer needs to connect to QP `qpn`, which will send from `sq_psn` (pass the same PSN
+    /// to [`connect_qp`](Self::connect_qp)). `addr` is left 0: the datapath fills in its address. `None` for no
+    /// such QP.
+    pub fn conn_info(&self, qpn: u32, sq_psn: u32) -> Option<ConnInfo> {
+        let qp = self.qp(qpn)?;
+        let cfg = qp.cfg();
+        Some(ConnInfo {
+            qpn,
+            psn: sq_psn & crate::wire::PSN_MASK,
+            caps: self.cfg.caps,
+            mtu: cfg.mtu,
+            mpr: cfg.mpr,
+            ports: self.ports_up,
+            plane_bits: cfg.ev.plane_bits,
+            addr: 0,
+        })
+    }
+
+    /// Connects QP `qpn` (in INIT) to the peer's QP that `remote` describes, in one step: INIT → RTR → RTS. The
+    /// QP sends from `sq_psn`, the PSN its own [`conn_info`](Self::conn_info) advertised. On error the QP is
+    /// left as it was: only a QP in INIT is touched, and RTR → RTS cannot fail.
+    // spec: QP-CONN-1
+    pub fn connect_qp(
+        &mut self,
+        qpn: u32,
+        peer: PeerId,
+        remote: &ConnInfo,
+        sq_psn: u32,
+        now: Instant,
+    ) -> Result<(), ModifyError> {
+        match self.qp_state(qpn) {
+            None => return Err(ModifyError::NoSuchQp),
+            Some(QpState::Init) => {}
+            Some(s) => return Err(ModifyError::BadTransition(s)),
+        }
+        self.modify_qp(
+            qpn,
+            Transition::Rtr {
+                peer,
+                remote_qpn: remote.qpn,
+                rq_psn: remote.psn,
+                remote_caps: remote.caps,
+            },
+            now,
+        )?;
+        self.modify_qp(qpn, Transition::Rts { sq_psn }, now)
     }
 
     /// Posts a send work request.
@@ -1044,8 +1045,49 @@ impl Endpoint {
         })
     }
 
-    /// The datapath learned (e.g. from an ICMP unreachable) that the path `ev` to `peer` is broken: retire that
-    /// EV in every QP to that peer at once.
+    /// A datagram this endpoint sent to `peer` bounced: the network (an ICMP unreachable read from the socket's
+    /// error queue) or the local stack (a send error) gave it back. `datagram` is its UDP payload as quoted,
+    /// from its first byte; only its headers are read, so a quote cut short after them is enough. The EV the
+    /// headers name as the one it travelled on is retired at once in every QP to `peer`, instead of after a
+    /// loss timeout (spec PATH-BOUNCE-1); that EV is returned. The datapath thus needs no packet parsing of
+    /// its own: it only maps the bounced destination address to the peer.
+    ///
+    /// A quote that does not parse, names no EV (a transport ACK), or is addressed to no QP connected to
+    /// `peer` is ignored and counted: an off-path sender forging ICMP errors must know a QPN to retire paths.
+    // spec: PATH-BOUNCE-1
+    pub fn handle_bounce(&mut self, now: Instant, peer: PeerId, datagram: &[u8]) -> Option<u32> {
+        let ev = match Packet::parse_prefix(datagram).map(|p| (p.bth.dest_qp, p.body)) {
+            Ok((dest, body)) => {
+                let ev = match body {
+                    Body::Data(d) => Some(d.meth.ev),
+                    Body::Probe(p) => Some(p.ev),
+                    Body::Sack(s) => Some(s.ev),
+                    Body::Nack(n) => Some(n.ev),
+                    Body::EpRequest(r) => Some(r.ev),
+                    Body::EpResponse(r) => Some(r.ev),
+                    Body::Ack(_) => None,
+                };
+                let connected = self
+                    .qps
+                    .iter()
+                    .flatten()
+                    .any(|q| q.peer == Some(peer) && (dest == EP_QPN || q.remote_qpn == dest));
+                ev.filter(|_| connected)
+            }
+            Err(_) => None,
+        };
+        let Some(ev) = ev else {
+            self.stats.bounces_ignored += 1;
+            return None;
+        };
+        self.stats.bounces += 1;
+        self.report_unreachable(now, peer, ev);
+        Some(ev)
+    }
+
+    /// The datapath learned otherwise (with the EV in hand) that the path `ev` to `peer` is broken: retire that
+    /// EV in every QP to that peer at once. [`handle_bounce`](Self::handle_bounce) does this from the bounced
+    /// bytes.
     pub fn report_unreachable(&mut self, now: Instant, peer: PeerId, ev: u32) {
         for slot in 0..self.qps.len() {
             if let Some(qp) = self.qps[slot].as_mut()
@@ -1138,6 +1180,46 @@ impl Endpoint {
             .unwrap_or(0);
         mtu + crate::wire::MAX_DATA_HEADER_LEN + crate::wire::ICRC_LEN
     }
+}
+
+/// One side of an in-process QP pair for [`connect_pair`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpEnd {
+    /// The QP, in INIT (see [`Endpoint::open_qp`]).
+    pub qpn: u32,
+    /// How this side's endpoint names the other endpoint (what its driver reports as the source of the other's
+    /// datagrams).
+    pub peer: PeerId,
+    /// The first PSN this side sends (24 bits).
+    pub sq_psn: u32,
+}
+
+/// Connects two QPs of two endpoints in the same process in one step (both INIT → RTR → RTS), as tests,
+/// simulators and benchmarks do: each side gets the other's [`Endpoint::conn_info`] without a real exchange.
+/// Either both sides end in RTS or, on error, neither QP moved.
+pub fn connect_pair(
+    now: Instant,
+    a: &mut Endpoint,
+    a_end: QpEnd,
+    b: &mut Endpoint,
+    b_end: QpEnd,
+) -> Result<(), ModifyError> {
+    let a_info = a
+        .conn_info(a_end.qpn, a_end.sq_psn)
+        .ok_or(ModifyError::NoSuchQp)?;
+    let b_info = b
+        .conn_info(b_end.qpn, b_end.sq_psn)
+        .ok_or(ModifyError::NoSuchQp)?;
+    // Check both before moving either, so that a failure leaves neither half-connected.
+    for ep_qp in [(&*a, a_end.qpn), (&*b, b_end.qpn)] {
+        match ep_qp.0.qp_state(ep_qp.1) {
+            Some(QpState::Init) => {}
+            Some(s) => return Err(ModifyError::BadTransition(s)),
+            None => return Err(ModifyError::NoSuchQp),
+        }
+    }
+    a.connect_qp(a_end.qpn, a_end.peer, &b_info, a_end.sq_psn, now)?;
+    b.connect_qp(b_end.qpn, b_end.peer, &a_info, b_end.sq_psn, now)
 }
 
 fn count_wire_error(stats: &mut EndpointStats, e: WireError) {

@@ -11,11 +11,13 @@
 //!
 //! Layout:
 //! - [`wire`]: packet headers (views and owned representations), ICRC, uSID containers, EV expansion.
-//! - [`path`]: the EVs of a QP, their health (GOOD/SKIP/ASSUMED_BAD/DENIED), per-packet choice and probes.
-//! - [`reliability`]: PSN windows, SACK bitmaps, time-based loss detection, RTT and RTO.
+//! - `path`: the EVs of a QP, their health (GOOD/SKIP/ASSUMED_BAD/DENIED), per-packet choice and probes.
+//! - `reliability`: PSN windows, SACK bitmaps, time-based loss detection, RTT and RTO.
 //! - [`cc`]: congestion control behind a trait, with an NSCC-like window controller.
 //! - [`qp`]: queue pairs: state machine, segmentation, placement, completions.
 //! - [`endpoint`]: demultiplexing, transmit scheduling, timers, ports; the API drivers use.
+//! - [`io`]: what drivers and the engine exchange: datagrams in and out, peers.
+//! - [`error`]: the errors calls return, with their `errno` codes.
 //! - [`mem`]: protection domains, registered regions, the [`Memory`] trait that moves payload.
 //! - `testing` (feature `testing`): a deterministic in-memory network of N planes with loss, reordering,
 //!   duplication, trimming, corruption and plane/path/port/node failures.
@@ -28,19 +30,48 @@ pub mod cc;
 pub mod completion;
 pub mod config;
 pub mod endpoint;
+pub mod error;
+pub mod io;
 pub mod mem;
-pub mod path;
+// The EV machinery and the reliability windows are internals; their public types are re-exported below. Their
+// items keep `pub` inside the private modules, and accessors that only unit tests and the old public API used
+// stay, while issue 14 reworks their logic on another branch.
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "a private module; its items are public only where re-exported"
+)]
+mod path;
 pub mod qp;
-pub mod reliability;
+#[allow(
+    unreachable_pub,
+    dead_code,
+    reason = "a private module; its items are public only where re-exported"
+)]
+mod reliability;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod time;
 pub mod wire;
 
+/// Internals that the project's own property tests and benches exercise directly (feature `testing`); not part
+/// of the engine's API.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::reliability::{PsnCheck, PsnTracker};
+}
+
 pub use completion::{Completion, CqId, WcOpcode, WcStatus};
-pub use config::{Caps, ConfigError, EndpointConfig, QpConfig};
-pub use endpoint::{Endpoint, Event, PayloadRef, RecvMeta, Transmit, TrimMark};
-pub use mem::{Access, Memory, MrKeys, NullMemory, Pd, Sge};
-pub use path::{EvConfig, EvState};
-pub use qp::{ConnInfo, PeerId, PostError, QpInit, QpState, RecvWr, SendOp, SendWr, Transition};
+pub use config::{Caps, EndpointConfig, QpConfig};
+pub use endpoint::{
+    Endpoint, EndpointStats, Event, PayloadRef, QpEnd, RecvMeta, Transmit, TrimMark, connect_pair,
+};
+pub use error::{ConfigError, NoSuchObject};
+pub use mem::{Access, AccessError, Memory, MrKeys, NullMemory, Pd, Sge};
+pub use path::{EvChange, EvConfig, EvInfo, EvState, EvStats, MAX_EVS, PlaneStats};
+pub use qp::{
+    ConnInfo, ModifyError, PeerId, PostError, QpInit, QpState, QpStats, RecvWr, SendOp, SendWr,
+    Transition,
+};
 pub use time::{Duration, Instant};

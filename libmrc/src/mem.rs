@@ -95,6 +95,7 @@ pub struct MrKeys {
 
 /// Why an access was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AccessError {
     /// No live region has this key (never registered, deregistered, or a stale generation).
     BadKey,
@@ -104,6 +105,22 @@ pub enum AccessError {
     OutOfBounds,
     /// The region lacks the needed right.
     NotPermitted,
+    /// Registration refused: the endpoint already holds [`MAX_REGIONS`] regions.
+    TooManyRegions,
+}
+
+impl AccessError {
+    /// The `errno` a C API returns: `EINVAL` for a bad key or domain, `EFAULT` out of bounds, `EACCES` for a
+    /// missing right, `ENOMEM` when the region table is full.
+    pub const fn errno(&self) -> i32 {
+        use crate::error::errno;
+        match self {
+            Self::BadKey | Self::WrongPd => errno::EINVAL,
+            Self::OutOfBounds => errno::EFAULT,
+            Self::NotPermitted => errno::EACCES,
+            Self::TooManyRegions => errno::ENOMEM,
+        }
+    }
 }
 
 impl fmt::Display for AccessError {
@@ -113,6 +130,7 @@ impl fmt::Display for AccessError {
             Self::WrongPd => "the region belongs to another protection domain",
             Self::OutOfBounds => "the range is outside the registered region",
             Self::NotPermitted => "the region was not registered with the needed access right",
+            Self::TooManyRegions => "the endpoint holds the most regions it can",
         })
     }
 }
@@ -132,7 +150,7 @@ struct Region {
 /// A key is `slot << 8 | generation`; deregistering bumps the generation so a stale key never matches a region
 /// registered later in the same slot.
 #[derive(Debug, Default)]
-pub struct MrTable {
+pub(crate) struct MrTable {
     slots: Vec<(u8, Option<Region>)>,
     free: Vec<u32>,
 }
@@ -142,7 +160,7 @@ pub const MAX_REGIONS: usize = 1 << 24;
 
 impl MrTable {
     /// Registers `[addr, addr + len)` in domain `pd`.
-    pub fn register(
+    pub(crate) fn register(
         &mut self,
         pd: Pd,
         addr: u64,
@@ -162,7 +180,7 @@ impl MrTable {
             Some(s) => s,
             None => {
                 if self.slots.len() >= MAX_REGIONS {
-                    return Err(AccessError::BadKey);
+                    return Err(AccessError::TooManyRegions);
                 }
                 self.slots.push((0, None));
                 (self.slots.len() - 1) as u32
@@ -178,7 +196,7 @@ impl MrTable {
     }
 
     /// Removes the region with this key.
-    pub fn deregister(&mut self, key: u32) -> Result<(), AccessError> {
+    pub(crate) fn deregister(&mut self, key: u32) -> Result<(), AccessError> {
         let slot = key >> 8;
         let gen_ = key as u8;
         match self.slots.get_mut(slot as usize) {
@@ -197,7 +215,7 @@ impl MrTable {
     /// A zero-length access still needs a valid key and an address inside (or at the end of) the region.
     // spec: QP-PLACE-1
     #[inline]
-    pub fn check(
+    pub(crate) fn check(
         &self,
         key: u32,
         pd: Pd,
@@ -225,13 +243,8 @@ impl MrTable {
     }
 
     /// Number of live regions.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.slots.len() - self.free.len()
-    }
-
-    /// Whether no region is registered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -7,12 +7,13 @@
 
 use std::collections::VecDeque;
 
-use crate::config::ConfigError;
+use crate::error::ConfigError;
 use crate::time::{Duration, Instant};
 use crate::wire::SackMark;
 
 /// Health of one EV (spec PATH-EV-1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum EvState {
     /// Usable.
     Good,
@@ -219,6 +220,7 @@ impl EvConfig {
 
 /// Counters of one EV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct EvStats {
     /// Packets sent on it (data, retransmissions and probes).
     pub sent: u64,
@@ -242,6 +244,7 @@ pub struct EvStats {
 
 /// A snapshot of one EV for counters and tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EvInfo {
     /// The EV.
     pub ev: u32,
@@ -257,6 +260,7 @@ pub struct EvInfo {
 
 /// An EV changed state; surfaced as an endpoint event (the EV-event CQ of MRC's controller API).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EvChange {
     /// The EV.
     pub ev: u32,
@@ -268,8 +272,22 @@ pub struct EvChange {
     pub to: EvState,
 }
 
+impl EvChange {
+    /// A change of `ev` on `plane` (for drivers that report changes the engine did not make itself, such as a
+    /// whole plane's EVs when its port goes down).
+    pub fn new(ev: u32, plane: u8, from: EvState, to: EvState) -> Self {
+        Self {
+            ev,
+            plane,
+            from,
+            to,
+        }
+    }
+}
+
 /// Counters of one plane of one QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct PlaneStats {
     /// Data packets sent on the plane (first transmissions and retransmissions).
     pub tx_packets: u64,
@@ -298,6 +316,13 @@ struct Ev {
     probe_ts: Option<u32>,
     probe_interval: Duration,
     next_probe: Instant,
+    /// Smoothed RTT of packets on this EV in ns (0 before the first sample): how late its path delivers.
+    delay_ns: u64,
+    /// Turns this EV is passed over (while Good) because its path is much slower than the QP's typical one.
+    delay_skips: u8,
+    /// Newest send time of a never-retransmitted packet on this EV that was acknowledged: one path is FIFO, so
+    /// an older packet of it still unacknowledged was overtaken, i.e. lost.
+    acked_sent: Instant,
     stats: EvStats,
 }
 
@@ -347,6 +372,9 @@ pub struct PathSet {
     probe_deadline: Instant,
     changes: Vec<EvChange>,
     suppressed_retirements: u64,
+    /// Largest smoothed RTT of any EV, ns, and which EV has it: the delay an EV without a sample of its own
+    /// may have.
+    worst_delay: (u64, u16),
 }
 
 impl PathSet {
@@ -376,6 +404,9 @@ impl PathSet {
                 probe_ts: None,
                 probe_interval: cfg.probe_min,
                 next_probe: Instant::MAX,
+                delay_ns: 0,
+                acked_sent: Instant::ZERO,
+                delay_skips: 0,
                 stats: EvStats::default(),
             });
         };
@@ -425,6 +456,7 @@ impl PathSet {
             probe_deadline: Instant::MAX,
             changes: Vec::new(),
             suppressed_retirements: 0,
+            worst_delay: (0, 0),
         }
     }
 
@@ -519,8 +551,8 @@ impl PathSet {
             return None;
         }
         let len = plane.active.len();
-        // Two passes: the first may only clear SKIP marks.
-        for _ in 0..2 * len {
+        // Two passes: the first may only clear SKIP marks and pass over slow EVs.
+        for turn in 0..2 * len {
             if plane.cursor >= len {
                 plane.cursor = 0;
             }
@@ -528,6 +560,7 @@ impl PathSet {
             plane.cursor += 1;
             let ev = &mut self.evs[usize::from(idx)];
             match ev.state {
+                EvState::Good if ev.delay_skips > 0 && turn < len => ev.delay_skips -= 1,
                 EvState::Good => return Some(idx),
                 EvState::Skip => {
                     // spec: PATH-EV-2
@@ -590,10 +623,117 @@ impl PathSet {
     pub fn on_delivery(&mut self, idx: u16, rtt: Option<Duration>) {
         let ev = &mut self.evs[usize::from(idx)];
         ev.stats.delivered += 1;
-        if let Some(rtt) = rtt {
-            ev.stats.last_rtt_ns = crate::time::nanos(rtt);
+        let plane = usize::from(ev.plane);
+        self.planes[plane].losses_since_delivery = 0;
+        let Some(rtt) = rtt else {
+            return;
+        };
+        let ev = &mut self.evs[usize::from(idx)];
+        let r = crate::time::nanos(rtt);
+        ev.stats.last_rtt_ns = r;
+        ev.delay_ns = if ev.delay_ns == 0 {
+            r
+        } else {
+            (3 * ev.delay_ns + r) / 4
+        };
+        let d = ev.delay_ns;
+        if d >= self.worst_delay.0 {
+            self.worst_delay = (d, idx);
+        } else if self.worst_delay.1 == idx {
+            // The slowest EV got faster: find the slowest again (rare, and a QP has few EVs).
+            self.worst_delay = self
+                .evs
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.delay_ns, i as u16))
+                .max()
+                .unwrap_or((0, 0));
         }
-        self.planes[usize::from(ev.plane)].losses_since_delivery = 0;
+    }
+
+    /// Weighs `idx` by its delay after an RTT sample: an EV whose smoothed RTT exceeds the QP's `typical_ns`
+    /// (its smoothed RTT over all paths) by more than a quarter is passed over for the next
+    /// `4 × excess / typical` of its turns (at most 15). A path that delivers slowly (a link running below its
+    /// rate, a long queue) so carries about what it can deliver instead of an equal share, and its queue stays
+    /// short: a flow's last packets sprayed onto a long queue would hold its completion back by that queue.
+    /// It stays GOOD: it is slow, not lossy, and its next sample sets the weight again, so it regains its share
+    /// as its queue drains. Skipped turns do not surface as EV events. Returns whether `idx` is a slow outlier
+    /// (RTT at least twice the typical one), whose delay says nothing about the QP's other paths.
+    #[inline]
+    pub fn weigh_by_delay(&mut self, idx: u16, typical_ns: u64) -> bool {
+        let Some(ev) = self.evs.get_mut(usize::from(idx)) else {
+            return false;
+        };
+        let typical = typical_ns.max(1);
+        let excess = ev.delay_ns.saturating_sub(typical);
+        ev.delay_skips = if 4 * excess > typical {
+            (4 * excess / typical).min(15) as u8
+        } else {
+            0
+        };
+        ev.delay_skips > 0
+    }
+
+    /// Whether `idx` has no RTT sample yet or its smoothed RTT is at least twice `typical_ns`: its delay,
+    /// trims and losses describe that one path, not the QP's.
+    #[inline]
+    pub fn slow_or_unmeasured(&self, idx: u16, typical_ns: u64) -> bool {
+        self.evs
+            .get(usize::from(idx))
+            .is_some_and(|ev| ev.delay_ns == 0 || 4 * ev.delay_ns > 5 * typical_ns.max(1))
+    }
+
+    /// How much later than `min_rtt_ns` (the fastest path) packets on `idx` are delivered, in ns: the larger of
+    /// its smoothed and its latest RTT sample, less the minimum. A queue or a slowed link on this EV's path
+    /// delays its packets by this much.
+    #[inline]
+    pub fn extra_delay_ns(&self, idx: u16, min_rtt_ns: u64) -> u64 {
+        self.evs.get(usize::from(idx)).map_or(0, |ev| {
+            ev.delay_ns
+                .max(ev.stats.last_rtt_ns)
+                .saturating_sub(min_rtt_ns)
+        })
+    }
+
+    /// A never-retransmitted packet sent on `idx` at `sent_at` was acknowledged.
+    #[inline]
+    pub fn on_clean_ack(&mut self, idx: u16, sent_at: Instant) {
+        if let Some(ev) = self.evs.get_mut(usize::from(idx)) {
+            ev.acked_sent = ev.acked_sent.max(sent_at);
+        }
+    }
+
+    /// How much longer than on the fastest path the loss rules wait for a packet sent on `idx` at `sent_at`,
+    /// in ns (spec REL-LOSS-1):
+    /// - none once a packet sent later on the same EV was acknowledged: one path delivers in order, so this
+    ///   one was overtaken, i.e. lost;
+    /// - else the path may just be slow (a long queue, a link running below its rate): the larger of this EV's
+    ///   extra delay and the worst any EV of the QP shows;
+    /// - and at least `congested_ns` while the EV has been trimmed in the fabric but has no RTT sample yet: the
+    ///   trimmed header proves the path delivers and that a full queue sits on it, whose length only a
+    ///   sample will tell (a path slowed to a fraction of its rate from the start trims before its first
+    ///   packet is acknowledged).
+    #[inline]
+    pub fn loss_allowance_ns(
+        &self,
+        idx: u16,
+        sent_at: Instant,
+        min_rtt_ns: u64,
+        congested_ns: u64,
+    ) -> u64 {
+        match self.evs.get(usize::from(idx)) {
+            Some(ev) if ev.acked_sent <= sent_at => {
+                let a = self
+                    .extra_delay_ns(idx, min_rtt_ns)
+                    .max(self.worst_delay.0.saturating_sub(min_rtt_ns));
+                if ev.delay_ns == 0 && ev.stats.trims > 0 {
+                    a.max(congested_ns)
+                } else {
+                    a
+                }
+            }
+            _ => 0,
+        }
     }
 
     /// Applies a SACK's marking advice for `idx`.

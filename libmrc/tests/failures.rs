@@ -398,3 +398,86 @@ fn a_tail_lost_to_a_silent_plane_keeps_the_window() {
     // RTO (4 x 10 us base RTT) after the last packets went out, then one round trip for the resent tail.
     assert!(took < us(60), "took {took:?}");
 }
+
+/// A datagram handed back by the network (its quote from an ICMP unreachable) retires the EV its headers name,
+/// at once, and the transfer goes on without it; quotes cut after the headers suffice, and quotes that are
+/// unreadable, name no EV, or are addressed to no QP of that peer retire nothing (spec PATH-BOUNCE-1).
+#[test]
+fn a_bounced_datagram_retires_its_path_at_once() {
+    let (mut net, qa, qb) = pair(4, PlaneConfig::default(), 11, &qp_config(4));
+    let p = write(&mut net, qa, qb, 256 << 10, 1);
+    let now = net.now();
+    // Take the first packet A sends (it never reaches B: the network "bounced" it).
+    let mut buf = vec![0u8; 9000];
+    let node = &mut net.nodes[A];
+    let t = node
+        .ep
+        .poll_transmit(now, &mut buf, &mut node.mem)
+        .expect("a data packet");
+    assert_ne!(t.class, wire::TrafficClass::Control);
+    let sent = buf[..t.len].to_vec();
+    let state_of = |net: &testing::Net, ev: u32| {
+        net.nodes[A]
+            .ep
+            .ev_infos(qa)
+            .into_iter()
+            .find(|i| i.ev == ev)
+            .map(|i| i.state)
+    };
+    assert_eq!(state_of(&net, t.ev), Some(EvState::Good));
+    let ep = &mut net.nodes[A].ep;
+
+    // Forgeries and junk retire nothing: another destination QP, another peer, an ACK, a runt.
+    let mut forged = sent.clone();
+    let wrong_qp = qb ^ 0x40;
+    forged[5..8].copy_from_slice(&wrong_qp.to_be_bytes()[1..]);
+    assert_eq!(ep.handle_bounce(now, PeerId(B as u32), &forged), None);
+    assert_eq!(ep.handle_bounce(now, PeerId(7), &sent), None);
+    assert_eq!(ep.handle_bounce(now, PeerId(B as u32), &sent[..10]), None);
+    let ack = wire::Packet {
+        bth: wire::Bth {
+            opcode: wire::Opcode::Ack,
+            se: false,
+            rtx: false,
+            pkey: wire::DEFAULT_PKEY,
+            dest_qp: qb,
+            ack_req: false,
+            psn: 0,
+        },
+        body: wire::Body::Ack(wire::Ack {
+            cack_psn: 0,
+            cmsn: 0,
+        }),
+    };
+    let mut ack_buf = [0u8; 64];
+    let n = ack.emit_header(&mut ack_buf).unwrap();
+    assert_eq!(ep.handle_bounce(now, PeerId(B as u32), &ack_buf[..n]), None);
+    assert_eq!(ep.stats().bounces_ignored, 4);
+    assert_eq!(ep.stats().bounces, 0);
+    assert_eq!(state_of(&net, t.ev), Some(EvState::Good));
+
+    // The real quote, cut right after the data headers as a short ICMP quote would be.
+    let hdr = wire::Packet::parse_prefix(&sent).unwrap().header_len();
+    let ep = &mut net.nodes[A].ep;
+    assert_eq!(
+        ep.handle_bounce(now, PeerId(B as u32), &sent[..hdr]),
+        Some(t.ev)
+    );
+    assert_eq!(ep.stats().bounces, 1);
+    assert_eq!(state_of(&net, t.ev), Some(EvState::AssumedBad));
+    let mut retired = false;
+    while let Some(e) = net.nodes[A].ep.poll_event() {
+        retired |= matches!(e, Event::EvChanged { qpn, change } if qpn == qa && change.ev == t.ev
+            && change.to == EvState::AssumedBad);
+    }
+    assert!(retired, "the retirement is reported as an EV event");
+
+    // The lost packet is recovered and the message completes.
+    let (ok, seen) = run_to_completion(
+        &mut net,
+        std::slice::from_ref(&p),
+        now + Duration::from_millis(50),
+    );
+    assert!(ok);
+    check(&net, &[p], &seen).unwrap();
+}

@@ -22,30 +22,14 @@ fn connect_with(
         let node = &mut net.nodes[n];
         qpn[i] = node
             .ep
-            .create_qp(shape(QpInit::new(node.pd, node.cq)))
-            .unwrap();
-        node.ep
-            .modify_qp(
-                qpn[i],
-                Transition::Init {
-                    access: Access::REMOTE_WRITE,
-                },
+            .open_qp(
+                shape(QpInit::new(node.pd, node.cq)),
+                Access::REMOTE_WRITE,
                 now,
             )
             .unwrap();
     }
-    for (i, (n, peer)) in [(a, b), (b, a)].into_iter().enumerate() {
-        let ep = &mut net.nodes[n].ep;
-        let rtr = Transition::Rtr {
-            peer: PeerId(peer as u32),
-            remote_qpn: qpn[1 - i],
-            rq_psn: psn,
-            remote_caps: Caps::ALL,
-        };
-        ep.modify_qp(qpn[i], rtr, now).unwrap();
-        ep.modify_qp(qpn[i], Transition::Rts { sq_psn: psn }, now)
-            .unwrap();
-    }
+    net.connect_qps([(a, qpn[0], psn), (b, qpn[1], psn)]);
     qpn
 }
 
@@ -561,5 +545,119 @@ fn sequence_numbers_wrap() {
     assert!(
         s.tx_retransmits > 0,
         "losses were repaired across the wraps"
+    );
+}
+
+/// `connect_qp` takes a QP from INIT to RTS in one call with the peer's blob, and refuses (changing nothing) a
+/// QP that is not in INIT; `connect_pair` refuses the pair when either side is not in INIT, and moves neither.
+#[test]
+fn one_call_connects_a_qp_and_a_refused_call_changes_nothing() {
+    let mut net = Net::new(NetConfig::uniform(2, PlaneConfig::default(), 3));
+    let (a, b) = (net.add_node(Caps::ALL), net.add_node(Caps::MRC_1_0));
+    let now = net.now();
+    let cfg = qp_config(2);
+    let open = |net: &mut Net, n: usize| {
+        let node = &mut net.nodes[n];
+        let mut init = QpInit::new(node.pd, node.cq);
+        init.config = cfg.clone();
+        node.ep.open_qp(init, Access::REMOTE_WRITE, now).unwrap()
+    };
+    let (qa, qb) = (open(&mut net, a), open(&mut net, b));
+    assert_eq!(net.nodes[a].ep.qp_state(qa), Some(QpState::Init));
+
+    // The blob says what the peer needs; the caps are the endpoint's.
+    let ia = net.nodes[a].ep.conn_info(qa, 0x12_3456).unwrap();
+    let ib = net.nodes[b].ep.conn_info(qb, 0xFF_FFF0).unwrap();
+    assert_eq!(
+        (ia.qpn, ia.psn, ia.caps, ia.mtu),
+        (qa, 0x12_3456, Caps::ALL, cfg.mtu)
+    );
+    assert_eq!(ib.caps, Caps::MRC_1_0);
+    assert_eq!(ConnInfo::from_bytes(&ia.to_bytes()), Some(ia));
+    assert_eq!(net.nodes[a].ep.conn_info(0xDEAD, 0), None);
+
+    // A QP in RESET is refused and stays in RESET.
+    let node = &mut net.nodes[a];
+    let mut init = QpInit::new(node.pd, node.cq);
+    init.config = cfg.clone();
+    let fresh = node.ep.create_qp(init).unwrap();
+    assert_eq!(
+        node.ep.connect_qp(fresh, PeerId(b as u32), &ib, 0, now),
+        Err(ModifyError::BadTransition(QpState::Reset))
+    );
+    assert_eq!(node.ep.qp_state(fresh), Some(QpState::Reset));
+    assert_eq!(
+        node.ep.connect_qp(0xDEAD, PeerId(1), &ib, 0, now),
+        Err(ModifyError::NoSuchQp)
+    );
+
+    net.nodes[a]
+        .ep
+        .connect_qp(qa, PeerId(b as u32), &ib, ia.psn, now)
+        .unwrap();
+    assert_eq!(net.nodes[a].ep.qp_state(qa), Some(QpState::Rts));
+    // Connecting twice is refused: the QP is no longer in INIT.
+    assert_eq!(
+        net.nodes[a]
+            .ep
+            .connect_qp(qa, PeerId(b as u32), &ib, ia.psn, now),
+        Err(ModifyError::BadTransition(QpState::Rts))
+    );
+    net.nodes[b]
+        .ep
+        .connect_qp(qb, PeerId(a as u32), &ia, ib.psn, now)
+        .unwrap();
+    // Connected: a WRITE goes through, and SEND is refused because B offers MRC 1.0 only.
+    let p = post(
+        &mut net,
+        qa,
+        qb,
+        Op {
+            kind: OpKind::Write,
+            len: 10_000,
+        },
+        1,
+    );
+    let limit = net.now() + Duration::from_millis(10);
+    let (done, seen) = run_to_completion(&mut net, std::slice::from_ref(&p), limit);
+    assert!(done);
+    check(&net, &[p], &seen).unwrap();
+    let (src, ks) = net.alloc_mr(a, 16, Access::NONE);
+    let sge = [Sge {
+        addr: src,
+        len: 16,
+        lkey: ks.lkey,
+    }];
+    let send = SendWr {
+        wr_id: 2,
+        op: SendOp::Send { imm: None },
+        sges: &sge,
+        signaled: true,
+        solicited: false,
+    };
+    assert_eq!(
+        net.nodes[a].ep.post_send(qa, &send, now),
+        Err(PostError::Unsupported)
+    );
+
+    // connect_pair with one side already connected moves neither side.
+    let (qa2, qb2) = (open(&mut net, a), open(&mut net, b));
+    let [na, nb] = &mut net.nodes[..] else {
+        unreachable!("two nodes")
+    };
+    let end = |qpn, peer| QpEnd {
+        qpn,
+        peer: PeerId(peer),
+        sq_psn: 5,
+    };
+    assert_eq!(
+        connect_pair(now, &mut na.ep, end(qa2, 1), &mut nb.ep, end(qb, 0)),
+        Err(ModifyError::BadTransition(QpState::Rts))
+    );
+    assert_eq!(na.ep.qp_state(qa2), Some(QpState::Init));
+    connect_pair(now, &mut na.ep, end(qa2, 1), &mut nb.ep, end(qb2, 0)).unwrap();
+    assert_eq!(
+        (na.ep.qp_state(qa2), nb.ep.qp_state(qb2)),
+        (Some(QpState::Rts), Some(QpState::Rts))
     );
 }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use mrc::reliability::{PsnCheck, PsnTracker};
+use mrc::internals::{PsnCheck, PsnTracker};
 use proptest::prelude::*;
 
 proptest! {

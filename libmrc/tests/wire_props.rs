@@ -258,6 +258,7 @@ fn parse_all_ways(buf: &[u8]) {
         let _ = Packet::parse(buf, opts);
         let _ = Frame::parse(buf, opts);
     }
+    let _ = Packet::parse_prefix(buf);
     let _ = peek_dest_qp(buf);
 }
 
@@ -358,6 +359,22 @@ proptest! {
             prop_assert_eq!(Packet::parse(&buf[..len], opts), Ok(want));
             prop_assert_eq!(Packet::parse(&buf[..h - 1], opts), Err(Error::Truncated));
         }
+    }
+
+    /// A bounced datagram's quote (spec PATH-BOUNCE-1): any packet cut anywhere after its headers parses to its
+    /// headers; cut inside them, it is truncated.
+    #[test]
+    fn quotes_cut_after_the_headers_parse_to_the_headers(p in any_packet(), at in any::<prop::sample::Index>()) {
+        let packet = p.packet();
+        let buf = p.bytes();
+        let h = packet.header_len();
+        let len = h + at.index(buf.len() - h + 1);
+        let want = match packet.body {
+            Body::Data(d) => Packet { bth: packet.bth, body: Body::Data(Data { payload: &[], ..d }) },
+            _ => packet,
+        };
+        prop_assert_eq!(Packet::parse_prefix(&buf[..len]), Ok(want));
+        prop_assert_eq!(Packet::parse_prefix(&buf[..h - 1]), Err(Error::Truncated));
     }
 }
 

@@ -3,7 +3,8 @@
 //! in-band bootstrap (listen/connect with application bytes) and QP bring-up; this file turns the plugin's
 //! [`Settings`] into a `HostConfig`, the protocol's [`Op`]s into work requests and completions into [`Done`]s.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mrc::{Access, Completion, SendOp, WcOpcode, WcStatus};
@@ -53,9 +54,55 @@ pub(crate) fn host_config(s: &Settings) -> Result<mh::HostConfig, Error> {
     Ok(cfg)
 }
 
+/// How long a closed comm's QPs keep answering before they are destroyed. Destroying a QP drops what it still
+/// owes the peer (the engine's `destroy_qp`, as in verbs), and the receiver's ACK of the last size record may
+/// still be queued when NCCL closes the comm: the sender would retransmit into nothing and fail. Seconds cover
+/// every retransmission an ACK could need; after them the QPs and CQs are freed, so closed comms do not pile
+/// up against the host's QP limit.
+const LINGER: Duration = Duration::from_secs(5);
+
+/// The host and the links of closed comms waiting out [`LINGER`], shared with every [`Link`].
+struct Shared {
+    host: mh::Host,
+    closing: Mutex<VecDeque<(Instant, mh::Link)>>,
+}
+
+impl Shared {
+    /// Queues a closed link and destroys those whose linger is over.
+    fn retire(&self, link: mh::Link) {
+        let mut q = self
+            .closing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        q.push_back((Instant::now(), link));
+        while q.front().is_some_and(|(t, _)| t.elapsed() >= LINGER) {
+            let (_, l) = q.pop_front().expect("checked");
+            self.destroy(&l);
+        }
+    }
+
+    fn destroy(&self, l: &mh::Link) {
+        for qp in l.qps() {
+            if let Err(e) = self.host.destroy_qp(qp) {
+                info!(NET, "destroying QP {:#x} of a closed comm: {e}", qp.qpn());
+            }
+        }
+        let (s, r) = (l.send_cq(), l.recv_cq());
+        for cq in if s.id() == r.id() {
+            vec![s]
+        } else {
+            vec![s, r]
+        } {
+            if let Err(e) = self.host.destroy_cq(cq) {
+                info!(NET, "destroying CQ {} of a closed comm: {e}", cq.id());
+            }
+        }
+    }
+}
+
 /// One host instance per process, shared by every NCCL communicator.
 pub(crate) struct Host {
-    host: mh::Host,
+    shared: Arc<Shared>,
     /// The PD every link's QPs belong to: registrations are made there.
     pd: mrc::Pd,
     connect_timeout: Duration,
@@ -84,17 +131,32 @@ impl std::fmt::Debug for Mr {
 }
 
 /// Waits for connection requests.
-pub(crate) struct Listener(mh::Listener);
+pub(crate) struct Listener {
+    inner: mh::Listener,
+    shared: Arc<Shared>,
+}
 
 /// A connection being set up by `connect`, with the deadline `NCCL_MRC_CONNECT_TIMEOUT_MS` gives it.
 pub(crate) struct Connecting {
     inner: mh::Connecting,
+    shared: Arc<Shared>,
     started: Instant,
     timeout: Duration,
 }
 
-/// A connected set of QPs toward one peer.
-pub(crate) struct Link(mh::Link);
+/// A connected set of QPs toward one peer. Dropping it (closing the comm) hands it to the host to linger.
+pub(crate) struct Link {
+    link: Option<mh::Link>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if let Some(l) = self.link.take() {
+            self.shared.retire(l);
+        }
+    }
+}
 
 impl Host {
     /// Starts the host layer with the plugin's settings.
@@ -122,7 +184,10 @@ impl Host {
             }
         );
         Ok(Arc::new(Self {
-            host,
+            shared: Arc::new(Shared {
+                host,
+                closing: Mutex::new(VecDeque::new()),
+            }),
             pd,
             connect_timeout: Duration::from_millis(s.connect_timeout_ms),
         }))
@@ -130,14 +195,22 @@ impl Host {
 
     /// Starts listening; the blob (at most `handle::BLOB_MAX` bytes) tells a peer how to connect.
     pub(crate) fn listen(&self) -> Result<Listener, Error> {
-        self.host.listen().map(Listener).map_err(sys("listen"))
+        Ok(Listener {
+            inner: self.shared.host.listen().map_err(sys("listen"))?,
+            shared: Arc::clone(&self.shared),
+        })
     }
 
     /// Starts connecting `qps` QPs to the listener described by `blob`, sending `app` with the request.
     pub(crate) fn connect(&self, blob: &[u8], qps: usize, app: &[u8]) -> Result<Connecting, Error> {
-        let inner = self.host.connect(blob, qps, app).map_err(sys("connect"))?;
+        let inner = self
+            .shared
+            .host
+            .connect(blob, qps, app)
+            .map_err(sys("connect"))?;
         Ok(Connecting {
             inner,
+            shared: Arc::clone(&self.shared),
             started: Instant::now(),
             timeout: self.connect_timeout,
         })
@@ -160,8 +233,12 @@ impl Host {
         )]
         // SAFETY: per this function's contract the range stays valid until `dereg_mr`; the engine checks keys,
         // bounds and access before any byte moves.
-        let mr = unsafe { self.host.reg_mr(self.pd, addr as *mut u8, len, access) }
-            .map_err(sys("reg_mr"))?;
+        let mr = unsafe {
+            self.shared
+                .host
+                .reg_mr(self.pd, addr as *mut u8, len, access)
+        }
+        .map_err(sys("reg_mr"))?;
         Ok(Mr {
             lkey: mr.lkey,
             rkey: mr.rkey,
@@ -171,7 +248,7 @@ impl Host {
 
     /// Drops a registration (a failure is logged: NCCL's deregMr has nothing to undo).
     pub(crate) fn dereg_mr(&self, mr: &Mr) {
-        if let Err(e) = self.host.dereg_mr(&mr.mr) {
+        if let Err(e) = self.shared.host.dereg_mr(&mr.mr) {
             info!(NET, "dereg_mr of lkey {:#x}: {e}", mr.lkey);
         }
     }
@@ -180,16 +257,16 @@ impl Host {
 impl Listener {
     /// What a connector needs to reach this listener.
     pub(crate) fn blob(&self) -> Vec<u8> {
-        self.0.blob()
+        self.inner.blob()
     }
 
     /// A connection request accepted, answered with `reply`: the link and the connector's app data.
     pub(crate) fn poll_accept(&mut self, reply: &[u8]) -> Result<Option<(Link, Vec<u8>)>, Error> {
         Ok(self
-            .0
+            .inner
             .poll_accept(reply)
             .map_err(sys("accept"))?
-            .map(|(l, app)| (Link::new(l), app)))
+            .map(|(l, app)| (Link::new(l, &self.shared), app)))
     }
 }
 
@@ -197,7 +274,7 @@ impl Connecting {
     /// The link and the listener's reply once the peer answered.
     pub(crate) fn poll(&mut self) -> Result<Option<(Link, Vec<u8>)>, Error> {
         match self.inner.poll().map_err(sys("connect"))? {
-            Some((l, reply)) => Ok(Some((Link::new(l), reply))),
+            Some((l, reply)) => Ok(Some((Link::new(l, &self.shared), reply))),
             None if self.started.elapsed() > self.timeout => Err(Error::remote(format!(
                 "connect: no answer from the listener within {} ms (NCCL_MRC_CONNECT_TIMEOUT_MS)",
                 self.timeout.as_millis()
@@ -220,21 +297,29 @@ fn status_text(s: WcStatus) -> &'static str {
         WcStatus::RemOpErr => "the peer hit an operational error",
         WcStatus::RetryExcErr => "retries exhausted: the peer or every path is gone",
         WcStatus::RnrRetryExcErr => "the peer had no receive posted (RNR retries exhausted)",
+        _ => "a transport error",
     }
 }
 
 impl Link {
-    fn new(link: mh::Link) -> Self {
-        Self(link)
+    fn new(link: mh::Link, shared: &Arc<Shared>) -> Self {
+        Self {
+            link: Some(link),
+            shared: Arc::clone(shared),
+        }
+    }
+
+    fn get(&self) -> &mh::Link {
+        self.link.as_ref().expect("only Drop takes the link")
     }
 
     /// QPs in this link.
     pub(crate) fn qps(&self) -> usize {
-        self.0.qps().len()
+        self.get().qps().len()
     }
 
     fn qp(&self, i: usize) -> Result<&mh::Qp, Error> {
-        self.0.qps().get(i).ok_or_else(|| {
+        self.get().qps().get(i).ok_or_else(|| {
             Error::internal(format!("QP index {i} outside a link of {}", self.qps()))
         })
     }
@@ -286,8 +371,8 @@ impl Link {
     /// Appends the completions that arrived since the last call.
     pub(crate) fn poll(&self, out: &mut Vec<Done>) -> Result<(), Error> {
         let mut wc = [Completion::default(); 64];
-        let send = self.0.send_cq();
-        let recv = self.0.recv_cq();
+        let send = self.get().send_cq();
+        let recv = self.get().recv_cq();
         for cq in [send, recv] {
             loop {
                 let n = cq.poll(&mut wc);
@@ -307,7 +392,7 @@ impl Link {
 
     fn done(&self, c: &Completion) -> Result<Done, Error> {
         // Completions name a QP by number, the protocol by its index in the link.
-        let qp = self.0.qp_index(c.qpn).ok_or_else(|| {
+        let qp = self.get().qp_index(c.qpn).ok_or_else(|| {
             Error::internal(format!("completion of QP {} outside this link", c.qpn))
         })?;
         Ok(Done {

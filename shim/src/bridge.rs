@@ -428,6 +428,8 @@ fn state_code(s: mrc::EvState) -> u8 {
         mrc::EvState::Skip => 1,
         mrc::EvState::AssumedBad => 2,
         mrc::EvState::Denied => 3,
+        // A state a newer engine adds reads as not usable.
+        _ => 2,
     }
 }
 

@@ -30,6 +30,9 @@ pub(crate) const WINDOW_ENV: &str = "MRC_SHIM_WINDOW";
 pub(crate) const PROGRESS_ENV: &str = "MRC_SHIM_PROGRESS";
 /// Print per-plane transport counters on stderr every this many milliseconds.
 pub(crate) const STATS_ENV: &str = "MRC_SHIM_STATS_MS";
+/// `1` (default): application threads run progress rounds when they post a lone send or poll an empty CQ;
+/// `0`: every round is the progress thread's.
+pub(crate) const ASSIST_ENV: &str = "MRC_SHIM_ASSIST";
 
 /// How the host layer runs, from the environment (`MRC_SHIM_MTU`, `_EVS`, `_WINDOW`, `_PROGRESS`,
 /// `_STATS_MS`); unset values keep mrc-perf's profile.
@@ -40,6 +43,7 @@ pub(crate) struct Tuning {
     window: Option<u32>,
     busy: bool,
     stats_ms: Option<u64>,
+    no_assist: bool,
 }
 
 fn number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
@@ -74,6 +78,7 @@ impl Tuning {
             window: number(WINDOW_ENV, get(WINDOW_ENV).as_deref(), 1, 65_536)?,
             busy,
             stats_ms: number(STATS_ENV, get(STATS_ENV).as_deref(), 10, 3_600_000)?,
+            no_assist: number(ASSIST_ENV, get(ASSIST_ENV).as_deref(), 0u8, 1)? == Some(0),
         })
     }
 }
@@ -126,6 +131,11 @@ impl DeviceConfig {
             h.progress = mrc_host::ProgressMode::BusyPoll;
         }
         h
+    }
+
+    /// Whether application threads run progress rounds themselves (`MRC_SHIM_ASSIST`, default yes).
+    pub(crate) fn assist(&self) -> bool {
+        !self.tuning.no_assist
     }
 
     /// Every how many milliseconds to print per-plane counters (`MRC_SHIM_STATS_MS`).

@@ -136,7 +136,7 @@ pub(crate) unsafe extern "C" fn poll_cq_op(cq: *mut ibv_cq, n: c_int, wc: *mut i
         let wc = ffi::non_null(wc, "wc")?;
         // SAFETY: the caller passes an array of `n` completions.
         let out = unsafe { std::slice::from_raw_parts_mut(wc, n as usize) };
-        Ok(q.host.poll(out) as c_int)
+        Ok(q.host.poll(&q.ctx().host, out) as c_int)
     })
     .unwrap_or_else(|e| -e.errno)
 }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::ffi::c_int;
 use std::net::Ipv6Addr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -41,6 +41,8 @@ pub(crate) struct HostDevice {
     elements: Mutex<HashMap<(u8, u32), usize>>,
     /// Counters of destroyed QPs, for the summary logged when the host stops.
     totals: Mutex<QpStats>,
+    /// Application threads run progress rounds (`MRC_SHIM_ASSIST`).
+    assist: bool,
     /// The `MRC_SHIM_STATS_MS` printer.
     stats: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
@@ -139,9 +141,11 @@ impl HostCq {
         self.0.ack_events() > 0
     }
 
-    /// Up to `out.len()` completions as `ibv_wc`s. An empty poll yields the CPU: applications spin on
-    /// `ibv_poll_cq`, and where cores are scarce the progress thread that fills the queue needs them.
-    pub(crate) fn poll(&self, out: &mut [ibv_wc]) -> usize {
+    /// Up to `out.len()` completions as `ibv_wc`s. An empty poll runs a progress round in the caller if the
+    /// progress thread is not in one (applications spin on `ibv_poll_cq` while they wait, and so drive timers
+    /// and acknowledgements without waiting for the thread to wake, as mrc-perf's poll mode does), else yields
+    /// the CPU, which the thread may need where cores are scarce.
+    pub(crate) fn poll(&self, dev: &HostDevice, out: &mut [ibv_wc]) -> usize {
         let mut buf = [Completion::default(); 32];
         let mut done = 0;
         while done < out.len() {
@@ -155,7 +159,7 @@ impl HostCq {
                 break;
             }
         }
-        if done == 0 {
+        if done == 0 && !(dev.assist && matches!(dev.host.progress(), Ok(true))) {
             std::thread::yield_now();
         }
         done
@@ -184,7 +188,17 @@ fn to_wc(c: &Completion) -> ibv_wc {
 pub(crate) struct HostQp {
     qp: mh::Qp,
     pub(crate) qpn: u32,
+    /// When the last send was posted (nanoseconds since `EPOCH`), to tell a lone post from a burst.
+    last_post: AtomicU64,
 }
+
+/// Posts further apart than this are "lone" (a latency test's one message per round trip): the posting thread
+/// then runs a progress round itself, so the message leaves now instead of after the progress thread wakes
+/// up. Bursts (bandwidth tests) leave the rounds to the progress thread.
+const LONE_POST: Duration = Duration::from_micros(30);
+
+static EPOCH: std::sync::LazyLock<std::time::Instant> =
+    std::sync::LazyLock::new(std::time::Instant::now);
 
 impl HostQp {
     /// Whether the transport failed the QP (it is in ERROR whatever verbs last set).
@@ -372,6 +386,7 @@ impl HostDevice {
             local,
             elements: Mutex::new(HashMap::new()),
             totals: Mutex::new(QpStats::default()),
+            assist: cfg.assist(),
             stats,
         });
         hosts.push((cfg.name.clone(), Arc::downgrade(&d)));
@@ -517,7 +532,11 @@ impl HostDevice {
                 sq_sig_all,
             })
             .map_err(|e| host_err("creating a QP", &e))?;
-        Ok(HostQp { qpn: qp.qpn(), qp })
+        Ok(HostQp {
+            qpn: qp.qpn(),
+            qp,
+            last_post: AtomicU64::new(0),
+        })
     }
 
     /// Applies a verbs transition.
@@ -633,7 +652,14 @@ impl HostDevice {
         };
         qp.qp
             .post_send(&req)
-            .map_err(|e| host_err("posting a send", &e))
+            .map_err(|e| host_err("posting a send", &e))?;
+        let now = EPOCH.elapsed().as_nanos() as u64;
+        let before = qp.last_post.swap(now, Ordering::Relaxed);
+        if self.assist && now.saturating_sub(before) > LONE_POST.as_nanos() as u64 {
+            // A round only if the progress thread is not in one; its errors surface on the next call.
+            let _ = self.host.progress();
+        }
+        Ok(())
     }
 
     pub(crate) fn post_recv(&self, qp: &HostQp, wr_id: u64, list: &[ibv_sge]) -> Result<(), Error> {
@@ -645,5 +671,42 @@ impl HostDevice {
         qp.qp
             .post_recv(wr_id, sges(list, &mut buf)?)
             .map_err(|e| host_err("posting a receive", &e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_psns_are_24_bits_and_differ_by_direction() {
+        let (a, b) = (0x12_3456, 0xab_cdef);
+        // What QP a sends first (its sq_psn) is what QP b expects (its rq_psn): both ends call
+        // derived_psn(sender, receiver).
+        let a_to_b = derived_psn(a, b);
+        let b_to_a = derived_psn(b, a);
+        assert!(a_to_b <= 0xff_ffff && b_to_a <= 0xff_ffff);
+        assert_ne!(a_to_b, b_to_a);
+        assert_ne!(derived_psn(a, b + 1), a_to_b);
+    }
+
+    #[test]
+    fn completions_become_ibv_wcs() {
+        let c = Completion {
+            wr_id: 7,
+            status: mrc::WcStatus::RnrRetryExcErr,
+            opcode: mrc::WcOpcode::RecvRdmaWithImm,
+            byte_len: 5,
+            imm: Some(0x0102_0304),
+            qpn: 0x42,
+        };
+        let w = to_wc(&c);
+        assert_eq!(
+            (w.wr_id, w.status, w.opcode, w.byte_len, w.qp_num),
+            (7, 13, 129, 5, 0x42)
+        );
+        // Immediate data in network order, flagged.
+        assert_eq!(w.imm_data.to_ne_bytes(), [1, 2, 3, 4]);
+        assert_eq!(w.wc_flags, IBV_WC_WITH_IMM);
     }
 }

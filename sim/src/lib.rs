@@ -1,6 +1,7 @@
 //! `mrc-sim`: a discrete-event fabric simulator that runs the real `mrc` engine on multi-plane topologies
 //! under failures, for network planners. See `sim/README.md` for the model.
 
+pub mod ideal;
 pub mod metrics;
 pub mod output;
 pub mod plan;

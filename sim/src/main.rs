@@ -52,6 +52,20 @@ enum Cmd {
         #[command(flatten)]
         limits: Limits,
     },
+    /// Run a scenario and compare its FCTs with the ideal (fair share of each transfer's tightest bottleneck
+    /// plus one base RTT) and, when it has failures, with the same run without them.
+    Compare {
+        /// Scenario file (TOML).
+        scenario: PathBuf,
+        /// Also write the run's outputs here (as `run` does).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Override the scenario's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        #[command(flatten)]
+        limits: Limits,
+    },
     /// Run scenarios and check the thresholds written in them; exits 1 if any fails.
     Validate {
         /// Scenario files.
@@ -272,6 +286,28 @@ fn real_main() -> Result<ExitCode, String> {
                 .map_err(|e| format!("{}: {e}", out.display()))?;
             print!("{}", r.summary());
             println!("wrote {}", out.display());
+            let inv = r.invariant_violations();
+            if !inv.is_empty() {
+                return Err(format!("invariants violated: {}", inv.join(", ")));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Compare {
+            scenario,
+            out,
+            seed,
+            limits,
+        } => {
+            let s = load(&scenario, seed)?;
+            let plan = plan_for(&scenario, &s, &memory_limit(&limits)?)?;
+            if let Some(o) = &out {
+                prepare_out(o, "--out")?;
+            }
+            let r = run_with_progress(&s, &plan, true)?;
+            if let Some(o) = &out {
+                r.write(o).map_err(|e| format!("{}: {e}", o.display()))?;
+            }
+            print!("{}", r.comparison());
             let inv = r.invariant_violations();
             if !inv.is_empty() {
                 return Err(format!("invariants violated: {}", inv.join(", ")));

@@ -59,6 +59,37 @@ pub const METRICS: &[Metric] = &[
         Needs::Run,
     ),
     m(
+        "fct_p50_slowdown",
+        "median FCT / median FCT of the same scenario without failures − 1",
+        Needs::Baseline,
+    ),
+    m(
+        "fct_p99_slowdown",
+        "99th percentile FCT / that of the same scenario without failures − 1",
+        Needs::Baseline,
+    ),
+    m(
+        "fct_p50_over_ideal",
+        "median FCT / median ideal FCT − 1 (ideal: fair share of the tightest bottleneck + one base RTT; \
+         only when no transfer waits for a trigger)",
+        Needs::Run,
+    ),
+    m(
+        "fct_p99_over_ideal",
+        "99th percentile FCT / that of the ideal − 1",
+        Needs::Run,
+    ),
+    m(
+        "fct_max_over_ideal",
+        "longest FCT / longest ideal FCT − 1",
+        Needs::Run,
+    ),
+    m(
+        "spurious_retransmit_fraction",
+        "data packets a receiver got twice (retransmissions of packets never lost) / data packets sent",
+        Needs::Run,
+    ),
+    m(
         "goodput_gbps",
         "payload bytes placed / jct, Gbit/s, summed over all hosts",
         Needs::Run,

@@ -58,6 +58,16 @@ pub struct Plan {
     pub memory: MemoryEstimate,
 }
 
+/// Active EVs per plane: the scenario's, else one per distinct path so a QP sprays over every spine (as many
+/// as fit in `MAX_EVS_PER_QP` with the backups).
+pub fn evs_per_plane(tr: &crate::scenario::TransportCfg, paths: u32, planes: u32) -> u16 {
+    tr.evs_per_plane.unwrap_or_else(|| {
+        let room = (crate::scenario::MAX_EVS_PER_QP / planes.max(1))
+            .saturating_sub(u32::from(tr.backup_evs_per_plane));
+        paths.min(room).clamp(1, u32::from(u16::MAX)) as u16
+    })
+}
+
 /// Wire bytes of a full data packet.
 pub fn frame_bytes(s: &Scenario) -> u64 {
     u64::from(s.transport.mtu + s.transport.frame_overhead)
@@ -130,10 +140,7 @@ impl Plan {
             }
         };
         let tr = &s.transport;
-        let per_plane = u64::from(
-            tr.evs_per_plane
-                .unwrap_or(shape.paths_per_plane().min(32) as u16),
-        );
+        let per_plane = u64::from(evs_per_plane(tr, shape.paths_per_plane(), shape.planes));
         let evs_per_qp = (per_plane + u64::from(tr.backup_evs_per_plane)) * u64::from(shape.planes);
         let mut plan = Self {
             shape,

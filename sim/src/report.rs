@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use crate::ideal::Ideal;
 use crate::scenario::{FailureCfg, FailureKind, Scenario};
 use crate::sim::{Counters, Outcome};
 use crate::workload::Transfer;
@@ -167,6 +168,8 @@ pub struct Report {
     pub baseline: Option<RunSummary>,
     /// The victim flow alone.
     pub victim_alone: Option<RunSummary>,
+    /// The ideal FCTs (fair share of the tightest bottleneck plus one base RTT; see `ideal.rs`).
+    pub ideal: Ideal,
     /// Metrics by name.
     pub metrics: BTreeMap<String, f64>,
     /// Threshold verdicts.
@@ -245,13 +248,41 @@ impl Report {
         run: RunSummary,
         baseline: Option<RunSummary>,
         victim_alone: Option<RunSummary>,
+        ideal: Ideal,
     ) -> Self {
         let mut m = BTreeMap::new();
         let c = &run.counters;
         m.insert("jct_us".into(), run.jct_us);
         if let Some(b) = &baseline {
             m.insert("jct_slowdown".into(), run.jct_us / b.jct_us - 1.0);
+            m.insert(
+                "fct_p50_slowdown".into(),
+                run.fct.p50_us / b.fct.p50_us - 1.0,
+            );
+            m.insert(
+                "fct_p99_slowdown".into(),
+                run.fct.p99_us / b.fct.p99_us - 1.0,
+            );
         }
+        if ideal.count > 0 && ideal.count == xfers.len() {
+            m.insert(
+                "fct_p50_over_ideal".into(),
+                run.fct.p50_us / ideal.p50_us - 1.0,
+            );
+            m.insert(
+                "fct_p99_over_ideal".into(),
+                run.fct.p99_us / ideal.p99_us - 1.0,
+            );
+            m.insert(
+                "fct_max_over_ideal".into(),
+                run.fct.max_us / ideal.max_us - 1.0,
+            );
+        }
+        let data_sent: u64 = run.plane_tx.iter().map(|r| r[0]).sum();
+        m.insert(
+            "spurious_retransmit_fraction".into(),
+            c.rx_duplicates as f64 / data_sent.max(1) as f64,
+        );
         m.insert("fct_p50_us".into(), run.fct.p50_us);
         m.insert("fct_p99_us".into(), run.fct.p99_us);
         m.insert("fct_max_us".into(), run.fct.max_us);
@@ -406,6 +437,7 @@ impl Report {
             run,
             baseline,
             victim_alone,
+            ideal,
             metrics: m,
             checks,
             flows: xfers.iter().map(|t| (t.src, t.dst, t.bytes)).collect(),
@@ -437,6 +469,97 @@ impl Report {
     /// The results file as JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// FCTs against the ideal and the healthy run, and what the transport spent (`mrc-sim compare`).
+    pub fn comparison(&self) -> String {
+        let mut o = String::new();
+        let r = &self.run;
+        let c = &r.counters;
+        let _ = writeln!(
+            o,
+            "{} (seed {}): {} hosts x {} planes, {} transfers, base RTT {:.2} us",
+            self.name, self.seed, self.hosts, self.planes, self.transfers, self.base_rtt_us
+        );
+        let have_ideal = self.metrics.contains_key("fct_p50_over_ideal");
+        let _ = writeln!(
+            o,
+            "{:<8} {:>12} {:>12} {:>10} {:>12} {:>10}",
+            "FCT", "measured us", "ideal us", "vs ideal", "healthy us", "vs healthy"
+        );
+        let rows = [
+            (
+                "p50",
+                r.fct.p50_us,
+                self.ideal.p50_us,
+                self.baseline.as_ref().map(|b| b.fct.p50_us),
+            ),
+            (
+                "p99",
+                r.fct.p99_us,
+                self.ideal.p99_us,
+                self.baseline.as_ref().map(|b| b.fct.p99_us),
+            ),
+            (
+                "max",
+                r.fct.max_us,
+                self.ideal.max_us,
+                self.baseline.as_ref().map(|b| b.fct.max_us),
+            ),
+        ];
+        for (name, m, i, b) in rows {
+            let vs = |x: f64| format!("{:+.2}%", (m / x - 1.0) * 100.0);
+            let _ = writeln!(
+                o,
+                "{:<8} {:>12.1} {:>12} {:>10} {:>12} {:>10}",
+                name,
+                m,
+                if have_ideal {
+                    format!("{i:.1}")
+                } else {
+                    "-".into()
+                },
+                if have_ideal { vs(i) } else { "-".into() },
+                b.map_or("-".into(), |b| format!("{b:.1}")),
+                b.map_or("-".into(), vs),
+            );
+        }
+        if !have_ideal {
+            let _ = writeln!(
+                o,
+                "(no ideal: some transfers wait for triggers; the ideal covers transfers that start together)"
+            );
+        }
+        let sent: u64 = r.plane_tx.iter().map(|x| x[0]).sum();
+        let retx: u64 = r.plane_tx.iter().map(|x| x[1]).sum();
+        let _ = writeln!(
+            o,
+            "data packets {sent}, retransmitted {retx}: {} after trims, {} by time, {} by RTO, {} with a plane",
+            r.plane_tx.iter().map(|x| x[2]).sum::<u64>(),
+            c.losses_rack,
+            c.losses_rto,
+            c.losses_plane
+        );
+        let _ = writeln!(
+            o,
+            "spurious retransmissions (received twice): {} = {:.3}% of data packets; EVs retired {}",
+            c.rx_duplicates,
+            c.rx_duplicates as f64 * 100.0 / sent.max(1) as f64,
+            c.ev_retirements
+        );
+        let sent_b = r.tx_payload_bytes;
+        let _ = writeln!(
+            o,
+            "payload sent {sent_b} B, placed {} B: {:.2}% wasted ({} packets trimmed, {} wire bytes cut off \
+             before the congested queue; {} B of trimmed headers crossed it)",
+            r.placed_bytes,
+            (1.0 - r.placed_bytes as f64 / sent_b.max(1) as f64) * 100.0,
+            c.trimmed_pkts,
+            c.trimmed_bytes,
+            c.trimmed_pkts * u64::from(self.scenario.topology.queue.trimmed_bytes)
+        );
+        let _ = writeln!(o, "events {}", c.events);
+        o
     }
 
     /// The short text summary.
@@ -479,6 +602,19 @@ impl Report {
             "FCT: p50 {:.1} us, p99 {:.1} us, max {:.1} us ({} transfers)",
             r.fct.p50_us, r.fct.p99_us, r.fct.max_us, r.fct.count
         );
+        if let Some(x) = self.metrics.get("fct_p50_over_ideal") {
+            let get = |k: &str| self.metrics.get(k).copied().unwrap_or(f64::NAN) * 100.0;
+            let _ = writeln!(
+                o,
+                "ideal FCT: p50 {:.1} us, p99 {:.1} us, max {:.1} us (measured over ideal: {:+.2}% / {:+.2}% / {:+.2}%)",
+                self.ideal.p50_us,
+                self.ideal.p99_us,
+                self.ideal.max_us,
+                x * 100.0,
+                get("fct_p99_over_ideal"),
+                get("fct_max_over_ideal")
+            );
+        }
         let _ = writeln!(
             o,
             "packets: {} injected, {} trimmed, {} ECN-marked, drops {} failure / {} loss / {} overflow",
@@ -498,6 +634,24 @@ impl Report {
             c.ev_retirements,
             c.ev_recoveries,
             c.qp_errors
+        );
+        let _ = writeln!(
+            o,
+            "losses: {} by time, {} by RTO, {} with a plane; {} spurious retransmissions (duplicates received, {:.3}% of data packets)",
+            c.losses_rack,
+            c.losses_rto,
+            c.losses_plane,
+            c.rx_duplicates,
+            self.metrics
+                .get("spurious_retransmit_fraction")
+                .copied()
+                .unwrap_or(0.0)
+                * 100.0
+        );
+        let _ = writeln!(
+            o,
+            "waste: {} payload bytes sent, {} placed; {} wire bytes cut off by trimming",
+            r.tx_payload_bytes, r.placed_bytes, c.trimmed_bytes
         );
         let _ = writeln!(
             o,

@@ -224,6 +224,11 @@ pub fn prepare(s: &Scenario, plan: &Plan) -> Result<Prepared, ScenarioError> {
         trimming: q.trimming,
         kmin: q.ecn_kmin,
         kmax: q.ecn_kmax,
+        ecn_dequeue: q.ecn_mark == crate::scenario::EcnMark::Dequeue,
+        ecn_last_hop: q.ecn_last_hop,
+        trimmed_bytes: q.trimmed_bytes,
+        header_buffer: q.header_buffer_bytes,
+        scale_slowed_buffer: q.slowed_buffer == crate::scenario::SlowedBuffer::Scale,
         seed: s.seed,
         bin_ps: ps(s.run.bin_us),
         settle_ps: ps(s.run.settle_us),
@@ -305,11 +310,18 @@ pub fn run_scenario(
     let hosts = p.topo.hosts;
     let planes = p.topo.shape.planes;
     let rtt_us = p.topo.base_rtt_ps as f64 / 1e6;
+    let ideal = crate::ideal::ideal(
+        &p.topo,
+        &xfers,
+        &p.actions,
+        frame_bytes(s),
+        u64::from(s.transport.mtu),
+    );
     let main = run_one(p.topo, p.workload, p.actions, &p.rs, limit, &mut |t| {
         progress("run", t)
     })?;
     let main = RunSummary::new(&main, &xfers, bin);
     Ok(Report::new(
-        s, hosts, planes, rtt_us, &xfers, main, base, alone,
+        s, hosts, planes, rtt_us, &xfers, main, base, alone, ideal,
     ))
 }

@@ -1,9 +1,9 @@
 //! The event core and the models: ports (output queue + wire), switches, hosts running `mrc` endpoints.
 //!
-//! Time is integer picoseconds. One binary heap orders events by (time, insertion sequence), so ties break
-//! deterministically. Events carry no data beyond a component index: a port has at most two pending events
-//! (end of serialization of its head packet, arrival of the oldest packet on its wire) and a host at most one
-//! live timer. Switch forwarding, ECN marking, trimming and enqueueing happen inside the arrival event as
+//! Time is integer picoseconds. A radix heap orders events by (time, insertion sequence), so ties break
+//! deterministically. Events carry no data beyond a component index: a port has one pending event for the end
+//! of serialization of its head packet and one per packet on its wire (its arrival; a wire is FIFO, so the
+//! event pops the wire's head), and a host at most one live timer. Switch forwarding, ECN marking, trimming and enqueueing happen inside the arrival event as
 //! plain calls. Packets live in one arena and move between intrusive FIFO lists (queue, wire) by index; they
 //! carry only their headers (payload bytes are regenerated from the source address at delivery).
 
@@ -13,7 +13,7 @@ use mrc::mem::Memory;
 use mrc::wire::TrafficClass;
 use mrc::{
     Access, Caps, CqId, Endpoint, EndpointConfig, EvConfig, EvState, Event, Instant, Pd, PeerId,
-    QpConfig, QpInit, RecvMeta, SendOp, SendWr, Sge, Transition, TrimMark,
+    QpConfig, QpEnd, QpInit, RecvMeta, SendOp, SendWr, Sge, TrimMark, connect_pair,
 };
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -72,9 +72,13 @@ struct Port {
     trim: bool,
     kind: PortKind,
     buffer: u64,
+    /// Bytes the high-priority FIFO holds.
+    hbuffer: u64,
     kmin: u64,
     kmax: u64,
     base_rate_bps: u64,
+    /// Buffer at the full rate (a slowed link may scale it).
+    base_buffer: u64,
     loss: f64,
 }
 
@@ -251,6 +255,15 @@ pub struct Counters {
     pub qp_errors: u64,
     /// Transfers completed with an error status.
     pub failed_transfers: u64,
+    /// Data packets the senders declared lost by time (a later packet was acknowledged a reorder window on).
+    pub losses_rack: u64,
+    /// Data packets declared lost by the per-packet RTO.
+    pub losses_rto: u64,
+    /// Data packets presumed lost with a retired plane or a port that went down.
+    pub losses_plane: u64,
+    /// Data packets that reached a receiver which already had them: each is a retransmission of a packet that
+    /// was never lost (or the late original of one), i.e. a spurious retransmission.
+    pub rx_duplicates: u64,
 }
 
 /// What a run produced.
@@ -302,6 +315,11 @@ pub struct Sim {
     c: Counters,
     gbn: bool,
     overhead: u32,
+    ecn_dequeue: bool,
+    trimmed_bytes: u32,
+    scale_slowed_buffer: bool,
+    kmin_frac: f64,
+    kmax_frac: f64,
     ready_bytes: u64,
     planes: u32,
     plane_bits: u8,
@@ -339,6 +357,16 @@ pub struct RunSettings {
     pub kmin: f64,
     /// Upper threshold.
     pub kmax: f64,
+    /// Mark ECN when a packet leaves the data queue (else when it joins it).
+    pub ecn_dequeue: bool,
+    /// ECN on the last hop (T0 → host) too.
+    pub ecn_last_hop: bool,
+    /// Wire bytes of a trimmed packet.
+    pub trimmed_bytes: u32,
+    /// Bytes of each port's high-priority queue (default: its data buffer).
+    pub header_buffer: Option<u64>,
+    /// A slowed link's buffer scales with its rate.
+    pub scale_slowed_buffer: bool,
     /// Seed.
     pub seed: u64,
     /// Timeline bin, ps.
@@ -368,12 +396,19 @@ impl Sim {
             .iter()
             .map(|p| {
                 let switch = p.kind != PortKind::HostUp;
+                let buffer = if switch { p.buffer } else { u64::MAX / 4 };
                 Port {
                     to: p.to,
                     ps_per_byte_q16: q16(p.rate_bps),
                     base_rate_bps: p.rate_bps,
                     latency_ps: p.latency_ps,
-                    buffer: if switch { p.buffer } else { u64::MAX / 4 },
+                    buffer,
+                    base_buffer: buffer,
+                    hbuffer: if switch {
+                        rs.header_buffer.unwrap_or(p.buffer)
+                    } else {
+                        u64::MAX / 4
+                    },
                     kmin: (p.buffer as f64 * rs.kmin) as u64,
                     kmax: (p.buffer as f64 * rs.kmax) as u64,
                     low_bytes: 0,
@@ -384,7 +419,7 @@ impl Sim {
                     tx: NONE,
                     down_refs: 0,
                     doomed: false,
-                    ecn: rs.ecn && switch && p.kind != PortKind::T0Down,
+                    ecn: rs.ecn && switch && (rs.ecn_last_hop || p.kind != PortKind::T0Down),
                     trim: rs.trimming && switch,
                     kind: p.kind,
                     loss: 0.0,
@@ -397,7 +432,7 @@ impl Sim {
             .unwrap_or(topo.base_rtt_ps.div_ceil(1000))
             .max(1);
         let paths = topo.shape.paths_per_plane();
-        let per_plane = tr.evs_per_plane.unwrap_or(paths.min(32) as u16).max(1);
+        let per_plane = crate::plan::evs_per_plane(tr, paths, planes).max(1);
         let mut evc = EvConfig::with_planes(planes as u8, per_plane);
         evc.backup_per_plane = tr.backup_evs_per_plane;
         evc.min_active_per_plane = (per_plane / 4).max(1);
@@ -515,6 +550,11 @@ impl Sim {
             c: Counters::default(),
             gbn: tr.recovery == Recovery::GoBackN,
             overhead: tr.frame_overhead,
+            ecn_dequeue: rs.ecn_dequeue,
+            trimmed_bytes: rs.trimmed_bytes,
+            scale_slowed_buffer: rs.scale_slowed_buffer,
+            kmin_frac: rs.kmin,
+            kmax_frac: rs.kmax,
             ready_bytes: frame,
             planes,
             plane_bits,
@@ -644,9 +684,13 @@ impl Sim {
             let s = &self.hosts[c.src as usize].ep;
             if let Some(st) = s.qp_stats(c.sq) {
                 tx_payload += st.tx_data_bytes;
+                self.c.losses_rack += st.losses_rack;
+                self.c.losses_rto += st.losses_rto;
+                self.c.losses_plane += st.losses_plane;
             }
             if let Some(st) = self.hosts[c.dst as usize].ep.qp_stats(c.rq) {
                 placed += st.rx_data_bytes;
+                self.c.rx_duplicates += st.rx_duplicates;
             }
             for (p, row) in plane_tx.iter_mut().enumerate() {
                 if let Some(ps) = s.plane_stats(c.sq, p) {
@@ -782,7 +826,7 @@ impl Sim {
                 }
                 // Cut to a header and send it with priority (spec WIRE-ICRC-2 keeps the first 64 bytes).
                 let keep = p.dlen.min(mrc::wire::TRIM_KEEP_LEN as u32);
-                let new_wire = keep + (p.wire - p.dlen);
+                let new_wire = self.trimmed_bytes.min(p.wire);
                 self.c.trimmed_pkts += 1;
                 self.c.trimmed_bytes += u64::from(p.wire - new_wire);
                 p.wire = new_wire;
@@ -794,23 +838,16 @@ impl Sim {
                     F_TRIM
                 };
                 to_high = true;
-            } else if port.ecn && port.low_bytes > port.kmin {
-                let mark = port.low_bytes >= port.kmax || {
-                    let span = (port.kmax - port.kmin).max(1);
-                    let x = self.rng.next_u64() % span;
-                    x < port.low_bytes - port.kmin
-                };
-                if mark && p.flags & F_CE == 0 {
-                    p.flags |= F_CE;
-                    self.c.ecn_marked += 1;
-                }
+            } else if port.ecn && !self.ecn_dequeue && port.low_bytes > port.kmin {
+                let occ = port.low_bytes;
+                self.maybe_mark(pi, i, occ);
             }
         }
         let p = &self.pkts[i as usize];
         let wire = u64::from(p.wire);
         let port = &mut self.ports[pi as usize];
         if to_high {
-            if port.high_bytes + wire > port.buffer {
+            if port.high_bytes + wire > port.hbuffer {
                 self.drop_pkt(i, Drop::Overflow);
                 return;
             }
@@ -838,6 +875,24 @@ impl Sim {
         }
     }
 
+    /// Marks packet `i` CE with the linear RED-like probability of occupancy `occ` at port `pi`.
+    fn maybe_mark(&mut self, pi: u32, i: u32, occ: u64) {
+        let port = &self.ports[pi as usize];
+        if occ <= port.kmin {
+            return;
+        }
+        let mark = occ >= port.kmax || {
+            let span = (port.kmax - port.kmin).max(1);
+            let x = self.rng.next_u64() % span;
+            x < occ - port.kmin
+        };
+        let p = &mut self.pkts[i as usize];
+        if mark && p.flags & F_CE == 0 {
+            p.flags |= F_CE;
+            self.c.ecn_marked += 1;
+        }
+    }
+
     fn start_tx(&mut self, pi: u32) {
         let port = &self.ports[pi as usize];
         let (l, i, high) = if port.high.head != NONE {
@@ -857,8 +912,13 @@ impl Sim {
             port.high_bytes -= wire;
         } else {
             port.low = l;
+            let occ = port.low_bytes;
             port.low_bytes -= wire;
+            if self.ecn_dequeue && port.ecn && occ > port.kmin {
+                self.maybe_mark(pi, i, occ);
+            }
         }
+        let port = &mut self.ports[pi as usize];
         port.tx = i;
         port.doomed = false;
         let t = self.now + ((wire * port.ps_per_byte_q16) >> 16);
@@ -880,14 +940,13 @@ impl Sim {
         } else {
             let port = &self.ports[pi as usize];
             let arrive = self.now + port.latency_ps;
-            let was_empty = port.wire.head == NONE;
             self.pkts[i as usize].arrive = arrive;
             let l = port.wire;
             let l = self.list_push(l, i);
             self.ports[pi as usize].wire = l;
-            if was_empty {
-                self.push(arrive, ev(EV_ARRIVE, pi));
-            }
+            // One arrival event per packet, pushed now: the arrival then never reads the next packet on the
+            // wire (a cache miss per packet and hop in large fabrics) to schedule it.
+            self.push(arrive, ev(EV_ARRIVE, pi));
         }
         self.start_tx(pi);
         let port = &self.ports[pi as usize];
@@ -910,10 +969,6 @@ impl Sim {
         let (l, _) = self.list_pop(port.wire);
         let port = &mut self.ports[pi as usize];
         port.wire = l;
-        if l.head != NONE {
-            let t = self.pkts[l.head as usize].arrive;
-            self.push(t, ev(EV_ARRIVE, pi));
-        }
         let port = &self.ports[pi as usize];
         let entered = self.pkts[i as usize].arrive - port.latency_ps;
         if port.down_refs > 0 || entered < port.last_up {
@@ -1015,6 +1070,13 @@ impl Sim {
                     let port = &mut self.ports[p as usize];
                     port.ps_per_byte_q16 =
                         q16(((port.base_rate_bps as f64) * fraction).max(1.0) as u64);
+                    if self.scale_slowed_buffer && port.kind != PortKind::HostUp {
+                        let b = ((port.base_buffer as f64 * fraction.min(1.0)) as u64)
+                            .max(2 * self.ready_bytes);
+                        port.buffer = b;
+                        port.kmin = (b as f64 * self.kmin_frac) as u64;
+                        port.kmax = (b as f64 * self.kmax_frac) as u64;
+                    }
                 }
             }
         }
@@ -1335,6 +1397,9 @@ fn connect(
     b: u32,
     cfg: &QpConfig,
 ) -> Result<(u32, u32), Box<dyn std::error::Error>> {
+    if a == b {
+        return Err("a QP pair joins two different hosts".into());
+    }
     let mut qpn = [0u32; 2];
     for (k, &n) in [a, b].iter().enumerate() {
         let h = &mut hosts[n as usize];
@@ -1343,29 +1408,20 @@ fn connect(
         init.max_send_wr = MAX_WR;
         init.max_recv_wr = 1;
         init.max_sge = 1;
-        qpn[k] = h.ep.create_qp(init)?;
-        h.ep.modify_qp(
-            qpn[k],
-            Transition::Init {
-                access: Access::REMOTE_WRITE,
-            },
-            Instant::ZERO,
-        )?;
+        qpn[k] = h.ep.open_qp(init, Access::REMOTE_WRITE, Instant::ZERO)?;
     }
-    for (k, &(n, peer)) in [(a, b), (b, a)].iter().enumerate() {
-        let ep = &mut hosts[n as usize].ep;
-        ep.modify_qp(
-            qpn[k],
-            Transition::Rtr {
-                peer: PeerId(peer),
-                remote_qpn: qpn[1 - k],
-                rq_psn: PSN0,
-                remote_caps: Caps::MRC_1_0,
-            },
-            Instant::ZERO,
-        )?;
-        ep.modify_qp(qpn[k], Transition::Rts { sq_psn: PSN0 }, Instant::ZERO)?;
-    }
+    let (lo, hi) = hosts.split_at_mut(a.max(b) as usize);
+    let (ha, hb) = if a < b {
+        (&mut lo[a as usize], &mut hi[0])
+    } else {
+        (&mut hi[0], &mut lo[b as usize])
+    };
+    let end = |k: usize, peer: u32| QpEnd {
+        qpn: qpn[k],
+        peer: PeerId(peer),
+        sq_psn: PSN0,
+    };
+    connect_pair(Instant::ZERO, &mut ha.ep, end(0, b), &mut hb.ep, end(1, a))?;
     Ok((qpn[0], qpn[1]))
 }
 

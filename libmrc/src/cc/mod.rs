@@ -37,6 +37,7 @@ pub struct AckSample {
 
 /// Counters a controller keeps about its own decisions, for the engine's statistics and the simulator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct CcCounters {
     /// Acks that grew the window by proportional increase.
     pub proportional_increases: u64,
@@ -80,6 +81,7 @@ pub trait CongestionControl: Send + fmt::Debug {
 
 /// Which controller a QP uses, with its parameters.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum CcConfig {
     /// The NSCC-like controller.
     Nscc(NsccConfig),
@@ -117,7 +119,7 @@ impl CcConfig {
 }
 
 // spec: CC-CFG-1
-pub use crate::config::ConfigError;
+pub use crate::error::ConfigError;
 
 #[cfg(test)]
 mod fluid;

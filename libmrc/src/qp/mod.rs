@@ -12,22 +12,21 @@ use std::collections::VecDeque;
 
 use smallvec::SmallVec;
 
+pub use crate::io::PeerId;
 pub use conn::ConnInfo;
 
 use crate::cc::CongestionControl;
 use crate::completion::{Completion, CqId, WcOpcode, WcStatus};
-use crate::config::{Caps, ConfigError, QpConfig};
+use crate::config::{Caps, QpConfig};
+use crate::error::ConfigError;
 use crate::mem::{Access, AccessError, MrTable, Pd, Sge};
 use crate::path::{EvChange, PathSet};
 use crate::reliability::{PsnTracker, RttEstimator, SentWindow};
 use crate::time::Instant;
 
-/// Identifies a peer endpoint. The engine treats it as opaque; the driver maps it to addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PeerId(pub u32);
-
 /// QP states (spec QP-STATE-1), numbered as verbs numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum QpState {
     /// Just created or reset: nothing may be posted.
     Reset,
@@ -93,6 +92,7 @@ impl QpInit {
 
 /// A state transition (the verbs `ibv_modify_qp` calls this engine supports).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Transition {
     /// RESET → INIT, with the remote access this QP grants.
     Init {
@@ -123,6 +123,7 @@ pub enum Transition {
 
 /// What a send work request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SendOp {
     /// RDMA WRITE to `remote_addr` in the peer's region `rkey`.
     Write {
@@ -180,6 +181,7 @@ pub struct RecvWr<'a> {
 
 /// Why a work request was refused at posting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PostError {
     /// No QP has this number.
     NoSuchQp,
@@ -216,8 +218,26 @@ impl core::fmt::Display for PostError {
 
 impl std::error::Error for PostError {}
 
+impl PostError {
+    /// The `errno` a C API returns, as `ibv_post_send` does: `ENOMEM` for a full queue (or the WRITE_WITH_IMM
+    /// cap), `E2BIG` for too many elements, `EOPNOTSUPP`, `EMSGSIZE`, the buffer's own code for a local access
+    /// error, and `EINVAL` for a bad QP or state.
+    pub const fn errno(&self) -> i32 {
+        use crate::error::errno;
+        match self {
+            Self::NoSuchQp | Self::BadState(_) => errno::EINVAL,
+            Self::QueueFull | Self::WimmCap => errno::ENOMEM,
+            Self::Unsupported => errno::EOPNOTSUPP,
+            Self::TooManySge => errno::E2BIG,
+            Self::LocalAccess(e) => e.errno(),
+            Self::TooLong => errno::EMSGSIZE,
+        }
+    }
+}
+
 /// Why a transition was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ModifyError {
     /// No QP has this number.
     NoSuchQp,
@@ -239,8 +259,20 @@ impl core::fmt::Display for ModifyError {
 
 impl std::error::Error for ModifyError {}
 
+impl ModifyError {
+    /// The `errno` a C API returns, as `ibv_modify_qp` does: `EINVAL` for a bad QP or transition, the
+    /// configuration's own code otherwise.
+    pub const fn errno(&self) -> i32 {
+        match self {
+            Self::NoSuchQp | Self::BadTransition(_) => crate::error::errno::EINVAL,
+            Self::Config(e) => e.errno(),
+        }
+    }
+}
+
 /// Counters of one QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct QpStats {
     /// Data packets sent (first transmissions and retransmissions).
     pub tx_data_packets: u64,
@@ -440,6 +472,10 @@ pub(crate) struct MsgSlot {
     pub(crate) last_seen: bool,
     pub(crate) imm: Option<u32>,
     pub(crate) rqmsn: u64,
+    /// A WRITE's final byte (address, value), placed only once every other byte is (spec QP-PLACE-2).
+    pub(crate) held: Option<(u64, u8)>,
+    /// The R_Key of the WRITE, to check the final byte's region again when it is placed late.
+    pub(crate) rkey: u32,
 }
 
 /// The QP's congestion controller with its window cached: the window is read before every transmission and

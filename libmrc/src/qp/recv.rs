@@ -3,7 +3,7 @@
 use super::send::scatter;
 use super::{Ctl, Echo, MAX_CTL_QUEUE, MsgSlot, Qp, QpState, SendWqe, WqeKind};
 use crate::completion::{Completion, WcOpcode};
-use crate::endpoint::{RecvMeta, Transmit, TrimMark};
+use crate::io::{RecvMeta, Transmit, TrimMark};
 use crate::mem::{Access, Memory, MrTable};
 use crate::reliability::{PsnCheck, unwrap_msn};
 use crate::time::Instant;
@@ -126,6 +126,8 @@ impl Qp {
         }
         let is_last = matches!(pos, Position::Last | Position::Only);
         let pd = self.init.pd;
+        // A WRITE's final byte, kept back from placement: (address, value).
+        let mut held = None;
         match kind {
             OpKind::Write => {
                 // spec: QP-PLACE-1
@@ -153,7 +155,13 @@ impl Qp {
                     self.pending_imm += 1;
                 }
                 // spec: SEC-MEM-1
-                if !d.payload.is_empty() {
+                if let Some((&final_byte, body)) = d.payload.split_last().filter(|_| is_last) {
+                    // The message's final byte is written apart, last of all (spec QP-PLACE-2).
+                    if !body.is_empty() {
+                        mem.write(d.reth.va, body);
+                    }
+                    held = Some((d.reth.va + body.len() as u64, final_byte));
+                } else if !d.payload.is_empty() {
                     mem.write(d.reth.va, d.payload);
                 }
             }
@@ -235,6 +243,26 @@ impl Qp {
         if is_last {
             slot.last_seen = true;
             slot.imm = d.imm;
+        }
+        if held.is_some() {
+            slot.held = held;
+            slot.rkey = d.reth.rkey;
+        }
+        // spec: QP-PLACE-2
+        if slot.bytes == u64::from(slot.total)
+            && let Some((addr, byte)) = slot.held.take()
+        {
+            // Every other byte of the WRITE is placed: now its final byte. It was checked when its packet
+            // arrived, but the region may have gone since, so it is checked again.
+            if self.access.contains(Access::REMOTE_WRITE)
+                && mrs
+                    .check(slot.rkey, pd, addr, 1, Access::REMOTE_WRITE)
+                    .is_ok()
+            {
+                mem.write(addr, &[byte]);
+            } else {
+                self.stats.rx_access_errors += 1;
+            }
         }
         self.stats.rx_data_packets += 1;
         self.stats.rx_data_bytes += len;

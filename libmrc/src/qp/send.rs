@@ -3,7 +3,7 @@
 use super::{Qp, QpState, SendWqe, WqeKind};
 use crate::cc::AckSample;
 use crate::completion::{Completion, WcStatus};
-use crate::endpoint::{PayloadRef, Transmit};
+use crate::io::{PayloadRef, Transmit};
 use crate::mem::{Access, Memory, MrTable, Pd, Sge};
 use crate::reliability::{PktState, unwrap_msn, unwrap_psn};
 use crate::time::{Duration, Instant};
@@ -429,7 +429,10 @@ impl Qp {
     fn apply_acks(&mut self, epsn: u64, base: u64, bitmap: u64) -> u64 {
         let una = self.sent.una();
         let nxt = self.sent.nxt();
-        let (mut bytes, newest) = self.sent.ack_below(epsn);
+        let paths = &mut self.paths;
+        let (mut bytes, newest) = self
+            .sent
+            .ack_below_with(epsn, |p| paths.on_clean_ack(p.ev, p.sent_at));
         if let Some(t) = newest {
             self.rack_xmit = self.rack_xmit.max(t);
         }
@@ -451,6 +454,7 @@ impl Qp {
                 if p.tx_count == 1 {
                     // Only unambiguous acknowledgements advance the time-based loss reference.
                     self.rack_xmit = self.rack_xmit.max(p.sent_at);
+                    self.paths.on_clean_ack(p.ev, p.sent_at);
                 }
                 u64::from(p.len)
             }
@@ -494,6 +498,7 @@ impl Qp {
         if let Some(r) = rtt {
             self.rtt.update(r);
         }
+        let mut outlier = false;
         if let Some(idx) = self.paths.find(s.ev) {
             if s.probe_reply {
                 if let Some(ts) = s.ts_echo {
@@ -501,11 +506,19 @@ impl Qp {
                 }
             } else {
                 self.paths.on_delivery(idx, rtt);
+                if rtt.is_some() {
+                    outlier = self.paths.weigh_by_delay(idx, self.typical_rtt_ns());
+                }
                 self.paths.on_mark(idx, s.mark, now);
             }
         }
         let ecn = s.mark != SackMark::None;
         self.stats.ecn_marks += u64::from(ecn);
+        // A path much slower than the QP's others is load balancing's business (it now carries less), not
+        // congestion control's: its delay and marks say that one path is slow, and cutting the whole window
+        // for it would idle every fast path. Congestion that reaches the QP's typical path (an incast, a busy
+        // receiver) still counts in full.
+        let (rtt, ecn) = if outlier { (None, false) } else { (rtt, ecn) };
         let progressed = self.sent.advance() > 0;
         // spec: CC-API-1
         self.cc.on_ack(
@@ -524,6 +537,11 @@ impl Qp {
             self.arm_retry(now, true);
         }
         self.collect_ev_changes();
+    }
+
+    /// The QP's smoothed RTT over all its paths, ns: what a path is compared with to call it slow.
+    fn typical_rtt_ns(&self) -> u64 {
+        crate::time::nanos(self.rtt.srtt())
     }
 
     /// Processes a NACK (spec REL-NACK-1). It must name a PSN that is outstanding (sent, not yet acknowledged),
@@ -568,7 +586,12 @@ impl Qp {
                     // spec: REL-TRIM-1
                     self.retx.push_front(psn);
                     self.paths.on_trim(p.ev, last_hop);
-                    self.cc.on_trim(now, u64::from(p.len), last_hop);
+                    // A trim in the fabric on a path not yet measured or much slower than the QP's others is
+                    // that path's congestion, which the SKIP above and the delay weighting move traffic off;
+                    // it says nothing about the QP's window.
+                    if last_hop || !self.paths.slow_or_unmeasured(p.ev, self.typical_rtt_ns()) {
+                        self.cc.on_trim(now, u64::from(p.len), last_hop);
+                    }
                 }
             }
             NackReason::NoResource | NackReason::PsnOutOfWindow => {
@@ -650,23 +673,42 @@ impl Qp {
     }
 
     /// Time-based loss detection: whatever was sent a reorder window before the newest acknowledged packet and
-    /// is still unacknowledged is lost (spec REL-LOSS-1).
+    /// is still unacknowledged is lost (spec REL-LOSS-1). A packet on a path that delivers later than the
+    /// fastest gets that much more time: sprayed over a slow path and a fast one, the slow one's packets are
+    /// late, not lost, and resending them would waste the capacity the slow path still has.
     fn detect_losses_rack(&mut self, now: Instant) {
         let Some(cutoff) = self.rack_xmit.as_nanos().checked_sub(self.rtt.reorder_ns()) else {
             return;
         };
-        while let Some(psn) = self.sent.pop_sent_before(Instant::from_nanos(cutoff)) {
+        let min = self.rtt.min().map_or(u64::MAX, crate::time::nanos);
+        let congested = CONGESTED_PATH_RTTS * crate::time::nanos(self.rtt.srtt());
+        loop {
+            let paths = &self.paths;
+            let Some(psn) = self.sent.pop_due(Instant::from_nanos(cutoff), |ev, sent| {
+                paths.loss_allowance_ns(ev, sent, min, congested)
+            }) else {
+                break;
+            };
             self.stats.losses_rack += 1;
             self.declare_lost(psn, now);
         }
     }
 
-    /// Per-packet RTO: whatever has been unacknowledged for an RTO is lost (spec REL-LOSS-2, REL-RTO-1).
+    /// Per-packet RTO: whatever has been unacknowledged for an RTO (plus its path's extra delay, as above) is
+    /// lost (spec REL-LOSS-2, REL-RTO-1).
     pub(crate) fn detect_losses_rto(&mut self, now: Instant) {
         let Some(cutoff) = now.as_nanos().checked_sub(self.rtt.rto_ns()) else {
             return;
         };
-        while let Some(psn) = self.sent.pop_sent_before(Instant::from_nanos(cutoff)) {
+        let min = self.rtt.min().map_or(u64::MAX, crate::time::nanos);
+        let congested = CONGESTED_PATH_RTTS * crate::time::nanos(self.rtt.srtt());
+        loop {
+            let paths = &self.paths;
+            let Some(psn) = self.sent.pop_due(Instant::from_nanos(cutoff), |ev, sent| {
+                paths.loss_allowance_ns(ev, sent, min, congested)
+            }) else {
+                break;
+            };
             self.stats.losses_rto += 1;
             self.declare_lost(psn, now);
         }
@@ -677,7 +719,11 @@ impl Qp {
             self.retx.push_back(psn);
             // spec: PATH-EV-4
             let retired = self.paths.on_loss(p.ev, now);
-            self.cc.on_loss(now, u64::from(p.len));
+            // A loss on a path not yet measured or much slower than the QP's others may be a packet still in
+            // that path's queue; the window is left to what the QP's typical paths say.
+            if !self.paths.slow_or_unmeasured(p.ev, self.typical_rtt_ns()) {
+                self.cc.on_loss(now, u64::from(p.len));
+            }
             if let Some(plane) = retired {
                 self.presume_plane_lost(plane);
             }
@@ -753,6 +799,11 @@ impl Qp {
         }
     }
 }
+
+/// How many smoothed RTTs loss detection waits for a packet on a path that trimmed but has not been sampled
+/// yet (see `PathSet::loss_allowance_ns`): a full queue on a link slowed to a quarter of its rate holds about
+/// four RTTs of a 1-BDP buffer, twice that both ways.
+const CONGESTED_PATH_RTTS: u64 = 16;
 
 /// The pieces of a scatter/gather list that hold `len` bytes starting at byte `offset` of the list:
 /// `(local key, address, start in the caller's buffer, length)`. The pieces cover fewer than `len` bytes when the

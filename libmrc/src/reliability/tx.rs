@@ -10,8 +10,15 @@
 //! Retransmissions break that order, so they also go into a small queue of their own, which is in send-time order
 //! by construction. The oldest transmission in flight is the older of the two fronts. Entries made stale by an
 //! acknowledgement, a loss or a later retransmission are skipped lazily, so each is passed once.
+//!
+//! A transmission on a path that is slower than the fastest one (a longer queue, a link running below its rate)
+//! is expected to arrive later than its send time suggests: judged against packets sprayed on fast paths it
+//! would look lost while it is only late. When the loss rules reach such a transmission, the caller says how
+//! much later its path delivers ([`SentWindow::pop_due`]'s `allowance`); the transmission then moves to a third
+//! queue, ordered by send time plus that allowance, and both rules judge it from there.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::time::{Duration, Instant, nanos};
 
@@ -54,6 +61,9 @@ pub struct SentWindow {
     scan: u64,
     /// (send time, PSN) of retransmissions, oldest first.
     retx_times: VecDeque<(Instant, u64)>,
+    /// (send time + its path's extra delay, PSN, send time) of transmissions held back on a slow path,
+    /// earliest first.
+    held: BinaryHeap<Reverse<(Instant, u64, Instant)>>,
     inflight_bytes: u64,
 }
 
@@ -165,6 +175,16 @@ impl SentWindow {
     /// latest send time among newly acknowledged packets that were never retransmitted (an unambiguous sample
     /// for time-based loss detection), if any.
     pub fn ack_below(&mut self, epsn: u64) -> (u64, Option<Instant>) {
+        self.ack_below_with(epsn, |_| {})
+    }
+
+    /// [`ack_below`](Self::ack_below), calling `clean` with each newly acknowledged packet that was never
+    /// retransmitted (its EV and send time are an unambiguous sample of that path).
+    pub fn ack_below_with(
+        &mut self,
+        epsn: u64,
+        mut clean: impl FnMut(&SentPkt),
+    ) -> (u64, Option<Instant>) {
         let n = epsn.saturating_sub(self.una).min(self.pkts.len() as u64) as usize;
         let mut bytes = 0;
         let mut newest: Option<Instant> = None;
@@ -181,6 +201,7 @@ impl SentWindow {
             p.state = PktState::Acked;
             if p.tx_count == 1 {
                 newest = Some(newest.map_or(p.sent_at, |t| t.max(p.sent_at)));
+                clean(p);
             }
         }
         (bytes, newest)
@@ -241,18 +262,42 @@ impl SentWindow {
         None
     }
 
-    /// The oldest transmission in flight, and whether it is a retransmission.
+    /// The held transmission due first, if still in flight (dropping stale entries).
     #[inline]
-    fn front_live(&mut self) -> Option<(Instant, u64, bool)> {
-        match (self.first_live(), self.retx_live()) {
-            (Some((a, _)), Some((b, pb))) if b < a => Some((b, pb, true)),
-            (Some((a, pa)), _) => Some((a, pa, false)),
-            (None, Some((b, pb))) => Some((b, pb, true)),
+    fn held_live(&mut self) -> Option<(Instant, u64)> {
+        while let Some(&Reverse((due, psn, sent))) = self.held.peek() {
+            match self.get(psn) {
+                Some(p) if p.state == PktState::InFlight && p.sent_at == sent => {
+                    return Some((due, psn));
+                }
+                _ => {
+                    self.held.pop();
+                }
+            }
+        }
+        None
+    }
+
+    /// The transmission in flight due first (send time, or send time plus allowance when held) and where it
+    /// waits.
+    #[inline]
+    fn front_live(&mut self) -> Option<(Instant, u64, Front)> {
+        let first = match (self.first_live(), self.retx_live()) {
+            (Some((a, _)), Some((b, pb))) if b < a => Some((b, pb, Front::Retx)),
+            (Some((a, pa)), _) => Some((a, pa, Front::First)),
+            (None, Some((b, pb))) => Some((b, pb, Front::Retx)),
+            (None, None) => None,
+        };
+        match (first, self.held_live()) {
+            (Some(f), Some((h, ph))) if h < f.0 => Some((h, ph, Front::Held)),
+            (Some(f), _) => Some(f),
+            (None, Some((h, ph))) => Some((h, ph, Front::Held)),
             (None, None) => None,
         }
     }
 
-    /// Send time of the oldest transmission still in flight.
+    /// When the transmission in flight due first was sent (plus its allowance when held): the loss rules'
+    /// reference for the RTO timer.
     #[inline]
     pub fn oldest_inflight(&mut self) -> Option<Instant> {
         self.front_live().map(|(t, _, _)| t)
@@ -265,16 +310,41 @@ impl SentWindow {
     // spec: REL-LOSS-2
     #[inline]
     pub fn pop_sent_before(&mut self, cutoff: Instant) -> Option<u64> {
-        let (t, psn, retx) = self.front_live()?;
-        if t > cutoff {
-            return None;
+        self.pop_due(cutoff, |_, _| 0)
+    }
+
+    /// Like [`pop_sent_before`](Self::pop_sent_before), but a transmission whose path delivers
+    /// `allowance(ev, sent_at)` ns later than the fastest is judged at send time + allowance: one not yet due is
+    /// held back until it is (asked again then, as the path's delay may have grown), or until it is
+    /// acknowledged.
+    #[inline]
+    pub fn pop_due(
+        &mut self,
+        cutoff: Instant,
+        mut allowance: impl FnMut(u16, Instant) -> u64,
+    ) -> Option<u64> {
+        loop {
+            let (t, psn, front) = self.front_live()?;
+            if t > cutoff {
+                return None;
+            }
+            match front {
+                Front::Held => {
+                    self.held.pop();
+                }
+                Front::Retx => {
+                    self.retx_times.pop_front();
+                }
+                Front::First => self.scan = psn + 1,
+            }
+            let p = self.get(psn)?;
+            let extra = allowance(p.ev, p.sent_at);
+            let due = Instant::from_nanos(p.sent_at.as_nanos().saturating_add(extra));
+            if due <= cutoff {
+                return Some(psn);
+            }
+            self.held.push(Reverse((due, psn, p.sent_at)));
         }
-        if retx {
-            self.retx_times.pop_front();
-        } else {
-            self.scan = psn + 1;
-        }
-        Some(psn)
     }
 
     /// Iterates over the window, oldest PSN first.
@@ -284,6 +354,14 @@ impl SentWindow {
             .enumerate()
             .map(move |(i, p)| (self.una + i as u64, p))
     }
+}
+
+/// Where the transmission due first waits.
+#[derive(Debug, Clone, Copy)]
+enum Front {
+    First,
+    Retx,
+    Held,
 }
 
 /// Smoothed RTT estimation (RFC 6298 gains) plus the minimum seen, with the RTO and the reorder window derived
@@ -406,6 +484,39 @@ mod tests {
         assert_eq!(w.pop_sent_before(t(4)), Some(2));
         assert_eq!(w.pop_sent_before(t(4)), None);
         assert_eq!(w.oldest_inflight(), Some(t(5)));
+    }
+
+    /// A transmission on a slow path is judged at send time + its allowance: packets sent after it on fast
+    /// paths are taken first, it is taken once due, and an acknowledgement meanwhile clears it.
+    #[test]
+    fn slow_path_transmissions_are_held_until_due() {
+        let mut w = SentWindow::new(0);
+        for i in 0..4u64 {
+            w.push(0, 0, 1, u16::from(i == 0 || i == 2), t(i));
+        }
+        // EV 1 delivers 10 µs later than the fastest path.
+        let slow = |ev: u16, _| if ev == 1 { 10_000 } else { 0 };
+        assert_eq!(
+            w.pop_due(t(3), slow),
+            Some(1),
+            "PSN 0 is held, PSN 1 is due"
+        );
+        assert_eq!(w.pop_due(t(3), slow), Some(3), "PSN 2 is held too");
+        assert_eq!(w.pop_due(t(3), slow), None);
+        assert_eq!(
+            w.oldest_inflight(),
+            Some(t(10)),
+            "the RTO reference moves with it"
+        );
+        w.ack(2);
+        assert_eq!(w.pop_due(t(10), slow), Some(0));
+        assert!(w.mark_lost(0).is_some());
+        assert_eq!(
+            w.pop_due(t(100), slow),
+            None,
+            "PSN 2 was acknowledged while held"
+        );
+        assert_eq!(w.oldest_inflight(), None);
     }
 
     #[test]

@@ -19,9 +19,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 pub use memory::{GUARD, GUARD_LEN, VecMemory, pattern_byte};
 
 use crate::config::{EndpointConfig, QpConfig};
-use crate::endpoint::{Endpoint, RecvMeta, TrimMark};
+use crate::endpoint::{Endpoint, QpEnd, RecvMeta, TrimMark, connect_pair};
 use crate::mem::{Access, MrKeys, Pd};
-use crate::qp::{PeerId, QpInit, Transition};
+use crate::qp::{PeerId, QpInit};
 use crate::time::{Duration, Instant, nanos};
 use crate::wire::TrafficClass;
 use crate::{Caps, CqId};
@@ -324,44 +324,54 @@ impl Net {
             init.config = cfg.clone();
             init.max_send_wr = 4096;
             init.max_recv_wr = 4096;
-            qpn[k] = node.ep.create_qp(init).expect("valid QP config");
-            node.ep
-                .modify_qp(
-                    qpn[k],
-                    Transition::Init {
-                        access: Access::REMOTE_WRITE | Access::REMOTE_READ,
-                    },
-                    now,
-                )
-                .expect("init");
+            qpn[k] = node
+                .ep
+                .open_qp(init, Access::REMOTE_WRITE | Access::REMOTE_READ, now)
+                .expect("valid QP config");
         }
-        let caps = [
-            self.nodes[a].ep.config().caps,
-            self.nodes[b].ep.config().caps,
-        ];
         // spec: SEC-PSN-1
         let psns = [a, b].map(|n| {
             let salt = 0x5053_4E00 ^ ((n as u64) << 32) ^ u64::from(qpn[usize::from(n == b)]);
             self.derived(salt) as u32 & 0xFF_FFFF
         });
-        for (k, &(n, peer)) in [(a, b), (b, a)].iter().enumerate() {
-            let ep = &mut self.nodes[n].ep;
-            ep.modify_qp(
-                qpn[k],
-                Transition::Rtr {
-                    peer: PeerId(peer as u32),
-                    remote_qpn: qpn[1 - k],
-                    rq_psn: psns[1 - k],
-                    remote_caps: caps[1 - k],
-                },
-                now,
-            )
-            .expect("rtr");
-            ep.modify_qp(qpn[k], Transition::Rts { sq_psn: psns[k] }, now)
-                .expect("rts");
-            self.first_psns.insert((n, qpn[k]), psns[k]);
-        }
+        self.connect_qps([(a, qpn[0], psns[0]), (b, qpn[1], psns[1])]);
+        self.first_psns.insert((a, qpn[0]), psns[0]);
+        self.first_psns.insert((b, qpn[1]), psns[1]);
         (qpn[0], qpn[1])
+    }
+
+    /// Connects two QPs in INIT, `(node, qpn, first PSN it sends)` each, in one step (both INIT → RTR → RTS),
+    /// with [`connect_pair`]; the nodes name each other by index. Both may be on one node (loopback).
+    ///
+    /// # Panics
+    /// If either QP does not exist or is not in INIT.
+    pub fn connect_qps(&mut self, sides: [(usize, u32, u32); 2]) {
+        let now = self.now;
+        let [(a, qa, pa), (b, qb, pb)] = sides;
+        let ends = [
+            QpEnd {
+                qpn: qa,
+                peer: PeerId(b as u32),
+                sq_psn: pa,
+            },
+            QpEnd {
+                qpn: qb,
+                peer: PeerId(a as u32),
+                sq_psn: pb,
+            },
+        ];
+        if a == b {
+            // Both QPs on one endpoint: connect each to the other's blob.
+            let ep = &mut self.nodes[a].ep;
+            let infos = ends.map(|e| ep.conn_info(e.qpn, e.sq_psn).expect("QP exists"));
+            for (k, e) in ends.iter().enumerate() {
+                ep.connect_qp(e.qpn, e.peer, &infos[1 - k], e.sq_psn, now)
+                    .expect("connect");
+            }
+        } else {
+            let (na, nb) = two_mut(&mut self.nodes, a, b);
+            connect_pair(now, &mut na.ep, ends[0], &mut nb.ep, ends[1]).expect("connect");
+        }
     }
 
     /// Allocates `len` bytes at node `n` and registers them with `access`; returns (address, keys).
@@ -701,4 +711,16 @@ fn ser_ns(bytes: u64, rate_bps: u64) -> u64 {
     (bytes * 8 * 1_000_000_000)
         .checked_div(rate_bps)
         .unwrap_or(0)
+}
+
+/// Mutable references to two different elements of a slice.
+fn two_mut<T>(v: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    assert_ne!(a, b);
+    if a < b {
+        let (lo, hi) = v.split_at_mut(b);
+        (&mut lo[a], &mut hi[0])
+    } else {
+        let (lo, hi) = v.split_at_mut(a);
+        (&mut hi[0], &mut lo[b])
+    }
 }

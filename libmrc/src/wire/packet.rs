@@ -44,6 +44,17 @@ pub struct ParseOptions {
     pub trimmed: bool,
 }
 
+/// What follows the headers in a buffer being parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tail {
+    /// The payload, then nothing (the ICRC is already cut off): control packets must end with their headers.
+    Whole,
+    /// A trimmed data packet: the payload and ICRC are gone; only data opcodes are valid.
+    Trimmed,
+    /// Anything or nothing: only the headers matter.
+    Ignored,
+}
+
 impl<'a> Packet<'a> {
     /// Parses a UDP payload.
     ///
@@ -56,7 +67,7 @@ impl<'a> Packet<'a> {
     pub fn parse(buf: &'a [u8], opts: ParseOptions) -> Result<Packet<'a>> {
         if opts.trimmed {
             // spec: WIRE-ICRC-2
-            return Self::parse_headers(buf, true);
+            return Self::parse_headers(buf, Tail::Trimmed);
         }
         if buf.len() < BTH_LEN + ICRC_LEN {
             return Err(Error::Truncated);
@@ -66,18 +77,26 @@ impl<'a> Packet<'a> {
             return Err(Error::BadIcrc);
         }
         let covered = buf.get(..buf.len() - ICRC_LEN).ok_or(Error::Truncated)?;
-        Self::parse_headers(covered, false)
+        Self::parse_headers(covered, Tail::Whole)
     }
 
-    /// Parses BTH, headers and payload of `buf` (the UDP payload without its ICRC).
+    /// Parses only the headers at the start of `buf`, of any opcode, and ignores whatever follows them
+    /// (payload, ICRC, or nothing at all): for a datagram of ours that came back in an ICMP error, which quotes
+    /// only its start. The ICRC is not checked and the payload is empty; bytes short of the headers are
+    /// `Truncated`.
+    pub fn parse_prefix(buf: &'a [u8]) -> Result<Packet<'a>> {
+        Self::parse_headers(buf, Tail::Ignored)
+    }
+
+    /// Parses BTH, headers and payload of `buf` (the UDP payload without its ICRC, or what `tail` says).
     #[inline]
-    fn parse_headers(buf: &'a [u8], trimmed: bool) -> Result<Packet<'a>> {
+    fn parse_headers(buf: &'a [u8], tail: Tail) -> Result<Packet<'a>> {
         let mut r = Reader::new(buf);
         let b = r.take()?;
         let op = Bth::check(b)?;
         let bth = Bth::decode_checked(op, b);
         let ts = Bth::ts(b);
-        if trimmed && !op.is_data() {
+        if tail == Tail::Trimmed && !op.is_data() {
             return Err(Error::Malformed);
         }
         let body = match op.kind() {
@@ -96,7 +115,7 @@ impl<'a> Packet<'a> {
                     None
                 };
                 // spec: WIRE-PAY-1
-                let payload = if trimmed { &[] } else { r.rest() };
+                let payload = if tail == Tail::Whole { r.rest() } else { &[] };
                 if op == Opcode::ReadRequest && !payload.is_empty() {
                     return Err(Error::Malformed);
                 }
@@ -119,7 +138,7 @@ impl<'a> Packet<'a> {
             OpKind::EpResponse => Body::EpResponse(EpResponse::decode(r.take()?)),
         };
         // Control packets are exactly their headers.
-        if !r.rest().is_empty() {
+        if tail == Tail::Whole && !r.rest().is_empty() {
             return Err(Error::Malformed);
         }
         Ok(Packet { bth, body })

@@ -315,6 +315,21 @@ impl Scenario {
         if !(q.buffer_bdp > 0.0 && q.buffer_bdp <= 1000.0) {
             return Err(err("topology.queue.buffer_bdp", "must be in (0, 1000]"));
         }
+        if !(1..=4096).contains(&q.trimmed_bytes) {
+            return Err(err(
+                "topology.queue.trimmed_bytes",
+                format!(
+                    "{} bytes; use 1..=4096 (64 as htsim, 130 for a real Ethernet/IPv6/UDP frame)",
+                    q.trimmed_bytes
+                ),
+            ));
+        }
+        if q.header_buffer_bytes.is_some_and(|b| b == 0 || b > 1 << 40) {
+            return Err(err(
+                "topology.queue.header_buffer_bytes",
+                "must be in 1..=1 TiB (leave it out for the port's data buffer)",
+            ));
+        }
         Ok(())
     }
 

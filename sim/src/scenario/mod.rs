@@ -200,6 +200,50 @@ pub struct QueueCfg {
     /// Default buffer in BDPs when a tier gives no `buffer_bytes`.
     #[serde(default = "one_f")]
     pub buffer_bdp: f64,
+    /// Where ECN marks: `enqueue` (default: the queue a packet joins) or `dequeue` (the queue it leaves
+    /// behind when it starts to be sent, as fresh as the queue gets).
+    #[serde(default)]
+    pub ecn_mark: EcnMark,
+    /// ECN on the last hop (T0 → host) too. Off by default, as deployed: congestion there is the receiver's
+    /// (an incast), which trimming at that hop and the receiver report already tell the sender.
+    #[serde(default)]
+    pub ecn_last_hop: bool,
+    /// Wire bytes of a trimmed packet, all headers included (default 64, as htsim). The receiver always sees
+    /// the first 64 bytes of the MRC datagram (spec WIRE-ICRC-2); this is only what the header costs on the
+    /// links it still crosses. A real frame adds Ethernet, IPv6 and UDP to those 64 bytes: 130.
+    #[serde(default = "trim_bytes")]
+    pub trimmed_bytes: u32,
+    /// Bytes the high-priority queue (control packets and trimmed headers) of a port holds; a trimmed header
+    /// or control packet that does not fit is dropped (and counted). Default: the port's data buffer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header_buffer_bytes: Option<u64>,
+    /// What a slowed link (`link_slow`) does with its buffer: `keep` its bytes (default: a switch port's
+    /// buffer does not shrink when its link runs slower, so its queue delay grows by 1 / fraction) or
+    /// `scale` them with the rate (the same queue delay as at full rate).
+    #[serde(default)]
+    pub slowed_buffer: SlowedBuffer,
+}
+
+/// Where switch ports mark ECN.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EcnMark {
+    /// When a packet joins the data queue, from the queue it finds.
+    #[default]
+    Enqueue,
+    /// When a packet starts to be sent, from the data queue it leaves behind.
+    Dequeue,
+}
+
+/// A slowed link's buffer.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SlowedBuffer {
+    /// Keeps its bytes.
+    #[default]
+    Keep,
+    /// Scales with the rate.
+    Scale,
 }
 
 fn yes() -> bool {
@@ -214,6 +258,9 @@ fn kmax() -> f64 {
 fn one_f() -> f64 {
     1.0
 }
+fn trim_bytes() -> u32 {
+    64
+}
 
 impl Default for QueueCfg {
     fn default() -> Self {
@@ -223,6 +270,11 @@ impl Default for QueueCfg {
             ecn_kmin: kmin(),
             ecn_kmax: kmax(),
             buffer_bdp: 1.0,
+            ecn_mark: EcnMark::default(),
+            ecn_last_hop: false,
+            trimmed_bytes: trim_bytes(),
+            header_buffer_bytes: None,
+            slowed_buffer: SlowedBuffer::default(),
         }
     }
 }
@@ -260,7 +312,8 @@ pub struct TransportCfg {
     /// Bytes each packet carries on the wire besides the MRC datagram (Ethernet, IPv6, UDP, FCS).
     #[serde(default = "overhead")]
     pub frame_overhead: u32,
-    /// Active EVs per plane; default: the number of distinct paths per plane, at most 32.
+    /// Active EVs per plane; default: the number of distinct paths per plane (every spine is used), as many
+    /// as fit in 4096 EVs per QP with the backups.
     #[serde(default)]
     pub evs_per_plane: Option<u16>,
     /// Backup EVs per plane.

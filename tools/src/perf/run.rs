@@ -453,7 +453,8 @@ fn plane_lines(ep: &UdpEndpoint, qps: &[u32]) -> Vec<PlaneLine> {
                     EvState::Good => line.ev_good += 1,
                     EvState::Skip => line.ev_skip += 1,
                     EvState::AssumedBad => line.ev_bad += 1,
-                    EvState::Denied => {}
+                    // Denied, and states a later engine may add, count in none of the three.
+                    _ => {}
                 }
             }
         }
