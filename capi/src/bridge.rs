@@ -55,6 +55,12 @@ pub(crate) struct Table {
     poll_ev_event: unsafe extern "C" fn(*mut ibv_context, *mut EvEvent, c_int) -> c_int,
     probe_evs: unsafe extern "C" fn(*mut c_void, *const u32, usize, u64, *mut u64) -> c_int,
     set_port: unsafe extern "C" fn(*mut ibv_context, u8, c_int) -> c_int,
+    create_comp_channel: unsafe extern "C" fn(*mut ibv_context, *mut *mut c_void) -> c_int,
+    destroy_comp_channel: unsafe extern "C" fn(*mut c_void) -> c_int,
+    create_cq_on:
+        unsafe extern "C" fn(*mut ibv_context, c_int, *mut c_void, *mut *mut c_void) -> c_int,
+    req_notify_cq: unsafe extern "C" fn(*mut c_void, c_int) -> c_int,
+    take_cq_event: unsafe extern "C" fn(*mut c_void, c_int, *mut *mut c_void) -> c_int,
 }
 
 /// Mirror of the shim's `MrcShimNscc` (engine units).
@@ -321,4 +327,53 @@ pub(crate) fn set_port(ctx: *mut ibv_context, plane: u8, up: bool) -> Result<(),
 /// Whether mrc-verbs-shim is loaded (with the data path).
 pub(crate) fn available() -> bool {
     table().is_some()
+}
+
+/// A shim completion channel (non-blocking fd) whose events libmrc relays to its own channel.
+pub(crate) fn create_comp_channel(ctx: *mut ibv_context) -> Result<*mut c_void, Error> {
+    let t = table().ok_or_else(no_shim)?;
+    let mut out = std::ptr::null_mut();
+    // SAFETY: the shim validates `ctx`; `out` is writable.
+    let rc = unsafe { (t.create_comp_channel)(ctx, &mut out) };
+    errno(rc, "creating the completion channel")?;
+    Ok(out)
+}
+
+/// Destroys a channel of [`create_comp_channel`].
+pub(crate) fn destroy_comp_channel(ch: *mut c_void) {
+    if let Some(t) = table() {
+        // SAFETY: the shim validates `ch`.
+        unsafe { (t.destroy_comp_channel)(ch) };
+    }
+}
+
+/// A shim CQ that reports to the shim channel `ch`.
+pub(crate) fn create_cq_on(
+    ctx: *mut ibv_context,
+    cqe: c_int,
+    ch: *mut c_void,
+) -> Result<*mut c_void, Error> {
+    let t = table().ok_or_else(no_shim)?;
+    let mut out = std::ptr::null_mut();
+    // SAFETY: the shim validates `ctx` and `ch`; `out` is writable.
+    let rc = unsafe { (t.create_cq_on)(ctx, cqe, ch, &mut out) };
+    errno(rc, "creating the CQ")?;
+    Ok(out)
+}
+
+/// Arms a shim CQ.
+pub(crate) fn req_notify_cq(cq: *mut c_void, solicited_only: bool) -> Result<(), Error> {
+    let t = table().ok_or_else(no_shim)?;
+    // SAFETY: the shim validates `cq`.
+    let rc = unsafe { (t.req_notify_cq)(cq, c_int::from(solicited_only)) };
+    errno(rc, "arming the CQ")
+}
+
+/// The CQ of the next event on a shim channel within `timeout_ms` (acknowledged), or `None`.
+pub(crate) fn take_cq_event(ch: *mut c_void, timeout_ms: c_int) -> Option<*mut c_void> {
+    let t = table()?;
+    let mut out = std::ptr::null_mut();
+    // SAFETY: the shim validates `ch`; `out` is writable.
+    let rc = unsafe { (t.take_cq_event)(ch, timeout_ms, &mut out) };
+    (rc == 0).then_some(out)
 }

@@ -29,6 +29,43 @@ pub struct mrc_comp_channel {
     fired: Mutex<VecDeque<usize>>,
     /// CQs attached to it.
     users: Users,
+    /// The shim channel whose events a thread relays here (with the shim loaded).
+    relay: Option<Relay>,
+}
+
+/// A thread that takes the events of a shim channel and signals the libmrc CQs they belong to.
+struct Relay {
+    vch: *mut c_void,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Relay {
+    fn start(vctx: *mut ibv_context) -> Result<Self, Error> {
+        let vch = crate::bridge::create_comp_channel(vctx)?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, ch) = (stop.clone(), vch as usize);
+        let thread = std::thread::Builder::new()
+            .name("libmrc-cq-events".into())
+            .spawn(move || {
+                while !s.load(std::sync::atomic::Ordering::Acquire) {
+                    if let Some(vcq) = crate::bridge::take_cq_event(ch as *mut c_void, 100) {
+                        transport::cq_event(vcq);
+                    }
+                }
+            })
+            .map_err(|e| {
+                crate::bridge::destroy_comp_channel(vch);
+                Error::new(libc::EAGAIN, format!("starting the channel's thread: {e}"))
+            })?;
+        Ok(Self { vch, stop, thread })
+    }
+
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        let _ = self.thread.join();
+        crate::bridge::destroy_comp_channel(self.vch);
+    }
 }
 
 // SAFETY: only ever published from a Box by `mrc_create_comp_channel`.
@@ -157,12 +194,18 @@ pub unsafe extern "C" fn mrc_create_comp_channel(
         let c = context(mrc_ctx)?;
         non_null(channel, "channel")?;
         let fd = eventfd()?;
+        let relay = if crate::bridge::available() {
+            Some(Relay::start(c.vctx)?)
+        } else {
+            None
+        };
         c.users.add();
         let ch = registry::publish(Box::new(mrc_comp_channel {
             ctx: c,
             fd,
             fired: Mutex::new(VecDeque::new()),
             users: Users::default(),
+            relay,
         }));
         // SAFETY: non-NULL, and the header makes it a writable pointer slot.
         unsafe { channel.write(ch) };
@@ -198,6 +241,9 @@ pub unsafe extern "C" fn mrc_destroy_comp_channel(channel: *mut mrc_comp_channel
         }?;
         // SAFETY: the parent context cannot go while the channel exists.
         unsafe { &*ch.ctx }.users.sub();
+        if let Some(r) = ch.relay {
+            r.stop();
+        }
         Ok(())
     })
 }
@@ -235,8 +281,11 @@ fn create(
         }
         Some(ch)
     };
+    let vch = ch
+        .and_then(|c| c.relay.as_ref())
+        .map_or(std::ptr::null_mut(), |r| r.vch);
     let vcq = if kind == CqKind::Work && crate::bridge::available() {
-        transport::create_cq(c.vctx, cqe)?
+        transport::create_cq(c.vctx, cqe, vch)?
     } else {
         std::ptr::null_mut()
     };
@@ -244,7 +293,7 @@ fn create(
         ch.users.add();
     }
     c.users.add();
-    Ok(registry::publish(Box::new(mrc_cq {
+    let p = registry::publish(Box::new(mrc_cq {
         ctx: c,
         kind,
         cq_context,
@@ -254,7 +303,9 @@ fn create(
         events: Mutex::new(Events::default()),
         acked: Condvar::new(),
         users: Users::default(),
-    })))
+    }));
+    transport::cq_created(vcq, p);
+    Ok(p)
 }
 
 /// Creates a work-completion CQ.
@@ -349,6 +400,10 @@ pub unsafe extern "C" fn mrc_req_notify_cq(cq: *mut mrc_cq, solicited_only: c_in
     errno_value("mrc_req_notify_cq", || {
         let q = crate::cq::cq(cq, "cq")?;
         q.events.lock().unwrap_or_else(|p| p.into_inner()).armed = Some(solicited_only != 0);
+        if !q.vcq.is_null() {
+            // The shim's CQ fires once on its next completion; the channel's thread relays it here.
+            crate::bridge::req_notify_cq(q.vcq, solicited_only != 0)?;
+        }
         Ok(())
     })
 }

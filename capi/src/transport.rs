@@ -66,14 +66,49 @@ pub(crate) fn ocp_ev(ev: u32, bits: u8) -> mrc_ctl_ev {
     o
 }
 
-/// A shim CQ for a work CQ (`NULL` for EV-event CQs, which the controller queue feeds).
-pub(crate) fn create_cq(vctx: *mut ibv_context, cqe: u32) -> Result<*mut c_void, Error> {
-    bridge::create_cq(vctx, c_int::try_from(cqe).unwrap_or(c_int::MAX))
+/// Shim CQ → its libmrc CQ, for the channels' event relays.
+fn cqs() -> MutexGuard<'static, BTreeMap<usize, usize>> {
+    static CQS: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+    CQS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Destroys a CQ of [`create_cq`].
+/// A shim CQ for a work CQ (EV-event CQs have none: the controller queue feeds them), on the shim channel
+/// `vch` when the CQ has a completion channel.
+pub(crate) fn create_cq(
+    vctx: *mut ibv_context,
+    cqe: u32,
+    vch: *mut c_void,
+) -> Result<*mut c_void, Error> {
+    let cqe = c_int::try_from(cqe).unwrap_or(c_int::MAX);
+    if vch.is_null() {
+        bridge::create_cq(vctx, cqe)
+    } else {
+        bridge::create_cq_on(vctx, cqe, vch)
+    }
+}
+
+/// The libmrc CQ `cq` was published with the shim CQ `vcq`.
+pub(crate) fn cq_created(vcq: *mut c_void, cq: *mut mrc_cq) {
+    if !vcq.is_null() {
+        cqs().insert(vcq as usize, cq as usize);
+    }
+}
+
+/// A shim CQ fired (a channel's relay thread): its libmrc CQ signals its channel if armed.
+pub(crate) fn cq_event(vcq: *mut c_void) {
+    let m = cqs();
+    if let Some(&p) = m.get(&(vcq as usize))
+        && let Ok(q) = crate::cq::cq(p as *mut mrc_cq, "cq")
+    {
+        // The shim fires only when armed, and honours solicited-only: count it as solicited here.
+        q.notify(true);
+    }
+}
+
+/// Destroys a CQ of [`create_cq`] (its libmrc CQ is being destroyed: no relay reaches it after this).
 pub(crate) fn destroy_cq(vcq: *mut c_void) {
     if !vcq.is_null() {
+        cqs().remove(&(vcq as usize));
         bridge::destroy_cq(vcq);
     }
 }

@@ -1,6 +1,6 @@
 //! The controller API over the transport, from C (`tests/c/controller.c`): EV probes answer with an RTT per
 //! EV, a DENY in the middle of a stream of WRITEs (the stream completes, every byte arrives), EV events when a
-//! port is disabled and enabled again. Counters (no packet on a denied EV) are checked in mrc-host's
+//! port is disabled and enabled again; a completion channel that signals an armed CQ. Counters (no packet on a denied EV) are checked in mrc-host's
 //! `control.rs` tests. Run under `flock /tmp/mrc-net.lock` (real sockets).
 
 mod common;
@@ -23,6 +23,7 @@ fn controller_from_c() {
         "ok bytes_after_deny",
         "ok events_port_down",
         "ok events_port_up",
+        "ok cq_event_names_the_cq",
         "0 failures",
     ] {
         assert!(out.contains(check), "no {check:?} in:\n{out}");

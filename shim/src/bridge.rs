@@ -13,8 +13,8 @@ use std::ffi::{c_char, c_int};
 use std::time::Duration;
 
 use crate::abi::{
-    IBV_QPT_RC, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_cap, ibv_qp_init_attr,
-    ibv_recv_wr, ibv_send_wr, ibv_wc,
+    IBV_QPT_RC, ibv_comp_channel, ibv_context, ibv_cq, ibv_pd, ibv_qp, ibv_qp_attr, ibv_qp_cap,
+    ibv_qp_init_attr, ibv_recv_wr, ibv_send_wr, ibv_wc,
 };
 use crate::context::context;
 use crate::cq::Cq;
@@ -97,6 +97,25 @@ pub struct MrcShimBridgeV1 {
     pub probe_evs: unsafe extern "C" fn(*mut ibv_qp, *const u32, usize, u64, *mut u64) -> c_int,
     /// Takes plane `plane` (0-based) of the context's host down (`up == 0`) or up.
     pub set_port: unsafe extern "C" fn(*mut ibv_context, u8, c_int) -> c_int,
+    // ---- completion channels (libmrc relays their events to its own channels) ----
+    /// A completion channel with a non-blocking fd into `*out`.
+    pub create_comp_channel:
+        unsafe extern "C" fn(*mut ibv_context, *mut *mut ibv_comp_channel) -> c_int,
+    /// `ibv_destroy_comp_channel`.
+    pub destroy_comp_channel: unsafe extern "C" fn(*mut ibv_comp_channel) -> c_int,
+    /// `ibv_create_cq(ctx, cqe, NULL, channel, 0)` into `*out`.
+    pub create_cq_on: unsafe extern "C" fn(
+        *mut ibv_context,
+        c_int,
+        *mut ibv_comp_channel,
+        *mut *mut ibv_cq,
+    ) -> c_int,
+    /// `ibv_req_notify_cq`.
+    pub req_notify_cq: unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int,
+    /// Waits up to `timeout_ms` for a CQ event, acknowledges it and writes its CQ to `*out`: 0, `EAGAIN` when
+    /// none came, another errno value on failure.
+    pub take_cq_event:
+        unsafe extern "C" fn(*mut ibv_comp_channel, c_int, *mut *mut ibv_cq) -> c_int,
 }
 
 /// NSCC parameters in the engine's units.
@@ -488,6 +507,108 @@ unsafe extern "C" fn set_port(ctx: *mut ibv_context, plane: u8, up: c_int) -> c_
     }))
 }
 
+unsafe extern "C" fn create_comp_channel(
+    ctx: *mut ibv_context,
+    out: *mut *mut ibv_comp_channel,
+) -> c_int {
+    errno_of(guard("mrc_shim_bridge.create_comp_channel", || {
+        out_ptr(out, "out")?;
+        context(ctx)?;
+        // SAFETY: a live context of ours.
+        let ch = unsafe { crate::cq::ibv_create_comp_channel(ctx) };
+        if ch.is_null() {
+            return Err(Error::quiet(
+                std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO),
+            ));
+        }
+        // SAFETY: a live channel: its fd is ours to make non-blocking; `out` is writable.
+        unsafe {
+            let fd = (*ch).fd;
+            libc::fcntl(
+                fd,
+                libc::F_SETFL,
+                libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK,
+            );
+            out.write(ch);
+        }
+        Ok(())
+    }))
+}
+
+unsafe extern "C" fn destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
+    // SAFETY: the shim validates `ch`.
+    unsafe { crate::cq::ibv_destroy_comp_channel(ch) }
+}
+
+unsafe extern "C" fn create_cq_on(
+    ctx: *mut ibv_context,
+    cqe: c_int,
+    ch: *mut ibv_comp_channel,
+    out: *mut *mut ibv_cq,
+) -> c_int {
+    errno_of(guard("mrc_shim_bridge.create_cq_on", || {
+        out_ptr(out, "out")?;
+        context(ctx)?;
+        // SAFETY: the shim validates the context and channel.
+        let cq = unsafe { crate::cq::ibv_create_cq(ctx, cqe, std::ptr::null_mut(), ch, 0) };
+        if cq.is_null() {
+            return Err(Error::quiet(
+                std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO),
+            ));
+        }
+        // SAFETY: `out` is writable (the bridge's contract).
+        unsafe { out.write(cq) };
+        Ok(())
+    }))
+}
+
+unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    // SAFETY: the registry check makes sure `cq` is a live CQ of ours.
+    if let Err(e) = unsafe { registry::get::<Cq>(cq, "cq") } {
+        return e.errno;
+    }
+    // SAFETY: checked above.
+    unsafe { crate::cq::req_notify_cq_op(cq, solicited_only) }
+}
+
+unsafe extern "C" fn take_cq_event(
+    ch: *mut ibv_comp_channel,
+    timeout_ms: c_int,
+    out: *mut *mut ibv_cq,
+) -> c_int {
+    errno_of(guard("mrc_shim_bridge.take_cq_event", || {
+        out_ptr(out, "out")?;
+        // SAFETY: the registry check makes sure `ch` is a live channel of ours.
+        unsafe { registry::get::<crate::cq::Channel>(ch, "channel") }?;
+        // SAFETY: checked live above.
+        let fd = unsafe { (*ch).fd };
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: polls one live descriptor.
+        if unsafe { libc::poll(&mut p, 1, timeout_ms) } <= 0 {
+            return Err(Error::quiet(libc::EAGAIN));
+        }
+        let (mut cq, mut cq_ctx) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: a live channel and writable locals; its fd is non-blocking (create_comp_channel).
+        if unsafe { crate::cq::ibv_get_cq_event(ch, &mut cq, &mut cq_ctx) } != 0 {
+            return Err(Error::quiet(libc::EAGAIN));
+        }
+        // SAFETY: the CQ the event named; acknowledged at once, since libmrc keeps its own count.
+        unsafe {
+            crate::cq::ibv_ack_cq_events(cq, 1);
+            out.write(cq);
+        }
+        Ok(())
+    }))
+}
+
 static BRIDGE: MrcShimBridgeV1 = MrcShimBridgeV1 {
     size: size_of::<MrcShimBridgeV1>(),
     context_info,
@@ -509,6 +630,11 @@ static BRIDGE: MrcShimBridgeV1 = MrcShimBridgeV1 {
     poll_ev_event,
     probe_evs,
     set_port,
+    create_comp_channel,
+    destroy_comp_channel,
+    create_cq_on,
+    req_notify_cq,
+    take_cq_event,
 };
 
 /// The bridge table; libmrc finds this function with `dlsym(RTLD_DEFAULT, "mrc_shim_bridge_v1")`.

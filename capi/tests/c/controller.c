@@ -4,6 +4,7 @@
  * Prints "ok <name>" per check and "<n> failures". */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,7 +163,10 @@ int main(void)
 	check((da.opt_attr & MRC_CTL_OPT_CAP_EV_EVENT) && (da.opt_attr & MRC_CTL_OPT_CAP_EP_OP_EV_PROBE), "ctl_caps",
 	      "EV events or probes not advertised");
 	profiles(m);
-	struct mrc_cq *cq = mrc_create_cq(m, 1024, NULL, NULL, 0);
+	struct mrc_comp_channel *ch = NULL;
+	OK(mrc_create_comp_channel(m, &ch), "create_channel");
+	int tag = 0;
+	struct mrc_cq *cq = mrc_create_cq(m, 1024, &tag, ch, 0);
 	struct mrc_cq *evcq = mrc_ctl_create_ev_event_cq(m, 256, NULL, NULL, 0);
 	check(cq && evcq, "create_cqs", "NULL");
 	struct mrc_qp *a = make_qp(m, cq, pd), *b = make_qp(m, cq, pd);
@@ -239,6 +243,38 @@ int main(void)
 	}
 	check(done == MSGS && errors == 0 && denied, "writes_complete_after_deny", "the stream did not finish");
 	check(memcmp(src, dst, MSG) == 0, "bytes_after_deny", "wrong bytes");
+	/* ---- the completion channel: an armed CQ makes the fd readable on its next completion ---- */
+	int fd = -1;
+	OK(mrc_get_comp_channel_fd(ch, &fd), "channel_fd");
+	OK(mrc_req_notify_cq(cq, 0), "req_notify");
+	{
+		struct ibv_sge sge = { .addr = (uintptr_t)src, .length = 64, .lkey = ms->lkey };
+		struct ibv_send_wr wr = { 0 }, *bad = NULL;
+		wr.wr_id = 999;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)dst;
+		wr.wr.rdma.rkey = md->rkey;
+		OK(mrc_post_send(a, &wr, &bad), "post_for_event");
+	}
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	check(poll(&pfd, 1, 10000) == 1, "channel_readable", "no event within 10 s");
+	struct mrc_cq *ev_cq = NULL;
+	void *ev_ctx = NULL;
+	OK(mrc_get_cq_event(ch, &ev_cq, &ev_ctx), "get_cq_event");
+	check(ev_cq == cq && ev_ctx == &tag, "cq_event_names_the_cq", "wrong CQ or context");
+	mrc_ack_cq_events(cq, 1);
+	{
+		struct ibv_wc wc;
+		int got = 0;
+		double t1 = now_s();
+		while (got == 0 && now_s() - t1 < 10)
+			got = mrc_poll_cq(cq, 1, &wc);
+		check(got == 1 && wc.wr_id == 999 && wc.status == IBV_WC_SUCCESS, "event_completion", "not polled");
+	}
+
 	/* The denied EV is still denied in the profile. */
 	struct mrc_ctl_ev_op_entry q = { .ev = evs[0] };
 	struct mrc_ctl_ev_profile_attr e = { 0 };
@@ -265,6 +301,7 @@ int main(void)
 	ibv_dereg_mr(md);
 	OK(mrc_destroy_cq(cq), "destroy_cq");
 	OK(mrc_destroy_cq(evcq), "destroy_evcq");
+	check(mrc_destroy_comp_channel(ch) == 0, "destroy_channel", "not 0");
 	OK(mrc_destroy_context(m), "destroy_context");
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
