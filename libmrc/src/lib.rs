@@ -23,7 +23,7 @@
 //!   duplication, trimming, corruption and plane/path/port/node failures.
 //!
 //! Requirements of the normative spec (`spec/*.md`) are cited in the code as `spec: TAG`.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod cc;
