@@ -16,8 +16,8 @@ mod cost {
     pub(super) const HOST_PLANE: u64 = 600;
     /// A QP (one end), besides its EVs and windows.
     pub(super) const QP: u64 = 4_000;
-    /// An EV of one QP end.
-    pub(super) const EV: u64 = 110;
+    /// An EV of one QP end (with its RTT and delay state, issue 14).
+    pub(super) const EV: u64 = 240;
     /// One PSN of a sender's or receiver's window in use.
     pub(super) const PSN: u64 = 48;
     /// A packet in flight (arena slot, event) and a directed port's queue state besides `Port`/`PortSpec`.
