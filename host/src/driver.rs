@@ -340,10 +340,9 @@ impl UdpEndpoint {
     ) -> Result<(u32, ConnInfo), ConfigError> {
         let now = self.now();
         let qpn = self.ep.open_qp(init, access, now)?;
-        let mut info = self
-            .ep
-            .conn_info(qpn, initial_psn())
-            .expect("the QP was just opened");
+        let Some(mut info) = self.ep.conn_info(qpn, initial_psn()) else {
+            return Err(ConfigError::new("qp", "the QP vanished as it was opened"));
+        };
         info.addr = self
             .socks
             .first()

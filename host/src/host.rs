@@ -2011,7 +2011,11 @@ impl Connecting {
                     )));
                 }
                 let peer = i.peer_for(&mut c, &planes)?;
-                let mut half = self.half.take().expect("checked above");
+                let Some(mut half) = self.half.take() else {
+                    return Err(HostError::Invalid(
+                        "this connection already finished".into(),
+                    ));
+                };
                 let link = i.build_link(&mut c, &mut half, Some((peer, &remote)))?;
                 drop(c);
                 i.kick();

@@ -90,8 +90,9 @@ impl Shared {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         q.push_back((Instant::now(), link));
         while q.front().is_some_and(|(t, _)| t.elapsed() >= LINGER) {
-            let (_, l) = q.pop_front().expect("checked");
-            self.destroy(&l);
+            if let Some((_, l)) = q.pop_front() {
+                self.destroy(&l);
+            }
         }
     }
 
