@@ -143,8 +143,9 @@ impl HostCq {
 
     /// Up to `out.len()` completions as `ibv_wc`s. An empty poll runs a progress round in the caller if the
     /// progress thread is not in one (applications spin on `ibv_poll_cq` while they wait, and so drive timers
-    /// and acknowledgements without waiting for the thread to wake, as mrc-perf's poll mode does), else yields
-    /// the CPU, which the thread may need where cores are scarce.
+    /// and acknowledgements without waiting for the thread to wake, as mrc-perf's poll mode does; with a deep
+    /// send queue the thread then stands aside, `Host::drive`), else yields the CPU, which the thread may need
+    /// where cores are scarce.
     pub(crate) fn poll(&self, dev: &HostDevice, out: &mut [ibv_wc]) -> usize {
         let mut buf = [Completion::default(); 32];
         let mut done = 0;
@@ -159,7 +160,7 @@ impl HostCq {
                 break;
             }
         }
-        if done == 0 && !(dev.assist && matches!(dev.host.progress(), Ok(true))) {
+        if done == 0 && !(dev.assist && matches!(dev.host.drive(), Ok(true))) {
             std::thread::yield_now();
         }
         done
@@ -657,7 +658,7 @@ impl HostDevice {
         let before = qp.last_post.swap(now, Ordering::Relaxed);
         if self.assist && now.saturating_sub(before) > LONE_POST.as_nanos() as u64 {
             // A round only if the progress thread is not in one; its errors surface on the next call.
-            let _ = self.host.progress();
+            let _ = self.host.drive();
         }
         Ok(())
     }
