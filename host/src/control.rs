@@ -111,8 +111,8 @@ impl Ctl {
     }
 }
 
-impl Host {
-    fn engine<R>(&self, f: impl FnOnce(&mut crate::UdpEndpoint) -> R) -> R {
+impl<P: crate::PlaneIo> Host<P> {
+    fn engine<R>(&self, f: impl FnOnce(&mut crate::Datapath<P>) -> R) -> R {
         self.with_datapath(|dp, _, _| f(dp))
     }
 

@@ -1,6 +1,7 @@
-//! [`UdpEndpoint`]: an [`Endpoint`] driven over one UDP socket per plane.
+//! [`Datapath`]: an [`Endpoint`] driven over a [`PlaneIo`] — by default ([`UdpEndpoint`]) one UDP socket per
+//! plane.
 //!
-//! One call to [`UdpEndpoint::poll`] is one round of progress: drain every socket (placing payload straight into
+//! One call to [`Datapath::poll`] is one round of progress: drain every plane (placing payload straight into
 //! registered memory), read the ICMP error queues (a dead path is retired at once instead of after a timeout),
 //! run due timers, then send everything the engine has, batched per plane with `sendmmsg`. A plane whose
 //! socket buffer is full is left out of the ready mask, so the engine moves that plane's share of traffic to
@@ -10,11 +11,12 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::net::SocketAddrV6;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 
 use crate::config::{NodeConfig, PeerPlane};
 use crate::memory::HostMemory;
-use crate::socket::{PlaneSocket, RxBatch, SendError, TxBatch, wait};
+use crate::plane::{PlaneIo, UdpPlanes};
+use crate::socket::{RxBatch, SendError, TxBatch, wait};
 use mrc::EvConfig;
 use mrc::cc::{CcConfig, NsccConfig};
 use mrc::config::{ConfigError, EndpointConfig, QpConfig};
@@ -105,11 +107,18 @@ const HOST_RX_QUEUE: usize = 256;
 /// What this node tells a peer so the peer can reach it: one entry per plane.
 pub type LocalPlanes = Vec<PeerPlane>;
 
-/// An MRC endpoint over real UDP sockets, one per plane.
-pub struct UdpEndpoint {
+/// An MRC endpoint over real UDP sockets, one per plane: the datapath every front end uses.
+pub type UdpEndpoint = Datapath<UdpPlanes>;
+
+/// An MRC endpoint driven over a plane I/O `P` (UDP sockets unless said otherwise): the engine, the peer table,
+/// registered memory and one round of progress at a time. Generic rather than boxed so that the UDP datapath
+/// is compiled for its sockets, with no indirection per batch.
+pub struct Datapath<P: PlaneIo = UdpPlanes> {
     ep: Endpoint,
     node: NodeConfig,
-    socks: Vec<PlaneSocket>,
+    io: P,
+    /// `io.planes()`, cached.
+    planes: usize,
     peers: Vec<Vec<PeerPlane>>,
     /// (source address, port) → peer, to tell the engine who sent a datagram.
     by_source: BTreeMap<(u128, u16), PeerId>,
@@ -129,12 +138,14 @@ pub struct UdpEndpoint {
     last_busy: std::time::Instant,
     /// Host-level datagrams received and not yet taken.
     host_rx: Vec<HostDatagram>,
+    /// Carrier changes the plane I/O reported (already applied to the engine), for the host to announce.
+    port_changes: Vec<(u8, bool)>,
 }
 
-impl std::fmt::Debug for UdpEndpoint {
+impl<P: PlaneIo> std::fmt::Debug for Datapath<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UdpEndpoint")
-            .field("planes", &self.socks.len())
+        f.debug_struct("Datapath")
+            .field("planes", &self.planes)
             .field("peers", &self.peers.len())
             .field("stats", &self.stats)
             .finish()
@@ -173,26 +184,46 @@ impl From<io::Error> for StartError {
     }
 }
 
-impl UdpEndpoint {
+impl Datapath<UdpPlanes> {
     /// Binds one socket per plane of `node` and starts an endpoint with one port per plane.
     pub fn new(
+        node: NodeConfig,
+        cfg: EndpointConfig,
+        dp: DatapathConfig,
+    ) -> Result<Self, StartError> {
+        // SRv6 hops rewrite the destination inside UDP's pseudo-header, so the UDP checksum cannot survive
+        // them: turn it off and rely on MRC's ICRC (spec WIRE-ICRC-1).
+        let io = UdpPlanes::bind(&node, node.usid_block.is_some(), dp.socket_buffer)?;
+        Self::with_io(io, node, cfg, dp)
+    }
+}
+
+impl<P: PlaneIo> Datapath<P> {
+    /// Starts an endpoint with one port per plane of `io`, which must carry as many planes as `node` has
+    /// (`node` gives the T0s and the uSID plan; `io` the addresses).
+    pub fn with_io(
+        io: P,
         node: NodeConfig,
         mut cfg: EndpointConfig,
         dp: DatapathConfig,
     ) -> Result<Self, StartError> {
+        if io.planes() != node.plane_count() || io.planes() == 0 {
+            return Err(StartError::Config(ConfigError::new(
+                "planes",
+                format!(
+                    "the plane I/O carries {} planes and the node has {}",
+                    io.planes(),
+                    node.plane_count()
+                ),
+            )));
+        }
         cfg.ports = node.plane_count() as u8;
         if cfg.qpn_seed == 0 {
             // spec: SEC-QPN-1
             cfg.qpn_seed = os_random_u64();
         }
         let ep = Endpoint::new(cfg)?;
-        // SRv6 hops rewrite the destination inside UDP's pseudo-header, so the UDP checksum cannot survive
-        // them: turn it off and rely on MRC's ICRC (spec WIRE-ICRC-1).
         let zero_checksum = node.usid_block.is_some();
-        let mut socks = Vec::with_capacity(node.plane_count());
-        for p in &node.planes {
-            socks.push(PlaneSocket::bind(p.addr, zero_checksum, dp.socket_buffer)?);
-        }
         let max_datagram = dp.max_datagram.max(256);
         let planes = node.plane_count();
         Ok(Self {
@@ -204,7 +235,8 @@ impl UdpEndpoint {
                 .collect(),
             scratch: vec![0; max_datagram],
             rx: RxBatch::new(RX_BATCH, max_datagram),
-            socks,
+            io,
+            planes,
             peers: Vec::new(),
             by_source: BTreeMap::new(),
             mem: HostMemory::default(),
@@ -216,6 +248,7 @@ impl UdpEndpoint {
             busy_poll: dp.busy_poll,
             last_busy: std::time::Instant::now(),
             host_rx: Vec::new(),
+            port_changes: Vec::new(),
         })
     }
 
@@ -280,11 +313,12 @@ impl UdpEndpoint {
 
     /// What peers need to reach this node: the bound address of every plane and the plane's T0.
     pub fn local_planes(&self) -> LocalPlanes {
-        self.socks
+        self.node
+            .planes
             .iter()
-            .zip(&self.node.planes)
-            .map(|(s, p)| PeerPlane {
-                addr: s.local_addr(),
+            .enumerate()
+            .map(|(i, p)| PeerPlane {
+                addr: self.io.local_addr(i),
                 t0: p.t0,
             })
             .collect()
@@ -292,13 +326,13 @@ impl UdpEndpoint {
 
     /// Adds a peer reachable at `planes` (one entry per plane, from its [`local_planes`](Self::local_planes)).
     pub fn add_peer(&mut self, planes: LocalPlanes) -> Result<PeerId, ConfigError> {
-        if planes.len() != self.socks.len() {
+        if planes.len() != self.planes {
             return Err(ConfigError::new(
                 "peer.planes",
                 format!(
                     "the peer has {} planes and this node {}; both ends need the same planes",
                     planes.len(),
-                    self.socks.len()
+                    self.planes
                 ),
             ));
         }
@@ -343,10 +377,7 @@ impl UdpEndpoint {
         let Some(mut info) = self.ep.conn_info(qpn, initial_psn()) else {
             return Err(ConfigError::new("qp", "the QP vanished as it was opened"));
         };
-        info.addr = self
-            .socks
-            .first()
-            .map_or(0, |s| u128::from(*s.local_addr().ip()));
+        info.addr = u128::from(*self.io.local_addr(0).ip());
         Ok((qpn, info))
     }
 
@@ -368,7 +399,17 @@ impl UdpEndpoint {
 
     /// Descriptors to wait on (one per plane).
     pub fn fds(&self) -> Vec<RawFd> {
-        self.socks.iter().map(AsRawFd::as_raw_fd).collect()
+        (0..self.planes).map(|p| self.io.fd(p)).collect()
+    }
+
+    /// The plane I/O, read-only (an in-memory fabric's counters, a socket's address).
+    pub fn io(&self) -> &P {
+        &self.io
+    }
+
+    /// Carrier changes the plane I/O reported since the last call (the engine already knows them).
+    pub fn take_port_changes(&mut self) -> Vec<(u8, bool)> {
+        std::mem::take(&mut self.port_changes)
     }
 
     /// Planes whose socket buffer was full at the last attempt (wait for them to become writable).
@@ -379,7 +420,18 @@ impl UdpEndpoint {
     /// One round of progress without waiting; returns whether anything happened (a datagram in or out, or a
     /// timer), so a caller can spin while busy and sleep when idle.
     pub fn progress(&mut self) -> io::Result<bool> {
-        let mut busy = self.receive()?;
+        let mut busy = false;
+        // spec: HOST-IO-3
+        while let Some((plane, up)) = self.io.port_change() {
+            let Ok(plane) = u8::try_from(plane) else {
+                continue;
+            };
+            let now = self.now();
+            self.ep.set_port_state(now, plane, up);
+            self.port_changes.push((plane, up));
+            busy = true;
+        }
+        busy |= self.receive()?;
         busy |= self.read_errors()?;
         let now = self.now();
         if self.ep.poll_timeout().is_some_and(|t| t <= now) {
@@ -424,7 +476,7 @@ impl UdpEndpoint {
         // One batch per plane per round, so the planes interleave about as they would on one NIC queue.
         for _ in 0..RX_ROUNDS {
             let mut got = false;
-            for plane in 0..self.socks.len() {
+            for plane in 0..self.planes {
                 got |= self.receive_batch(plane)? > 0;
             }
             any |= got;
@@ -436,7 +488,8 @@ impl UdpEndpoint {
     }
 
     fn receive_batch(&mut self, plane: usize) -> io::Result<usize> {
-        let n = match self.socks[plane].recv(&mut self.rx) {
+        // spec: HOST-IO-2
+        let n = match self.io.recv(plane, &mut self.rx) {
             Ok(n) => n,
             // A queued ICMP error makes recvmmsg fail once; read_errors takes it.
             Err(e) if e.raw_os_error().is_some() => 0,
@@ -492,8 +545,8 @@ impl UdpEndpoint {
 
     fn read_errors(&mut self) -> io::Result<bool> {
         let mut any = false;
-        for plane in 0..self.socks.len() {
-            while let Some(e) = self.socks[plane].recv_error()? {
+        for plane in 0..self.planes {
+            while let Some(e) = self.io.recv_error(plane)? {
                 any = true;
                 self.unreachable(plane, &e);
             }
@@ -541,7 +594,7 @@ impl UdpEndpoint {
     fn transmit_batches(&mut self) -> io::Result<bool> {
         let mut any = false;
         // First whatever a full socket left behind.
-        for plane in 0..self.socks.len() {
+        for plane in 0..self.planes {
             if !self.tx[plane].is_empty() {
                 self.flush(plane)?;
             }
@@ -566,7 +619,7 @@ impl UdpEndpoint {
                 break;
             };
             any = true;
-            let plane = usize::from(t.plane).min(self.socks.len() - 1);
+            let plane = usize::from(t.plane).min(self.planes - 1);
             let Some(peer) = self.peers.get(t.peer.0 as usize).and_then(|p| p.get(plane)) else {
                 self.stats.tx_errors += 1;
                 continue;
@@ -601,7 +654,7 @@ impl UdpEndpoint {
                 // Flush every plane together: a packet's timestamp is taken when it is built, and if one plane's
                 // batch waited for 32 packets while the others went out, the planes would leave milliseconds
                 // apart (veth forwards inside sendmmsg) and the receiver would see them badly reordered.
-                for p in 0..self.socks.len() {
+                for p in 0..self.planes {
                     if !self.tx[p].is_empty() {
                         self.flush(p)?;
                     }
@@ -609,7 +662,7 @@ impl UdpEndpoint {
                 queued = 0;
             }
         }
-        for plane in 0..self.socks.len() {
+        for plane in 0..self.planes {
             if !self.tx[plane].is_empty() {
                 self.flush(plane)?;
             }
@@ -631,7 +684,8 @@ impl UdpEndpoint {
     fn flush(&mut self, plane: usize) -> io::Result<()> {
         self.blocked[plane] = false;
         while !self.tx[plane].is_empty() {
-            match self.socks[plane].send(&mut self.tx[plane], 0) {
+            // spec: HOST-IO-1
+            match self.io.send(plane, &mut self.tx[plane]) {
                 Ok(n) => {
                     self.stats.tx_datagrams += n as u64;
                     self.stats.tx_batches += 1;
@@ -667,13 +721,13 @@ impl UdpEndpoint {
 
     /// Sends one host-level datagram from `plane`'s socket to `dest` now (bootstrap traffic is rare: no batch).
     pub fn send_host(&mut self, plane: usize, dest: SocketAddrV6, bytes: &[u8]) -> io::Result<()> {
-        let Some(sock) = self.socks.get(plane) else {
+        if plane >= self.planes {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "no such plane"));
-        };
+        }
         let mut batch = TxBatch::new(1, bytes.len());
         let mut buf = bytes.to_vec();
         batch.push(&mut buf, bytes.len(), dest, 0);
-        sock.send(&mut batch, 0)?;
+        self.io.send(plane, &mut batch)?;
         self.stats.tx_host += 1;
         Ok(())
     }

@@ -25,8 +25,9 @@ use smallvec::SmallVec;
 
 use crate::bootstrap::{Blob, BlobKind, MAX_APP, MAX_LINK_QPS, Msg, QpHalf};
 use crate::config::{NodeConfig, PeerPlane};
-use crate::driver::{DatapathConfig, DatapathStats, UdpEndpoint, initial_psn, software_cc};
+use crate::driver::{Datapath, DatapathConfig, DatapathStats, initial_psn, software_cc};
 use crate::error::HostError;
+use crate::plane::{PlaneIo, UdpPlanes};
 use crate::socket::{EventFd, wait};
 
 /// Longest sleep of the progress thread between rounds (timers and the doorbell usually end it sooner).
@@ -502,8 +503,8 @@ enum ConnectReply {
 type AcceptedEntry = ((SocketAddrV6, u64), (usize, Vec<u8>));
 
 /// What the engine lock guards.
-struct Core {
-    dp: UdpEndpoint,
+struct Core<P: PlaneIo> {
+    dp: Datapath<P>,
     qps: BTreeMap<u32, Arc<QpShared>>,
     qp_list: Vec<Arc<QpShared>>,
     stalled: BTreeMap<u32, SendItem>,
@@ -521,8 +522,8 @@ struct Core {
     busy_poll: StdDuration,
 }
 
-struct Inner {
-    core: Mutex<Core>,
+struct Inner<P: PlaneIo> {
+    core: Mutex<Core<P>>,
     mode: ProgressMode,
     profile: QpProfile,
     max_qps: u32,
@@ -550,12 +551,12 @@ struct Inner {
     ctl: crate::control::Ctl,
 }
 
-struct Handle {
-    inner: Arc<Inner>,
+struct Handle<P: PlaneIo> {
+    inner: Arc<Inner<P>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
-impl Drop for Handle {
+impl<P: PlaneIo> Drop for Handle<P> {
     fn drop(&mut self) {
         self.inner.stop.store(true, Ordering::Release);
         self.inner.doorbell.signal();
@@ -572,10 +573,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The host layer: one per process per node. Cheap to clone; `Send + Sync`. Dropping the last clone stops the
 /// progress thread.
-#[derive(Clone)]
-pub struct Host(Arc<Handle>);
+///
+/// Generic over how datagrams travel ([`PlaneIo`]): UDP sockets ([`UdpPlanes`]) unless the host was started
+/// with [`start_with`](Self::start_with) on another carrier (e.g. [`MemFabric`](crate::MemFabric) in tests).
+pub struct Host<P: PlaneIo = UdpPlanes>(Arc<Handle<P>>);
 
-impl std::fmt::Debug for Host {
+impl<P: PlaneIo> Clone for Host<P> {
+    fn clone(&self) -> Self {
+        Host(Arc::clone(&self.0))
+    }
+}
+
+impl<P: PlaneIo> std::fmt::Debug for Host<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
             .field("local", &self.0.inner.local)
@@ -587,8 +596,19 @@ impl std::fmt::Debug for Host {
 impl Host {
     /// Binds the planes' sockets, starts the engine and (unless [`ProgressMode::Manual`]) the progress thread.
     pub fn start(cfg: HostConfig) -> Result<Host, HostError> {
+        let io = UdpPlanes::bind(&cfg.node, cfg.node.usid_block.is_some(), cfg.socket_buffer)?;
+        Host::start_with(cfg, io)
+    }
+}
+
+impl<P: PlaneIo> Host<P> {
+    /// Starts a host whose datagrams travel over `io` (which carries as many planes as `cfg.node` has; the
+    /// node gives T0s and the uSID plan, `io` the addresses), the engine and (unless [`ProgressMode::Manual`])
+    /// the progress thread. [`start`](Host::start) is this over the node's UDP sockets.
+    pub fn start_with(cfg: HostConfig, io: P) -> Result<Self, HostError> {
         let p = cfg.profile;
-        let mut dp = UdpEndpoint::new(
+        let mut dp = Datapath::with_io(
+            io,
             cfg.node.clone(),
             EndpointConfig::default(),
             DatapathConfig {
@@ -664,14 +684,14 @@ impl Host {
         })))
     }
 
-    fn inner(&self) -> &Arc<Inner> {
+    fn inner(&self) -> &Arc<Inner<P>> {
         &self.0.inner
     }
 
     /// Runs `f` on the datapath under the engine lock, with the registration count and its limit (memory.rs).
     pub(crate) fn with_datapath<R>(
         &self,
-        f: impl FnOnce(&mut UdpEndpoint, &mut u32, u32) -> R,
+        f: impl FnOnce(&mut Datapath<P>, &mut u32, u32) -> R,
     ) -> R {
         let i = self.inner();
         let mut c = lock(&i.core);
@@ -764,7 +784,7 @@ impl Host {
 
     /// Read-only access to the datapath and engine under the lock, for diagnostics (per-QP and per-plane
     /// counters, EV states): tools only, never on a data path.
-    pub fn inspect<R>(&self, f: impl FnOnce(&UdpEndpoint) -> R) -> R {
+    pub fn inspect<R>(&self, f: impl FnOnce(&Datapath<P>) -> R) -> R {
         f(&lock(&self.inner().core).dp)
     }
 
@@ -825,13 +845,8 @@ impl Host {
             let mut c = lock(&i.core);
             let now = c.dp.now();
             c.dp.endpoint().set_port_state(now, plane, up);
-            i.ctl.port_changed(c.dp.endpoint_ref(), plane, up);
+            i.port_changed(&c, plane, up);
         }
-        i.event(if up {
-            AsyncEvent::PortUp { plane }
-        } else {
-            AsyncEvent::PortDown { plane }
-        });
         i.kick();
         Ok(())
     }
@@ -882,21 +897,21 @@ impl Host {
     }
 
     /// A QP in RESET.
-    pub fn create_qp(&self, spec: QpSpec<'_>) -> Result<Qp, HostError> {
+    pub fn create_qp(&self, spec: QpSpec<'_>) -> Result<Qp<P>, HostError> {
         let i = self.inner();
         let mut c = lock(&i.core);
         i.create_qp_locked(&mut c, &spec)
     }
 
     /// Destroys a QP: its outstanding work is dropped without completions, as in verbs.
-    pub fn destroy_qp(&self, qp: &Qp) -> Result<(), HostError> {
+    pub fn destroy_qp(&self, qp: &Qp<P>) -> Result<(), HostError> {
         let mut c = lock(&self.inner().core);
         c.destroy_qp(qp.sh.qpn)
     }
 
     /// Starts listening for [`connect`](Self::connect)s; the listener's [`blob`](Listener::blob) tells a peer
     /// how to reach it.
-    pub fn listen(&self) -> Result<Listener, HostError> {
+    pub fn listen(&self) -> Result<Listener<P>, HostError> {
         let i = self.inner();
         let id = loop {
             let id = random_u64();
@@ -917,7 +932,7 @@ impl Host {
     /// Starts connecting `qps` QPs to the listener described by `blob`, sending `app` (at most 1 KiB) with the
     /// request; [`Connecting::poll`] finishes it. The request is repeated until the listener answers or
     /// [`HostConfig::bootstrap_timeout`] passes.
-    pub fn connect(&self, blob: &[u8], qps: usize, app: &[u8]) -> Result<Connecting, HostError> {
+    pub fn connect(&self, blob: &[u8], qps: usize, app: &[u8]) -> Result<Connecting<P>, HostError> {
         let i = self.inner();
         let b = Blob::decode(blob)?;
         let BlobKind::Listener { id } = b.kind else {
@@ -979,7 +994,18 @@ impl Host {
     }
 }
 
-impl Inner {
+impl<P: PlaneIo> Inner<P> {
+    /// A plane went down or came up (the engine already knows): the controller's EV events and the async
+    /// event.
+    fn port_changed(&self, c: &Core<P>, plane: u8, up: bool) {
+        self.ctl.port_changed(c.dp.endpoint_ref(), plane, up);
+        self.event(if up {
+            AsyncEvent::PortUp { plane }
+        } else {
+            AsyncEvent::PortDown { plane }
+        });
+    }
+
     fn kick(&self) {
         // Pairs with the fence in the progress thread before it sleeps: either it sees our work, or we see that
         // it sleeps and ring the doorbell.
@@ -1013,7 +1039,7 @@ impl Inner {
     }
 
     /// Where bootstrap datagrams for the node of `b` go: plane 0's address, through the uSID plan if any.
-    fn bootstrap_dest(&self, c: &Core, b: &Blob) -> SocketAddrV6 {
+    fn bootstrap_dest(&self, c: &Core<P>, b: &Blob) -> SocketAddrV6 {
         if self.usid {
             c.dp.node().destination(
                 0,
@@ -1028,7 +1054,7 @@ impl Inner {
         }
     }
 
-    fn qp_config(&self, c: &Core) -> QpConfig {
+    fn qp_config(&self, c: &Core<P>) -> QpConfig {
         let p = self.profile;
         QpConfig {
             icrc: p.icrc,
@@ -1046,9 +1072,9 @@ impl Inner {
 
     fn create_qp_locked(
         self: &Arc<Self>,
-        c: &mut Core,
+        c: &mut Core<P>,
         spec: &QpSpec<'_>,
-    ) -> Result<Qp, HostError> {
+    ) -> Result<Qp<P>, HostError> {
         if c.qps.len() >= self.max_qps as usize {
             return Err(HostError::Full("the QP table"));
         }
@@ -1107,7 +1133,12 @@ impl Inner {
         })
     }
 
-    fn modify_locked(&self, c: &mut Core, sh: &QpShared, t: Transition) -> Result<(), HostError> {
+    fn modify_locked(
+        &self,
+        c: &mut Core<P>,
+        sh: &QpShared,
+        t: Transition,
+    ) -> Result<(), HostError> {
         let now = c.dp.now();
         let r = c.dp.endpoint().modify_qp(sh.qpn, t, now);
         if let Some(s) = c.dp.endpoint_ref().qp_state(sh.qpn) {
@@ -1119,7 +1150,7 @@ impl Inner {
     /// Brings `sh` from RESET or INIT to RTS toward `remote` of `peer`.
     fn connect_locked(
         &self,
-        c: &mut Core,
+        c: &mut Core<P>,
         sh: &QpShared,
         peer: PeerId,
         remote: &QpHalf,
@@ -1150,7 +1181,7 @@ impl Inner {
     }
 
     /// The peer at `planes`, added to the table if new.
-    fn peer_for(&self, c: &mut Core, planes: &[PeerPlane]) -> Result<PeerId, HostError> {
+    fn peer_for(&self, c: &mut Core<P>, planes: &[PeerPlane]) -> Result<PeerId, HostError> {
         let first = planes
             .first()
             .ok_or_else(|| HostError::Invalid("a peer with no planes".into()))?;
@@ -1161,7 +1192,7 @@ impl Inner {
     }
 
     /// QPs (in INIT) and their two CQs for one side of a link.
-    fn link_half(&self, c: &mut Core, n: usize) -> Result<LinkHalf, HostError> {
+    fn link_half(&self, c: &mut Core<P>, n: usize) -> Result<LinkHalf, HostError> {
         let pd = self.default_pd;
         let depth = |wr: u32| (n as u32).saturating_mul(wr).saturating_add(64) as usize;
         let send = c.new_cq(depth(self.link_send_wr))?;
@@ -1198,7 +1229,7 @@ impl LinkHalf {
     }
 }
 
-impl Core {
+impl<P: PlaneIo> Core<P> {
     /// A CQ of `depth` entries in the engine, its ring and eventfd, registered for the progress loop.
     fn new_cq(&mut self, depth: usize) -> Result<Arc<CqShared>, HostError> {
         let fd = EventFd::new()?;
@@ -1237,7 +1268,7 @@ impl Core {
 
 // ---- the progress loop ---------------------------------------------------------------------------------------
 
-fn run(i: &Arc<Inner>, busy_poll: bool) {
+fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool) {
     let mut idle = 0u32;
     let mut rounds = 0u32;
     while !i.stop.load(Ordering::Acquire) {
@@ -1312,19 +1343,22 @@ fn run(i: &Arc<Inner>, busy_poll: bool) {
     }
 }
 
-impl Inner {
+impl<P: PlaneIo> Inner<P> {
     /// One round: submissions into the engine, sockets and timers, bootstrap datagrams, completions out to the
     /// rings, engine events out to the event queue.
-    fn round(&self, c: &mut Core) -> Result<bool, HostError> {
+    fn round(&self, c: &mut Core<P>) -> Result<bool, HostError> {
         let mut busy = self.drain_submissions(c);
         busy |= c.dp.progress()?;
+        for (plane, up) in c.dp.take_port_changes() {
+            self.port_changed(c, plane, up);
+        }
         busy |= self.host_datagrams(c);
         busy |= deliver_completions(c);
         busy |= self.engine_events(c);
         Ok(busy)
     }
 
-    fn drain_submissions(&self, c: &mut Core) -> bool {
+    fn drain_submissions(&self, c: &mut Core<P>) -> bool {
         let list = std::mem::take(&mut c.qp_list);
         let mut any = false;
         for q in &list {
@@ -1366,7 +1400,7 @@ impl Inner {
     }
 
     /// Hands one request to the engine; gives it back when the engine's queue is full (retry next round).
-    fn post_one(&self, c: &mut Core, q: &QpShared, item: SendItem) -> Option<SendItem> {
+    fn post_one(&self, c: &mut Core<P>, q: &QpShared, item: SendItem) -> Option<SendItem> {
         let mut inline_sge = [Sge {
             addr: 0,
             len: 0,
@@ -1417,7 +1451,7 @@ impl Inner {
         }
     }
 
-    fn host_datagrams(&self, c: &mut Core) -> bool {
+    fn host_datagrams(&self, c: &mut Core<P>) -> bool {
         let ds = c.dp.take_host_datagrams();
         let any = !ds.is_empty();
         for d in ds {
@@ -1488,7 +1522,7 @@ impl Inner {
         any
     }
 
-    fn engine_events(&self, c: &mut Core) -> bool {
+    fn engine_events(&self, c: &mut Core<P>) -> bool {
         let mut any = false;
         while let Some(e) = c.dp.endpoint().poll_event() {
             any = true;
@@ -1528,7 +1562,7 @@ impl Inner {
 
 /// Moves the engine's completions into the CQs' rings (as much as each ring has room for: the rest waits in the
 /// engine's queue, whose depth then bounds it as verbs does).
-fn deliver_completions(c: &mut Core) -> bool {
+fn deliver_completions<P: PlaneIo>(c: &mut Core<P>) -> bool {
     let mut any = false;
     for q in &c.cq_list {
         let mut delivered = 0;
@@ -1653,13 +1687,21 @@ impl Cq {
 }
 
 /// A queue pair. Posting goes through a lock-free submission ring that the progress loop drains.
-#[derive(Clone)]
-pub struct Qp {
-    host: Arc<Inner>,
+pub struct Qp<P: PlaneIo = UdpPlanes> {
+    host: Arc<Inner<P>>,
     sh: Arc<QpShared>,
 }
 
-impl std::fmt::Debug for Qp {
+impl<P: PlaneIo> Clone for Qp<P> {
+    fn clone(&self) -> Self {
+        Qp {
+            host: Arc::clone(&self.host),
+            sh: Arc::clone(&self.sh),
+        }
+    }
+}
+
+impl<P: PlaneIo> std::fmt::Debug for Qp<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Qp")
             .field("qpn", &self.sh.qpn)
@@ -1668,7 +1710,7 @@ impl std::fmt::Debug for Qp {
     }
 }
 
-impl Qp {
+impl<P: PlaneIo> Qp<P> {
     /// The QP's number.
     pub fn qpn(&self) -> u32 {
         self.sh.qpn
@@ -1815,7 +1857,7 @@ impl Qp {
     }
 }
 
-impl Inner {
+impl<P: PlaneIo> Inner<P> {
     /// The peer whose plane 0 is `plane0`, asking it for its planes if unknown (verbs RTR).
     fn resolve(&self, plane0: SocketAddrV6, t0: u16) -> Result<PeerId, HostError> {
         let dest = if self.usid {
@@ -1866,19 +1908,19 @@ impl Inner {
 // ---- bootstrap: listeners, connections, links ---------------------------------------------------------------------
 
 /// Waits for connection requests; [`blob`](Self::blob) tells connectors where.
-pub struct Listener {
-    host: Arc<Inner>,
+pub struct Listener<P: PlaneIo = UdpPlanes> {
+    host: Arc<Inner<P>>,
     id: u64,
     blob: Blob,
 }
 
-impl std::fmt::Debug for Listener {
+impl<P: PlaneIo> std::fmt::Debug for Listener<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Listener").field("id", &self.id).finish()
     }
 }
 
-impl Listener {
+impl<P: PlaneIo> Listener<P> {
     /// What a connector passes to [`Host::connect`] (≤ 128 bytes).
     pub fn blob(&self) -> Vec<u8> {
         self.blob.encode()
@@ -1886,7 +1928,7 @@ impl Listener {
 
     /// Accepts one waiting connection request, answering `reply` (at most 1 KiB): the link (QPs in RTS) and the
     /// connector's app data. `Ok(None)` when nobody is waiting.
-    pub fn poll_accept(&mut self, reply: &[u8]) -> Result<Option<(Link, Vec<u8>)>, HostError> {
+    pub fn poll_accept(&mut self, reply: &[u8]) -> Result<Option<Accepted<P>>, HostError> {
         let i = &self.host;
         if reply.len() > MAX_APP {
             return Err(HostError::Invalid(format!(
@@ -1901,7 +1943,7 @@ impl Listener {
         let Some(p) = c.listeners.get_mut(&self.id).and_then(VecDeque::pop_front) else {
             return Ok(None);
         };
-        let refuse = |c: &mut Core| {
+        let refuse = |c: &mut Core<P>| {
             let m = Msg::Refuse {
                 token: p.token,
                 reason: 2,
@@ -1945,20 +1987,20 @@ impl Listener {
     }
 }
 
-impl Drop for Listener {
+impl<P: PlaneIo> Drop for Listener<P> {
     fn drop(&mut self) {
         lock(&self.host.core).listeners.remove(&self.id);
     }
 }
 
-impl Inner {
+impl<P: PlaneIo> Inner<P> {
     /// Creates the half's QPs (if not yet) and, with `remote`, connects them; returns the link.
     fn build_link(
         self: &Arc<Self>,
-        c: &mut Core,
+        c: &mut Core<P>,
         half: &mut LinkHalf,
         remote: Option<(PeerId, &[QpHalf])>,
-    ) -> Result<Link, HostError> {
+    ) -> Result<Link<P>, HostError> {
         let send_cq = Cq {
             sh: Arc::clone(&half.send),
         };
@@ -2009,8 +2051,8 @@ impl Inner {
 }
 
 /// A connection being set up by [`Host::connect`].
-pub struct Connecting {
-    host: Arc<Inner>,
+pub struct Connecting<P: PlaneIo = UdpPlanes> {
+    host: Arc<Inner<P>>,
     token: u64,
     dest: SocketAddrV6,
     msg: Vec<u8>,
@@ -2020,7 +2062,7 @@ pub struct Connecting {
     interval: StdDuration,
 }
 
-impl std::fmt::Debug for Connecting {
+impl<P: PlaneIo> std::fmt::Debug for Connecting<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Connecting")
             .field("dest", &self.dest)
@@ -2028,10 +2070,10 @@ impl std::fmt::Debug for Connecting {
     }
 }
 
-impl Connecting {
+impl<P: PlaneIo> Connecting<P> {
     /// The link (QPs in RTS) and the listener's reply once it answered; `Ok(None)` while waiting. A listener
     /// that does not exist → `ECONNREFUSED`; no answer within the bootstrap timeout → `ETIMEDOUT`.
-    pub fn poll(&mut self) -> Result<Option<(Link, Vec<u8>)>, HostError> {
+    pub fn poll(&mut self) -> Result<Option<Accepted<P>>, HostError> {
         let i = Arc::clone(&self.host);
         if i.mode == ProgressMode::Manual {
             i.round(&mut lock(&i.core))?;
@@ -2091,7 +2133,7 @@ impl Connecting {
     }
 }
 
-impl Drop for Connecting {
+impl<P: PlaneIo> Drop for Connecting<P> {
     fn drop(&mut self) {
         let mut c = lock(&self.host.core);
         c.connecting.remove(&self.token);
@@ -2103,18 +2145,21 @@ impl Drop for Connecting {
     }
 }
 
+/// A link that came up, with the application bytes the other side sent with it.
+pub type Accepted<P = UdpPlanes> = (Link<P>, Vec<u8>);
+
 /// A connected set of QPs toward one peer (all in RTS), with their own send and receive CQs.
 #[derive(Debug)]
-pub struct Link {
-    qps: Vec<Qp>,
+pub struct Link<P: PlaneIo = UdpPlanes> {
+    qps: Vec<Qp<P>>,
     send_cq: Cq,
     recv_cq: Cq,
     pd: Pd,
 }
 
-impl Link {
+impl<P: PlaneIo> Link<P> {
     /// The QPs, in the order both sides agree on.
-    pub fn qps(&self) -> &[Qp] {
+    pub fn qps(&self) -> &[Qp<P>] {
         &self.qps
     }
 

@@ -8,7 +8,9 @@
 //! - [`config`]: a node's planes and the EV → destination-address expansion (plain or SRv6 uSID).
 //! - [`socket`]: one plane's socket: batched send and receive, traffic class, the ICMP error queue.
 //! - [`memory`]: registered host memory, the placement target.
-//! - [`driver`]: [`UdpEndpoint`], one round of progress at a time (application-driven poll mode).
+//! - [`plane`]: [`PlaneIo`], what the progress loop needs from a carrier of datagrams; [`UdpPlanes`] (the
+//!   default) implements it over the sockets, [`mem_plane`] over memory (tests).
+//! - [`driver`]: [`Datapath`] ([`UdpEndpoint`] over UDP), one round of progress at a time.
 //! - [`Host`] (`host.rs`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap.
 //! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
 
@@ -18,16 +20,20 @@ pub mod control;
 pub mod driver;
 mod error;
 mod host;
+pub mod mem_plane;
 pub mod memory;
+pub mod plane;
 pub mod socket;
 
 pub use bootstrap::{Blob, BlobKind};
 pub use config::{MAX_PLANES, NodeConfig, PeerPlane, PlaneAddr};
 pub use control::{EvEvent, ExplicitEvs};
-pub use driver::{DatapathConfig, DatapathStats, StartError, UdpEndpoint, software_cc};
+pub use driver::{Datapath, DatapathConfig, DatapathStats, StartError, UdpEndpoint, software_cc};
 pub use error::HostError;
 pub use host::{
-    AsyncEvent, Connecting, Cq, Host, HostConfig, HostStats, Link, Listener, LocalInfo, Mr,
-    PeerAddr, ProgressMode, Qp, QpProfile, QpSpec, QpTransition, SendRequest,
+    Accepted, AsyncEvent, Connecting, Cq, Host, HostConfig, HostStats, Link, Listener, LocalInfo,
+    Mr, PeerAddr, ProgressMode, Qp, QpProfile, QpSpec, QpTransition, SendRequest,
 };
+pub use mem_plane::{MemFabric, MemPlanes};
 pub use memory::HostMemory;
+pub use plane::{PlaneIo, UdpPlanes};

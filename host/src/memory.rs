@@ -13,7 +13,7 @@ use mrc::mem::{Memory, Pd};
 use crate::error::HostError;
 use crate::host::{Host, Mr};
 
-impl Host {
+impl<P: crate::PlaneIo> Host<P> {
     /// Registers `len` bytes of application memory at `addr` in `pd` with `access`.
     ///
     /// # Safety

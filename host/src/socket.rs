@@ -395,6 +395,28 @@ impl TxBatch {
             }
         }
     }
+
+    /// Datagram `i` whole (its bytes and a lent payload gathered), appended to `out`: for a plane I/O that
+    /// carries datagrams without `sendmmsg` (crate::plane).
+    pub fn gather(&self, i: usize, out: &mut Vec<u8>) {
+        let slot = &self.slots[i][..self.lens[i]];
+        match self.lent[i] {
+            None => out.extend_from_slice(slot),
+            Some((at, ptr, n)) => {
+                out.extend_from_slice(&slot[..at]);
+                // SAFETY: `push_lent`'s contract keeps `[ptr, ptr + n)` valid and unchanged while the datagram
+                // is in the batch, as for `sendmmsg`, which reads the same range.
+                out.extend_from_slice(unsafe { std::slice::from_raw_parts(ptr, n) });
+                out.extend_from_slice(&slot[at..]);
+            }
+        }
+    }
+
+    /// The IPv6 traffic class datagram `i` goes with.
+    pub fn tclass(&self, i: usize) -> u8 {
+        self.tclass[i] as u8
+    }
+
     /// Where datagram `i` was going.
     pub fn dest(&self, i: usize) -> SocketAddrV6 {
         sockaddr_to(&self.dests[i])
@@ -535,6 +557,36 @@ impl RxBatch {
     /// The batch holds nothing.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// How many datagrams one receive may put in the batch.
+    pub fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// Empties the batch (before a plane I/O without `recvmmsg` fills it with [`push`](Self::push)).
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
+    /// Appends one received datagram (cut to the slot, and marked so, if longer); `false` when the batch is
+    /// full. For a plane I/O that carries datagrams without `recvmmsg` (crate::plane).
+    pub fn push(&mut self, payload: &[u8], src: SocketAddrV6, tclass: u8) -> bool {
+        let i = self.len;
+        if i >= self.capacity() {
+            return false;
+        }
+        let n = payload.len().min(self.slot);
+        self.buf[i * self.slot..i * self.slot + n].copy_from_slice(&payload[..n]);
+        self.lens[i] = if payload.len() > self.slot {
+            self.slot + 1
+        } else {
+            n
+        };
+        self.srcs[i] = sockaddr_from(&src);
+        self.tclass[i] = tclass;
+        self.len += 1;
+        true
     }
 
     /// Datagram `i`: payload, source, IPv6 traffic class, and whether it was cut to fit the slot.
