@@ -6,11 +6,12 @@
 # bins; time until 90% of the surviving capacity is back). Plus loopback: mrc-perf vs iperf3 TCP.
 #
 # Needs root, iperf3, mptcpize and ethtool (apt-get install iperf3 mptcpize ethtool). Writes benches/results/compare.csv,
-# timeline.csv and compare.svg. Usage: [TRIALS=3] benches/compare.sh [seconds per run, default 5]
+# timeline.csv and compare.svg. Usage: [TRIALS=3] [REPS=3] benches/compare.sh [seconds per run, default 5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${1:-5}
 TRIALS=${TRIALS:-3}   # plane-failure trials per tool
+REPS=${REPS:-3}       # back-to-back repetitions of mrc and the blast, lossless and under the drop
 OUT=benches/results
 mkdir -p "$OUT"
 cargo build --release -q -p mrc-tools
@@ -77,15 +78,26 @@ run_tcp() {   # condition tool(tcp|tcp-mtu|tcp-cubic|mptcp)
 for h in h0 h1; do ip -n cmp-$h mptcp limits set subflows 8 add_addr_accepted 8; done
 for p in 1 2 3 4 5 6 7; do ip -n cmp-h1 mptcp endpoint add fcbb:bb00:e${p}01:: dev p$p signal; done
 
+drop_on() { for p in 0 1 2 3 4 5 6 7; do $FAB drop --plane $p --link t0-0:t1-0 --percent 1 --dir a-to-b >/dev/null; done; }
+drop_off() { for p in 0 1 2 3 4 5 6 7; do $FAB undrop --plane $p --link t0-0:t1-0 >/dev/null; done; }
+
+# The VM's forwarding rate swings by 2x from one minute to the next, so mrc and the blast, lossless and under the
+# drop, are measured back to back REPS times; the ratios below are medians of the per-repetition ratios.
+echo "== mrc and the raw UDP blast, lossless and with 1% random drop on every plane (T0 -> T1), $REPS repetitions"
+for r in $(seq "$REPS"); do
+    run_mrc lossless mrc; run_blast lossless
+    drop_on; run_mrc drop1 mrc; run_blast drop1; drop_off
+done
+
 echo "== lossless (fabric, 8 planes, MTU 9000)"
 # mrc sends from a 1 MiB buffer per QP that stays in cache, like perftest and like the blast's one buffer;
 # mrc-64m gives each of the 64 messages in flight its own buffer (the payload comes from memory, not cache).
-run_mrc lossless mrc; run_mrc lossless mrc-64m --cycle-buffer 64m; run_blast lossless; run_tcp lossless tcp; run_tcp lossless tcp-mtu; run_tcp lossless tcp-cubic; run_tcp lossless mptcp
+run_mrc lossless mrc-64m --cycle-buffer 64m; run_tcp lossless tcp; run_tcp lossless tcp-mtu; run_tcp lossless tcp-cubic; run_tcp lossless mptcp
 
 echo "== 1% random drop on every plane (T0 -> T1, the data direction)"
-for p in 0 1 2 3 4 5 6 7; do $FAB drop --plane $p --link t0-0:t1-0 --percent 1 --dir a-to-b >/dev/null; done
-run_mrc drop1 mrc; run_blast drop1; run_tcp drop1 tcp; run_tcp drop1 tcp-mtu; run_tcp drop1 tcp-cubic; run_tcp drop1 mptcp
-for p in 0 1 2 3 4 5 6 7; do $FAB undrop --plane $p --link t0-0:t1-0 >/dev/null; done
+drop_on
+run_tcp drop1 tcp; run_tcp drop1 tcp-mtu; run_tcp drop1 tcp-cubic; run_tcp drop1 mptcp
+drop_off
 
 echo "== plane 0 cut silently, $TRIALS trials per tool (mrc: 1 ms samples, 10 ms bins; MPTCP: 100 ms bins)"
 now_ms() { date +%s%3N; }
@@ -228,14 +240,23 @@ wait $srv || true
 record loopback tcp "$g"
 
 python3 - "$CSV" <<'EOF'
-import csv, sys
-rows = {(r["condition"], r["tool"]): float(r["gbps"]) for r in csv.DictReader(open(sys.argv[1]))}
-g = lambda c, t: rows.get((c, t), float("nan"))
+import csv, os, statistics, sys
+rows = {}
+for r in csv.DictReader(open(sys.argv[1])):
+    rows.setdefault((r["condition"], r["tool"]), []).append(float(r["gbps"]))
+g = lambda c, t: statistics.median(rows[(c, t)]) if (c, t) in rows else float("nan")
+# Ratios of measurements taken back to back, one per repetition, then their median.
+pairs = lambda a, b: [x / y for x, y in zip(rows[a], rows[b])]
+each = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+lm, lb, dm, db = ("lossless", "mrc"), ("lossless", "udp-blast"), ("drop1", "mrc"), ("drop1", "udp-blast")
 print("\n== ratios")
-print(f"fabric lossless: mrc / raw UDP blast = {g('lossless','mrc')/g('lossless','udp-blast'):.2f} (target >= 0.8); from 64 MiB of memory: {g('lossless','mrc-64m')/g('lossless','udp-blast'):.2f}")
-print(f"1% drop: mrc keeps {g('drop1','mrc')/g('lossless','mrc'):.2f} of its lossless goodput (target >= 0.9)")
+print(f"fabric lossless: mrc / raw UDP blast = {statistics.median(pairs(lm, lb)):.2f} (target >= 0.8; per repetition "
+      f"{each(pairs(lm, lb))}); from 64 MiB of memory: {g('lossless','mrc-64m')/g('lossless','udp-blast'):.2f}")
+print(f"1% drop: mrc keeps {statistics.median(pairs(dm, lm)):.2f} of its lossless goodput (target >= 0.9; per repetition "
+      f"{each(pairs(dm, lm))}); the blast keeps {statistics.median(pairs(db, lb)):.2f}")
 print(f"1% drop: mrc / TCP = {g('drop1','mrc')/g('drop1','tcp'):.1f}x with 64 KB super-packets, {g('drop1','mrc')/g('drop1','tcp-mtu'):.1f}x with MTU-sized TCP packets, {g('drop1','mrc')/g('drop1','tcp-cubic'):.1f}x against MTU-sized CUBIC (target >= 3x); mrc / MPTCP = {g('drop1','mrc')/g('drop1','mptcp'):.1f}x")
 print(f"loopback: mrc / iperf3 TCP = {g('loopback','mrc')/g('loopback','tcp'):.2f} (target >= 0.5)")
 print("note: TCP over veth moves 64 KB super-packets that no hop segments, so its lossless figure is not a per-packet ceiling")
+print(f"(mrc and blast: medians of {len(rows[lm])} back-to-back repetitions; nproc {os.cpu_count()}, load {open('/proc/loadavg').read().split()[0]})")
 EOF
 echo "wrote $CSV, $OUT/timeline.csv, $OUT/compare.svg"
