@@ -63,12 +63,16 @@ fn setup(depth: usize) -> Setup {
     }
 }
 
+/// Idle rounds an application thread spins (yielding) before it sleeps on its CQs.
+const SPIN: u32 = 64;
+
 /// Keeps `depth` WRITEs in flight on each of `qps` until `stop`; returns bytes and latencies (ns).
 fn drive(
     qps: &[(usize, Qp, Cq)],
     src: Mr,
     dst: Mr,
     depth: usize,
+    block: bool,
     stop: &AtomicBool,
 ) -> (u64, Vec<u64>) {
     let mut posted_at = vec![vec![Instant::now(); depth]; qps.len()];
@@ -77,6 +81,7 @@ fn drive(
     let mut lat = Vec::with_capacity(1 << 20);
     let mut bytes = 0u64;
     let mut out = [Completion::default(); 32];
+    let mut idle = 0u32;
     let post = |k: usize, q: &Qp, idx: usize, wr_id: u64| {
         let slot = (idx * depth + (wr_id as usize % depth)) * SIZE;
         let sge = [Sge {
@@ -124,10 +129,27 @@ fn drive(
                 did = true;
             }
         }
-        if !did {
+        if did {
+            idle = 0;
+            continue;
+        }
+        idle += 1;
+        if !block || idle < SPIN {
             // Leave the CPU to the progress threads when this thread has nothing to do.
             std::thread::yield_now();
+            continue;
         }
+        // Nothing for a while: sleep on the CQs' completion channels, as a verbs application on
+        // ibv_get_cq_event does, so 8 idle threads do not take 2 CPUs from the progress threads.
+        for (_, _, cq) in qps {
+            cq.req_notify(false);
+        }
+        let fds: Vec<_> = qps.iter().map(|(_, _, cq)| cq.fd()).collect();
+        let _ = mrc_host::socket::wait(&fds, &[], Some(Duration::from_millis(1)));
+        for (_, _, cq) in qps {
+            cq.ack_events();
+        }
+        idle = 0;
     }
     // Drain what is still in flight (uncounted), so the next case starts from empty queues.
     let end = Instant::now() + Duration::from_secs(10);
@@ -147,7 +169,7 @@ struct Figures {
     p99_us: f64,
 }
 
-fn run(s: &Setup, threads: usize, secs: f64, depth: usize) -> Figures {
+fn run(s: &Setup, threads: usize, secs: f64, depth: usize, block: bool) -> Figures {
     let stop = Arc::new(AtomicBool::new(false));
     let per = QPS / threads;
     let start = Instant::now();
@@ -160,7 +182,7 @@ fn run(s: &Setup, threads: usize, secs: f64, depth: usize) -> Figures {
                     .collect();
                 let stop = Arc::clone(&stop);
                 let (src, dst) = (s.src, s.dst);
-                sc.spawn(move || drive(&mine, src, dst, depth, &stop))
+                sc.spawn(move || drive(&mine, src, dst, depth, block, &stop))
             })
             .collect();
         std::thread::sleep(Duration::from_secs_f64(secs));
@@ -194,6 +216,9 @@ fn main() {
     };
     let secs = env("MRC_BENCH_SECS", 3.0);
     let depth = env("MRC_BENCH_DEPTH", 16.0) as usize;
+    // MRC_BENCH_WAIT=yield: idle threads only yield, never sleep (with 8 of them on 2 CPUs this measures the
+    // scheduler more than the host layer).
+    let block = std::env::var("MRC_BENCH_WAIT").map_or(true, |v| v != "yield");
     // `cargo bench` passes `--bench`; `cargo test` builds benches too and runs them with no flag: keep it short.
     let secs = if std::env::args().any(|a| a == "--bench") {
         secs
@@ -202,9 +227,32 @@ fn main() {
     };
     let s = setup(depth);
     // Warm up paths and windows.
-    run(&s, 1, secs.min(0.5), depth);
-    let one = run(&s, 1, secs, depth);
-    let eight = run(&s, QPS, secs, depth);
+    run(&s, 1, secs.min(0.5), depth, block);
+    // The machine's rate swings from one minute to the next: the two cases run back to back `reps` times and the
+    // ratio is the median of the per-repetition ratios.
+    let reps = env("MRC_BENCH_REPS", 3.0).max(1.0) as usize;
+    let pairs: Vec<(Figures, Figures)> = (0..reps)
+        .map(|_| {
+            (
+                run(&s, 1, secs, depth, block),
+                run(&s, QPS, secs, depth, block),
+            )
+        })
+        .collect();
+    let ratios: Vec<f64> = pairs
+        .iter()
+        .map(|(o, e)| e.gbps / o.gbps.max(1e-9))
+        .collect();
+    let each = ratios
+        .iter()
+        .map(|r| format!("{r:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut order: Vec<usize> = (0..reps).collect();
+    order.sort_by(|&a, &b| ratios[a].total_cmp(&ratios[b]));
+    // The repetition with the median ratio is the one reported.
+    let median = order[reps / 2];
+    let (one, eight) = &pairs[median];
     if std::env::var_os("MRC_BENCH_VERBOSE").is_some() {
         for (n, h) in [("a", &s._a), ("b", &s._b)] {
             let st = h.stats();
@@ -218,16 +266,21 @@ fn main() {
     }
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "host threads bench: {QPS} QPs x {depth} x {SIZE} B WRITEs over loopback (4 planes), {secs} s per case, {cpus} CPUs"
+        "host threads bench: {QPS} QPs x {depth} x {SIZE} B WRITEs over loopback (4 planes), {secs} s per case, {cpus} CPUs, idle threads {}",
+        if block {
+            "sleep on their CQs' fds"
+        } else {
+            "yield"
+        }
     );
-    for (name, f) in [("1 thread ", &one), ("8 threads", &eight)] {
+    for (name, f) in [("1 thread ", one), ("8 threads", eight)] {
         println!(
             "  {name}: {:7.2} Gbit/s aggregate, post-to-completion p50 {:8.1} us, p99 {:8.1} us",
             f.gbps, f.p50_us, f.p99_us
         );
     }
     println!(
-        "  8 threads / 1 thread = {:.2} (target >= 0.9)",
-        eight.gbps / one.gbps.max(1e-9)
+        "  8 threads / 1 thread = {:.2} (target >= 0.9), the median of {reps} back-to-back repetitions: {each}",
+        ratios[median]
     );
 }

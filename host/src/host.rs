@@ -541,6 +541,8 @@ struct Inner<P: PlaneIo> {
     /// Until when (nanoseconds after `epoch`) application threads leave rounds to the progress thread: it
     /// last saw a QP with [`DEEP_INFLIGHT`] bytes in flight [`DEEP_HOLD`] before ([`Host::drive`]).
     deep_until: AtomicU64,
+    /// Whether anyone called [`Host::drive`]: only then does the progress thread look at bytes in flight.
+    driven: AtomicBool,
     epoch: WallClock,
     stop: AtomicBool,
     failed: AtomicBool,
@@ -659,6 +661,7 @@ impl<P: PlaneIo> Host<P> {
             doorbell: EventFd::new()?,
             sleeping: AtomicBool::new(false),
             deep_until: AtomicU64::new(0),
+            driven: AtomicBool::new(false),
             epoch: WallClock::now(),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -734,6 +737,9 @@ impl<P: PlaneIo> Host<P> {
     /// thread to wake.
     pub fn drive(&self) -> Result<bool, HostError> {
         let i = self.inner();
+        if !i.driven.load(Ordering::Relaxed) {
+            i.driven.store(true, Ordering::Relaxed);
+        }
         if i.mode != ProgressMode::Manual
             && (i.epoch.elapsed().as_nanos() as u64) < i.deep_until.load(Ordering::Relaxed)
         {
@@ -1282,7 +1288,7 @@ fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool) {
                 }
             };
             rounds = rounds.wrapping_add(1);
-            if rounds.is_multiple_of(DEEP_EVERY) || !busy {
+            if i.driven.load(Ordering::Relaxed) && (rounds.is_multiple_of(DEEP_EVERY) || !busy) {
                 let c = &mut *c;
                 let ep = c.dp.endpoint();
                 let deep = c
