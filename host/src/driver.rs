@@ -36,6 +36,8 @@ const BATCH: usize = 32;
 const RX_BATCH: usize = 8;
 /// Rounds of receive batches (one per plane each) per poll before the transmit side gets a turn.
 const RX_ROUNDS: usize = 4;
+/// Rounds between reads of the planes' error queues when no receive reported an error.
+const ERROR_QUEUE_EVERY: u32 = 16;
 
 /// Tuning of the socket layer.
 #[derive(Debug, Clone)]
@@ -140,6 +142,10 @@ pub struct Datapath<P: PlaneIo = UdpPlanes> {
     host_rx: Vec<HostDatagram>,
     /// Carrier changes the plane I/O reported (already applied to the engine), for the host to announce.
     port_changes: Vec<(u8, bool)>,
+    /// A receive failed with an error an ICMP message queued: read the error queues this round.
+    errors_due: bool,
+    /// Rounds since the error queues were last read (they are read every [`ERROR_QUEUE_EVERY`] rounds anyway).
+    errors_age: u32,
 }
 
 impl<P: PlaneIo> std::fmt::Debug for Datapath<P> {
@@ -247,6 +253,8 @@ impl<P: PlaneIo> Datapath<P> {
             max_datagram,
             busy_poll: dp.busy_poll,
             last_busy: std::time::Instant::now(),
+            errors_due: false,
+            errors_age: 0,
             host_rx: Vec::new(),
             port_changes: Vec::new(),
         })
@@ -492,7 +500,10 @@ impl<P: PlaneIo> Datapath<P> {
         let n = match self.io.recv(plane, &mut self.rx) {
             Ok(n) => n,
             // A queued ICMP error makes recvmmsg fail once; read_errors takes it.
-            Err(e) if e.raw_os_error().is_some() => 0,
+            Err(e) if e.raw_os_error().is_some() => {
+                self.errors_due = true;
+                0
+            }
             Err(e) => return Err(e),
         };
         let now = self.now();
@@ -544,6 +555,14 @@ impl<P: PlaneIo> Datapath<P> {
     }
 
     fn read_errors(&mut self) -> io::Result<bool> {
+        // An empty error queue costs a system call per plane per round, as much as the receive itself: read
+        // the queues when a receive reported an error, else every few rounds (a bounce waits a few rounds).
+        self.errors_age += 1;
+        if !self.errors_due && self.errors_age < ERROR_QUEUE_EVERY {
+            return Ok(false);
+        }
+        self.errors_due = false;
+        self.errors_age = 0;
         let mut any = false;
         for plane in 0..self.planes {
             while let Some(e) = self.io.recv_error(plane)? {

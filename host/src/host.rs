@@ -748,6 +748,14 @@ impl<P: PlaneIo> Host<P> {
         self.progress()
     }
 
+    /// Whether the progress thread saw a QP with many bytes in flight in the last [`DEEP_HOLD`] (then
+    /// [`Host::drive`] leaves rounds to it): a caller that spins on an empty CQ may as well sleep briefly.
+    pub fn bandwidth_bound(&self) -> bool {
+        let i = self.inner();
+        i.mode != ProgressMode::Manual
+            && (i.epoch.elapsed().as_nanos() as u64) < i.deep_until.load(Ordering::Relaxed)
+    }
+
     /// Manual mode's application loop: one round, and when nothing has happened for a while (the datapath's
     /// busy-poll time), a sleep on the sockets and the next timer of at most `max_wait`.
     pub fn progress_wait(&self, max_wait: StdDuration) -> Result<(), HostError> {

@@ -43,6 +43,8 @@ pub(crate) struct HostDevice {
     totals: Mutex<QpStats>,
     /// Application threads run progress rounds (`MRC_SHIM_ASSIST`).
     assist: bool,
+    /// How long a poller of an empty CQ sleeps while the QPs are bandwidth-bound (`MRC_SHIM_NAP_US`).
+    nap: Duration,
     /// The `MRC_SHIM_STATS_MS` printer.
     stats: Option<(Arc<AtomicBool>, JoinHandle<()>)>,
 }
@@ -161,7 +163,12 @@ impl HostCq {
             }
         }
         if done == 0 && !(dev.assist && matches!(dev.host.drive(), Ok(true))) {
-            std::thread::yield_now();
+            if !dev.nap.is_zero() && dev.host.bandwidth_bound() {
+                // A completion is due soon anyway: give the CPU to the progress threads meanwhile.
+                std::thread::sleep(dev.nap);
+            } else {
+                std::thread::yield_now();
+            }
         }
         done
     }
@@ -388,6 +395,7 @@ impl HostDevice {
             elements: Mutex::new(HashMap::new()),
             totals: Mutex::new(QpStats::default()),
             assist: cfg.assist(),
+            nap: cfg.nap(),
             stats,
         });
         hosts.push((cfg.name.clone(), Arc::downgrade(&d)));
