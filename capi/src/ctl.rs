@@ -1631,9 +1631,9 @@ pub unsafe extern "C" fn mrc_ctl_poll_ev_event(
         if num_entries > 0 {
             non_null(ev_event, "ev_event")?;
         }
-        let events = transport::poll_ev_event(q, num_entries)?;
+        let events = crate::cq::take_ev_events(q, num_entries as usize);
         // The 1.0.1 layout: stage 2 picks the 1.0.0 one for programs built against it.
-        for (i, e) in events.iter().take(num_entries as usize).enumerate() {
+        for (i, e) in events.iter().enumerate() {
             // SAFETY: the caller's array holds `num_entries` events.
             unsafe { ev_event.add(i).write(*e) };
         }

@@ -27,6 +27,7 @@ pub mod context;
 pub mod cq;
 pub mod ctl;
 mod device;
+mod events;
 mod ffi;
 pub mod hint;
 mod log;

@@ -9,12 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::abi::*;
 use crate::bridge::{self, Nscc};
 use crate::cq::mrc_cq;
 use crate::device::Device;
+use crate::events::Sink;
 use crate::ffi::Error;
 use crate::qp::Settings;
 
@@ -26,6 +27,11 @@ struct Bound {
     ev_profile: Option<u64>,
     /// The peer's GID once RTR named it.
     peer: Option<[u8; 16]>,
+    /// The libmrc QP (0 until it is published) and its context's events, for asynchronous events.
+    mqp: usize,
+    sink: Arc<Sink>,
+    /// The transport failed it (an `IBV_EVENT_QP_FATAL` came): it is in ERR whatever libmrc last set.
+    failed: bool,
 }
 
 fn qps() -> MutexGuard<'static, BTreeMap<u32, Bound>> {
@@ -66,10 +72,32 @@ pub(crate) fn ocp_ev(ev: u32, bits: u8) -> mrc_ctl_ev {
     o
 }
 
-/// Shim CQ → its libmrc CQ, for the channels' event relays.
-fn cqs() -> MutexGuard<'static, BTreeMap<usize, usize>> {
-    static CQS: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+/// Shim CQ → its libmrc CQ and that CQ's context's events, for the channels' event relays and asynchronous
+/// events.
+fn cqs() -> MutexGuard<'static, BTreeMap<usize, (usize, Arc<Sink>)>> {
+    static CQS: Mutex<BTreeMap<usize, (usize, Arc<Sink>)>> = Mutex::new(BTreeMap::new());
     CQS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The libmrc CQ behind a shim CQ, and where its context's events go.
+pub(crate) fn cq_of(vcq: *mut c_void) -> Option<(usize, Arc<Sink>)> {
+    cqs().get(&(vcq as usize)).cloned()
+}
+
+/// The libmrc QP behind a shim QP, and where its context's events go; `fatal` marks it failed.
+pub(crate) fn qp_of(vqp: *mut c_void, fatal: bool) -> Option<(usize, Arc<Sink>)> {
+    qps()
+        .values_mut()
+        .find(|b| b.vqp == vqp as usize && b.mqp != 0)
+        .map(|b| {
+            b.failed |= fatal;
+            (b.mqp, b.sink.clone())
+        })
+}
+
+/// Whether the transport failed the QP since it was last reset.
+pub(crate) fn failed(qpn: u32) -> bool {
+    qps().get(&qpn).is_some_and(|b| b.failed)
 }
 
 /// A shim CQ for a work CQ (EV-event CQs have none: the controller queue feeds them), on the shim channel
@@ -88,16 +116,16 @@ pub(crate) fn create_cq(
 }
 
 /// The libmrc CQ `cq` was published with the shim CQ `vcq`.
-pub(crate) fn cq_created(vcq: *mut c_void, cq: *mut mrc_cq) {
+pub(crate) fn cq_created(vcq: *mut c_void, cq: *mut mrc_cq, sink: Arc<Sink>) {
     if !vcq.is_null() {
-        cqs().insert(vcq as usize, cq as usize);
+        cqs().insert(vcq as usize, (cq as usize, sink));
     }
 }
 
 /// A shim CQ fired (a channel's relay thread): its libmrc CQ signals its channel if armed.
 pub(crate) fn cq_event(vcq: *mut c_void) {
     let m = cqs();
-    if let Some(&p) = m.get(&(vcq as usize))
+    if let Some(&(p, _)) = m.get(&(vcq as usize))
         && let Ok(q) = crate::cq::cq(p as *mut mrc_cq, "cq")
     {
         // The shim fires only when armed, and honours solicited-only: count it as solicited here.
@@ -116,6 +144,7 @@ pub(crate) fn destroy_cq(vcq: *mut c_void) {
 /// A shim QP for a new MRC QP; returns its QPN (the engine's).
 pub(crate) fn create_qp(
     dev: &Device,
+    sink: Arc<Sink>,
     pd: *mut ibv_pd,
     send: &mrc_cq,
     recv: &mrc_cq,
@@ -140,9 +169,17 @@ pub(crate) fn create_qp(
             plane_bits: plane_bits(dev.info.planes),
             ev_profile: None,
             peer: None,
+            mqp: 0,
+            sink,
+            failed: false,
         },
     );
     Ok(qpn)
+}
+
+/// The libmrc QP of `qpn` was published: asynchronous events may name it from now on.
+pub(crate) fn qp_published(qpn: u32, mqp: *mut mrc_qp) {
+    let _ = bound(qpn, |b| b.mqp = mqp as usize);
 }
 
 /// The EV and CC profiles reach the QP at RESET → INIT.
@@ -257,6 +294,7 @@ pub(crate) fn modify_qp(
         }
         if to == IBV_QPS_RESET {
             b.peer = None;
+            b.failed = false;
         }
         if to == IBV_QPS_INIT && from == IBV_QPS_RESET {
             b.ev_profile = s.ev_profile;
@@ -318,40 +356,36 @@ fn ocp_state(code: u8) -> u32 {
     }
 }
 
-/// `mrc_ctl_poll_ev_event`: the EV state changes of libmrc's QPs on the CQ's device (GOOD, ASSUMED_BAD,
-/// DENIED; the engine's transient SKIP counts as GOOD), filtered by the profile's `ev_event_mask` when set.
-pub(crate) fn poll_ev_event(cq: &mrc_cq, n: c_int) -> Result<Vec<mrc_ctl_ev_event>, Error> {
-    let ctx = cq.ctx();
-    let want = usize::try_from(n).unwrap_or(0);
+/// The host's EV state changes as OCP EV events: those of libmrc's QPs on `dev` (GOOD, ASSUMED_BAD, DENIED;
+/// the engine's transient SKIP counts as GOOD, so GOOD ↔ SKIP raises nothing), filtered by the QP's profile's
+/// `ev_event_mask` when set. `drop_count` is left 0 (the CQ fills it in).
+pub(crate) fn ev_events(dev: &Device, got: &[bridge::EvEvent]) -> Vec<mrc_ctl_ev_event> {
     let mut out = Vec::new();
-    while out.len() < want {
-        let got = bridge::poll_ev_events(ctx.vctx, want - out.len())?;
-        if got.is_empty() {
-            break;
+    let q = qps();
+    for e in got {
+        let Some(b) = q.get(&e.qpn) else { continue };
+        if b.device != dev.info.device_index {
+            continue;
         }
-        let q = qps();
-        for e in got {
-            let Some(b) = q.get(&e.qpn) else { continue };
-            let (from, to) = (ocp_state(e.from), ocp_state(e.to));
-            if from == to {
-                continue;
-            }
-            let mask = b
-                .ev_profile
-                .and_then(|id| ctx.dev.ctl().ev_profile(id))
-                .map_or(0, |p| p.3);
-            if mask != 0 && (mask as u32) & to == 0 {
-                continue;
-            }
-            out.push(mrc_ctl_ev_event {
-                profile_id: b.ev_profile.unwrap_or(0),
-                ev: ocp_ev(e.ev, b.plane_bits),
-                drop_count: 0,
-                state: to,
-            });
+        let (from, to) = (ocp_state(e.from), ocp_state(e.to));
+        if from == to {
+            continue;
         }
+        let mask = b
+            .ev_profile
+            .and_then(|id| dev.ctl().ev_profile(id))
+            .map_or(0, |p| p.3);
+        if mask != 0 && (mask as u32) & to == 0 {
+            continue;
+        }
+        out.push(mrc_ctl_ev_event {
+            profile_id: b.ev_profile.unwrap_or(0),
+            ev: ocp_ev(e.ev, b.plane_bits),
+            drop_count: 0,
+            state: to,
+        });
     }
-    Ok(out)
+    out
 }
 
 /// `mrc_ctl_ep_batch_send_wait`: EV probes toward the peers of libmrc's connected QPs (a request's `dgid` names
@@ -444,7 +478,9 @@ pub(crate) fn set_port(vctx: *mut ibv_context, index: usize, up: bool) -> Result
 /// Controller features the transport adds: EV events and EV probes (when the shim is there).
 pub(crate) fn ctl_opt_caps() -> u32 {
     if bridge::available() {
-        MRC_CTL_OPT_CAP_EV_EVENT | MRC_CTL_OPT_CAP_EP_OP_EV_PROBE
+        MRC_CTL_OPT_CAP_EV_EVENT
+            | MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT
+            | MRC_CTL_OPT_CAP_EP_OP_EV_PROBE
     } else {
         0
     }

@@ -9,8 +9,9 @@
 //! into `ibv_get_async_event`, and a controller can both read theirs.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use mrc::cc::CcConfig;
@@ -54,6 +55,9 @@ pub struct ExplicitEvs {
 #[derive(Debug, Default)]
 pub(crate) struct Ctl {
     events: Mutex<VecDeque<EvEvent>>,
+    /// Readable while EV events are queued ([`Host::ev_event_fd`]; made at its first call, so hosts without a
+    /// controller spend no descriptor on it).
+    events_fd: OnceLock<Option<crate::socket::EventFd>>,
     dropped: AtomicU64,
     answers: Mutex<VecDeque<(PeerId, u32, StdDuration)>>,
 }
@@ -77,6 +81,10 @@ impl Ctl {
             from: c.from,
             to: c.to,
         });
+        drop(q);
+        if let Some(Some(fd)) = self.events_fd.get() {
+            fd.signal();
+        }
     }
 
     /// A local plane went down or came up (`Host::set_port`): every EV of every QP on it becomes unusable or
@@ -181,7 +189,30 @@ impl Host {
 
     /// The next EV state change of any QP.
     pub fn poll_ev_event(&self) -> Option<EvEvent> {
-        lock(&self.ctl().events).pop_front()
+        let ctl = self.ctl();
+        let mut q = lock(&ctl.events);
+        let e = q.pop_front();
+        if q.is_empty()
+            && let Some(Some(fd)) = ctl.events_fd.get()
+        {
+            // Under the queue's lock, so an event pushed meanwhile signals after this drain.
+            fd.drain();
+        }
+        e
+    }
+
+    /// A descriptor that is readable while EV events are queued (for a controller that waits in `poll`), or
+    /// `None` if the system has no eventfd left.
+    pub fn ev_event_fd(&self) -> Option<RawFd> {
+        let ctl = self.ctl();
+        let fd = ctl
+            .events_fd
+            .get_or_init(|| crate::socket::EventFd::new().ok())
+            .as_ref()?;
+        if !lock(&ctl.events).is_empty() {
+            fd.signal();
+        }
+        Some(fd.fd())
     }
 
     /// EV events lost because the queue was full.

@@ -215,6 +215,11 @@ int main(int argc, char **argv)
 	struct mrc_async_event ae;
 	MINUS_ONE(mrc_get_async_event(NULL, &ae), EINVAL, "get_async_event_null_context");
 	MINUS_ONE(mrc_get_async_event(m, NULL), EINVAL, "get_async_event_null_event");
+	MINUS_ONE(mrc_get_async_event((struct mrc_context *)&num, &ae), EINVAL, "get_async_event_foreign_context");
+	/* With the verbs context's async_fd non-blocking, an empty queue says EAGAIN instead of waiting. */
+	fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
+	MINUS_ONE(mrc_get_async_event(m, &ae), EAGAIN, "get_async_event_nonblocking_empty");
+	fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) & ~O_NONBLOCK);
 	errno = 0;
 	mrc_ack_async_event(NULL);
 	check(errno == EINVAL, "ack_async_event_null", "errno not EINVAL");

@@ -1,0 +1,374 @@
+/* Asynchronous events and EV events from C (tests/events.rs). Two QPs of one device connected to each other.
+ *
+ * - async: with the verbs context's async_fd non-blocking, mrc_get_async_event says EAGAIN while nothing is
+ *   queued; a CQ overrun (more signalled WRITEs than the send CQ holds, never polled) raises IBV_EVENT_CQ_ERR
+ *   naming that CQ and IBV_EVENT_QP_FATAL naming the QP; in blocking mode the call waits for them to arrive;
+ *   disabling and enabling port 2 raise IBV_EVENT_PORT_ERR and IBV_EVENT_PORT_ACTIVE with port_num 2.
+ * Prints "ok <name>" per check and "<n> failures". */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <mrc_ctl.h>
+
+static int failures;
+
+static void check(int cond, const char *name, const char *detail)
+{
+	if (cond) {
+		printf("ok %s\n", name);
+	} else {
+		printf("FAIL %s: %s (errno %d)\n", name, detail, errno);
+		failures++;
+	}
+	fflush(stdout);
+}
+
+#define OK(call, name) check((call) == 0, name, "expected 0")
+#define EVS 4
+
+static struct mrc_ctl_ev evs[EVS];
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_port_attr pa;
+static union ibv_gid gid;
+
+static void profiles(struct mrc_context *m)
+{
+	struct mrc_ctl_ev_fmt_field fields[1] = { { 16 } };
+	struct mrc_ctl_ev_fmt_profile_attr f = { 0 };
+	f.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	f.ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
+	f.ev_fmt_op.op = MRC_CTL_EV_FMT_OP_MODIFY_FIELDS;
+	f.ev_fmt_op.fmt_fields = fields;
+	f.ev_fmt_op.fmt_field_count = 1;
+	OK(mrc_ctl_modify_ev_fmt_profile(m, 7, &f,
+					 MRC_CTL_EV_FMT_PROFILE_STATE | MRC_CTL_EV_FMT_PROFILE_MODE |
+						 MRC_CTL_EV_FMT_PROFILE_OP),
+	   "fmt_offline");
+	f = (struct mrc_ctl_ev_fmt_profile_attr){ .profile_state = MRC_CTL_PROFILE_ONLINE };
+	OK(mrc_ctl_modify_ev_fmt_profile(m, 7, &f, MRC_CTL_EV_FMT_PROFILE_STATE), "fmt_online");
+	struct mrc_ctl_ev_profile_attr e = { 0 };
+	e.profile_state = MRC_CTL_PROFILE_OFFLINE;
+	e.ev_mode = MRC_CTL_EV_MODE_EXP;
+	e.ev_fmt_profile_id = 7;
+	e.ev_count = EVS;
+	e.ev_min_active = 1;
+	e.ev_event_mask = MRC_CTL_EV_GOOD | MRC_CTL_EV_ASSUMED_BAD;
+	OK(mrc_ctl_modify_ev_profile(m, 1, &e,
+				     MRC_CTL_EV_PROFILE_STATE | MRC_CTL_EV_PROFILE_MODE | MRC_CTL_EV_PROFILE_FMT_ID |
+					     MRC_CTL_EV_PROFILE_COUNT | MRC_CTL_EV_PROFILE_MIN_ACTIVE |
+					     MRC_CTL_EV_PROFILE_EVENT_MASK),
+	   "ev_offline");
+	struct mrc_ctl_ev_op_entry ent[EVS];
+	memset(ent, 0, sizeof(ent));
+	for (int i = 0; i < EVS; i++) {
+		uint32_t v = 1000u + (uint32_t)i;
+		ent[i].ev = MRC_CTL_EV_UNPOPULATED;
+		memcpy(ent[i].ev_new.val, &v, sizeof(v));
+		ent[i].ev_new.port = (uint8_t)(1 + i % 2);
+		evs[i] = ent[i].ev_new;
+	}
+	e = (struct mrc_ctl_ev_profile_attr){ 0 };
+	e.ev_op.op = MRC_CTL_EV_OP_REPLACE_EV;
+	e.ev_op.entries = ent;
+	e.ev_op.entry_count = EVS;
+	OK(mrc_ctl_modify_ev_profile(m, 1, &e, MRC_CTL_EV_PROFILE_EV_OP), "ev_replace_all");
+	e = (struct mrc_ctl_ev_profile_attr){ .profile_state = MRC_CTL_PROFILE_ONLINE };
+	OK(mrc_ctl_modify_ev_profile(m, 1, &e, MRC_CTL_EV_PROFILE_STATE), "ev_online");
+}
+
+static struct mrc_qp *make_qp(struct mrc_context *m, struct mrc_cq *scq, struct mrc_cq *rcq, uint64_t profile)
+{
+	struct mrc_qp_init_attr qi = { 0 };
+	qi.send_cq = scq;
+	qi.recv_cq = rcq;
+	qi.cap.max_send_wr = 64;
+	qi.cap.max_recv_wr = 64;
+	qi.cap.max_send_sge = 1;
+	qi.cap.max_recv_sge = 1;
+	qi.pd = pd;
+	struct mrc_qp *qp = mrc_create_qp(m, &qi);
+	check(qp != NULL, "create_qp", "NULL");
+	struct ibv_qp_attr va = { .qp_state = IBV_QPS_INIT, .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	struct mrc_qp_attr ma = { 0 };
+	ma.profile.ev_profile_id = profile;
+	OK(mrc_modify_qp(qp, &va, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &ma, profile ? MRC_QP_EV_PROFILE_ID : 0),
+	   "qp_init");
+	return qp;
+}
+
+static void connect_to(struct mrc_qp *qp, struct mrc_qp *peer)
+{
+	uint32_t pn = 0;
+	OK(mrc_get_qpn(peer, &pn), "peer_qpn");
+	struct ibv_qp_attr va = { 0 };
+	struct mrc_qp_attr ma = { 0 };
+	va.qp_state = IBV_QPS_RTR;
+	va.path_mtu = IBV_MTU_4096;
+	va.dest_qp_num = pn;
+	va.ah_attr.is_global = 1;
+	va.ah_attr.port_num = 1;
+	va.ah_attr.dlid = pa.lid;
+	va.ah_attr.grh.dgid = gid;
+	OK(mrc_modify_qp(qp, &va, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN, &ma,
+			 0),
+	   "qp_rtr");
+	va = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS };
+	OK(mrc_modify_qp(qp, &va, IBV_QP_STATE | IBV_QP_SQ_PSN, &ma, 0), "qp_rts");
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void set_nonblocking(int on)
+{
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	fcntl(ctx->async_fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+}
+
+static const char *type_name(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_CQ_ERR:
+		return "CQ_ERR";
+	case IBV_EVENT_QP_FATAL:
+		return "QP_FATAL";
+	case IBV_EVENT_PORT_ACTIVE:
+		return "PORT_ACTIVE";
+	case IBV_EVENT_PORT_ERR:
+		return "PORT_ERR";
+	default:
+		return "other";
+	}
+}
+
+/* Blocking: each call waits until an event is there (alarm() ends a hung test). */
+static int next_event(struct mrc_context *m, struct mrc_async_event *e)
+{
+	alarm(20);
+	int rc = mrc_get_async_event(m, e);
+	alarm(0);
+	if (rc == 0) {
+		printf("async event: %s", type_name(e->event_type));
+		if (e->event_type == IBV_EVENT_PORT_ERR || e->event_type == IBV_EVENT_PORT_ACTIVE)
+			printf(" port %d\n", e->element.port_num);
+		else
+			printf(" element %p\n", (void *)e->element.qp);
+	}
+	return rc;
+}
+
+static void async_events(struct mrc_context *m)
+{
+	struct mrc_async_event e;
+	/* Non-blocking: nothing is queued yet. */
+	set_nonblocking(1);
+	check(mrc_get_async_event(m, &e) == -1 && errno == EAGAIN, "async_nonblocking_empty", "not -1/EAGAIN");
+
+	/* A send CQ of 4 entries, never polled, under 32 signalled WRITEs: it overruns. */
+	struct mrc_cq *small = mrc_create_cq(m, 4, NULL, NULL, 0);
+	struct mrc_cq *big = mrc_create_cq(m, 256, NULL, NULL, 0);
+	check(small && big, "create_cqs", "NULL");
+	struct mrc_qp *a = make_qp(m, small, big, 0), *b = make_qp(m, big, big, 0);
+	connect_to(a, b);
+	connect_to(b, a);
+	static uint8_t src[4096], dst[4096];
+	struct ibv_mr *ms = ibv_reg_mr(pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *md = ibv_reg_mr(pd, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	check(ms && md, "reg_mr", "NULL");
+	int posted = 0;
+	for (int i = 0; i < 32; i++) {
+		struct ibv_sge sge = { .addr = (uintptr_t)src, .length = 64, .lkey = ms->lkey };
+		struct ibv_send_wr wr = { 0 }, *bad = NULL;
+		wr.wr_id = (uint64_t)i;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)dst;
+		wr.wr.rdma.rkey = md->rkey;
+		if (mrc_post_send(a, &wr, &bad) == 0)
+			posted++;
+	}
+	check(posted == 32, "post_32_writes", "a post failed");
+
+	/* Blocking: the events arrive on the transport's time; the call waits for each. */
+	set_nonblocking(0);
+	int cq_err = 0, qp_fatal = 0, other = 0;
+	double t0 = now_s();
+	while ((!cq_err || !qp_fatal) && now_s() - t0 < 15) {
+		if (next_event(m, &e) != 0)
+			break;
+		if (e.event_type == IBV_EVENT_CQ_ERR && e.element.cq == small)
+			cq_err++;
+		else if (e.event_type == IBV_EVENT_QP_FATAL && e.element.qp == a)
+			qp_fatal++;
+		else
+			other++;
+		mrc_ack_async_event(&e);
+	}
+	check(cq_err == 1, "cq_err_names_the_overrun_cq", "no IBV_EVENT_CQ_ERR for the small CQ");
+	check(qp_fatal == 1, "qp_fatal_names_the_qp", "no IBV_EVENT_QP_FATAL for the QP");
+	check(other == 0, "no_other_events", "an event for another object");
+	struct ibv_qp_attr qa;
+	OK(mrc_query_qp(a, &qa, IBV_QP_STATE, NULL, 0, NULL), "query_failed_qp");
+	check(qa.qp_state == IBV_QPS_ERR, "failed_qp_in_err", "not IBV_QPS_ERR");
+
+	/* Ports (planes): disabling and enabling port 2 raise PORT_ERR and PORT_ACTIVE naming it. */
+	struct mrc_ctl_port_attr port = { .port_admin_state = MRC_CTL_PORT_ADMIN_DISABLED };
+	OK(mrc_ctl_modify_port(m, 2, &port, MRC_CTL_PORT_ADMIN_STATE), "disable_port_2");
+	check(next_event(m, &e) == 0 && e.event_type == IBV_EVENT_PORT_ERR && e.element.port_num == 2,
+	      "port_err_names_port_2", "wrong event");
+	mrc_ack_async_event(&e);
+	port.port_admin_state = MRC_CTL_PORT_ADMIN_ENABLED;
+	OK(mrc_ctl_modify_port(m, 2, &port, MRC_CTL_PORT_ADMIN_STATE), "enable_port_2");
+	check(next_event(m, &e) == 0 && e.event_type == IBV_EVENT_PORT_ACTIVE && e.element.port_num == 2,
+	      "port_active_names_port_2", "wrong event");
+	mrc_ack_async_event(&e);
+
+	/* Drained: non-blocking says EAGAIN again. */
+	set_nonblocking(1);
+	check(mrc_get_async_event(m, &e) == -1 && errno == EAGAIN, "async_drained", "not -1/EAGAIN");
+	set_nonblocking(0);
+
+	OK(mrc_destroy_qp(a), "destroy_a");
+	OK(mrc_destroy_qp(b), "destroy_b");
+	ibv_dereg_mr(ms);
+	ibv_dereg_mr(md);
+	OK(mrc_destroy_cq(small), "destroy_small");
+	OK(mrc_destroy_cq(big), "destroy_big");
+}
+
+/* Polls `cq` until `want` events of port `port` in `state` were seen (or 10 s); returns how many, and the
+ * drop_count of each in `drops` (up to 8). */
+static int collect(struct mrc_cq *cq, uint8_t port, enum mrc_ctl_ev_state state, int want, uint32_t *drops)
+{
+	int seen = 0;
+	double t0 = now_s();
+	while (seen < want && now_s() - t0 < 10) {
+		struct mrc_ctl_ev_event ev[8];
+		int n = mrc_ctl_poll_ev_event(cq, 8, ev);
+		if (n < 0) {
+			errno = -n;
+			return -1;
+		}
+		for (int i = 0; i < n; i++) {
+			printf("ev event: profile %llu port %u val %u state %#x drop_count %u\n",
+			       (unsigned long long)ev[i].profile_id, ev[i].ev.port, ev[i].ev.val[0] | ev[i].ev.val[1] << 8,
+			       ev[i].state, ev[i].drop_count);
+			if (ev[i].profile_id == 1 && ev[i].ev.port == port && ev[i].state == state) {
+				if (drops && seen < 8)
+					drops[seen] = ev[i].drop_count;
+				seen++;
+			}
+		}
+	}
+	return seen;
+}
+
+/* EV-event CQs: an armed one signals its channel when an EV event arrives; one too small for the events drops
+ * the rest and the next event that gets in carries the count. */
+static void ev_event_cqs(struct mrc_context *m)
+{
+	struct mrc_ctl_device_attr da;
+	OK(mrc_ctl_query_device(ctx, &da), "ctl_query_device");
+	check(da.opt_attr & MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT, "precise_drop_count_advertised", "not set");
+	struct mrc_comp_channel *ch = NULL;
+	OK(mrc_create_comp_channel(m, &ch), "create_channel");
+	int fd = -1;
+	OK(mrc_get_comp_channel_fd(ch, &fd), "channel_fd");
+	/* The small CQ first: each batch of events reaches it before the big one. */
+	struct mrc_cq *small = mrc_ctl_create_ev_event_cq(m, 2, NULL, NULL, 0);
+	int tag = 0;
+	struct mrc_cq *big = mrc_ctl_create_ev_event_cq(m, 64, &tag, ch, 0);
+	struct mrc_cq *wcq = mrc_create_cq(m, 256, NULL, NULL, 0);
+	check(small && big && wcq, "create_ev_cqs", "NULL");
+	struct mrc_qp *a = make_qp(m, wcq, wcq, 1), *b = make_qp(m, wcq, wcq, 1);
+	connect_to(a, b);
+	connect_to(b, a);
+
+	/* Armed: nothing yet, so the channel is quiet. */
+	OK(mrc_req_notify_cq(big, 0), "arm_ev_cq");
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	check(poll(&pfd, 1, 0) == 0, "channel_quiet_before", "readable without an event");
+
+	/* Kill plane 2: two QPs x two EVs on it go ASSUMED_BAD; the channel becomes readable. */
+	struct mrc_ctl_port_attr port = { .port_admin_state = MRC_CTL_PORT_ADMIN_DISABLED };
+	OK(mrc_ctl_modify_port(m, 2, &port, MRC_CTL_PORT_ADMIN_STATE), "kill_plane_2");
+	check(poll(&pfd, 1, 10000) == 1, "ev_channel_readable", "no event within 10 s");
+	struct mrc_cq *got = NULL;
+	void *got_ctx = NULL;
+	OK(mrc_get_cq_event(ch, &got, &got_ctx), "ev_get_cq_event");
+	check(got == big && got_ctx == &tag, "ev_cq_event_names_the_cq", "wrong CQ or context");
+	mrc_ack_cq_events(big, 1);
+	uint32_t drops[8] = { 0 };
+	check(collect(big, 2, MRC_CTL_EV_ASSUMED_BAD, 4, drops) == 4, "ev_events_plane_down", "missing events");
+	check(drops[0] == 0 && drops[3] == 0, "big_cq_drops_nothing", "drop_count set");
+	/* Disarmed after one event: the channel stays quiet. */
+	check(poll(&pfd, 1, 0) == 0, "channel_quiet_after", "readable again without arming");
+
+	/* The small CQ took two of the four and dropped two; none of those in it carries a count yet. */
+	int n2 = collect(small, 2, MRC_CTL_EV_ASSUMED_BAD, 2, drops);
+	check(n2 == 2 && drops[0] == 0 && drops[1] == 0, "small_cq_holds_two", "not two events without drops");
+	struct mrc_ctl_ev_event extra[4];
+	check(mrc_ctl_poll_ev_event(small, 4, extra) == 0, "small_cq_dropped_the_rest", "more than its cqe");
+
+	/* Plane 2 back: four GOOD events; the first one into the small CQ says two were dropped before it. */
+	port.port_admin_state = MRC_CTL_PORT_ADMIN_ENABLED;
+	OK(mrc_ctl_modify_port(m, 2, &port, MRC_CTL_PORT_ADMIN_STATE), "plane_2_back");
+	check(collect(big, 2, MRC_CTL_EV_GOOD, 4, NULL) == 4, "ev_events_plane_up", "missing events");
+	memset(drops, 0, sizeof(drops));
+	n2 = collect(small, 2, MRC_CTL_EV_GOOD, 2, drops);
+	printf("small CQ after plane up: %d events, drop_count %u %u\n", n2, drops[0], drops[1]);
+	check(n2 == 2 && drops[0] == 2 && drops[1] == 0, "drop_count_counts_dropped_events",
+	      "the first event after the drops does not say 2");
+
+	OK(mrc_destroy_qp(a), "destroy_ev_a");
+	OK(mrc_destroy_qp(b), "destroy_ev_b");
+	OK(mrc_destroy_cq(small), "destroy_small_ev_cq");
+	OK(mrc_destroy_cq(big), "destroy_big_ev_cq");
+	OK(mrc_destroy_cq(wcq), "destroy_wcq");
+	OK(mrc_destroy_comp_channel(ch), "destroy_channel");
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	int n = 0;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (!list || n < 1) {
+		printf("no device\n1 failures\n");
+		return 1;
+	}
+	ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	pd = ibv_alloc_pd(ctx);
+	OK(ibv_query_port(ctx, 1, &pa), "query_port");
+	OK(ibv_query_gid(ctx, 1, 0, &gid), "query_gid");
+	struct mrc_context *m = mrc_create_context(ctx, NULL);
+	check(m != NULL, "create_context", "NULL");
+	profiles(m);
+
+	async_events(m);
+	ev_event_cqs(m);
+
+	OK(mrc_destroy_context(m), "destroy_context");
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	printf("%d failures\n", failures);
+	return failures ? 1 : 0;
+}
