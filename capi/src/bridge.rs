@@ -65,6 +65,7 @@ pub(crate) struct Table {
     poll_async_event: unsafe extern "C" fn(*mut ibv_context, *mut AsyncEvent, c_int) -> c_int,
     ev_event_fd: unsafe extern "C" fn(*mut ibv_context, *mut c_int) -> c_int,
     ev_events_dropped: unsafe extern "C" fn(*mut ibv_context, *mut u64) -> c_int,
+    ev_replace: unsafe extern "C" fn(*mut c_void, u32, u32) -> c_int,
 }
 
 /// Mirror of the shim's `MrcShimAsyncEvent`.
@@ -450,4 +451,12 @@ pub(crate) fn ev_events_dropped(ctx: *mut ibv_context) -> Result<u64, Error> {
     let rc = unsafe { (t.ev_events_dropped)(ctx, &mut n) };
     errno(rc, "reading the dropped EV events")?;
     Ok(n)
+}
+
+/// Puts engine EV `new` in the place of `old` in a live QP.
+pub(crate) fn ev_replace(qp: *mut c_void, old: u32, new: u32) -> Result<(), Error> {
+    let t = table().ok_or_else(no_shim)?;
+    // SAFETY: the shim validates `qp`.
+    let rc = unsafe { (t.ev_replace)(qp, old, new) };
+    errno(rc, "replacing the EV")
 }

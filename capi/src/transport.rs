@@ -32,6 +32,9 @@ struct Bound {
     sink: Arc<Sink>,
     /// The transport failed it (an `IBV_EVENT_QP_FATAL` came): it is in ERR whatever libmrc last set.
     failed: bool,
+    /// Its explicit engine EVs, one per slot of its EV profile (empty without an EXP profile): REPLACE_EV on
+    /// the profile swaps the QP's EV of the slot that changed.
+    evs: Vec<u32>,
 }
 
 fn qps() -> MutexGuard<'static, BTreeMap<u32, Bound>> {
@@ -172,6 +175,7 @@ pub(crate) fn create_qp(
             mqp: 0,
             sink,
             failed: false,
+            evs: Vec::new(),
         },
     );
     Ok(qpn)
@@ -182,8 +186,8 @@ pub(crate) fn qp_published(qpn: u32, mqp: *mut mrc_qp) {
     let _ = bound(qpn, |b| b.mqp = mqp as usize);
 }
 
-/// The EV and CC profiles reach the QP at RESET → INIT.
-fn configure(dev: &Device, vqp: *mut c_void, bits: u8, s: &Settings) -> Result<(), Error> {
+/// The EV and CC profiles reach the QP at RESET → INIT; returns its explicit engine EVs (slot order).
+fn configure(dev: &Device, vqp: *mut c_void, bits: u8, s: &Settings) -> Result<Vec<u32>, Error> {
     let ctl = dev.ctl();
     let mut evs = Vec::new();
     let mut denied = Vec::new();
@@ -222,13 +226,13 @@ fn configure(dev: &Device, vqp: *mut c_void, bits: u8, s: &Settings) -> Result<(
     });
     drop(ctl);
     if evs.is_empty() && cc.is_none() {
-        return Ok(());
+        return Ok(evs);
     }
     bridge::qp_configure(vqp, &evs, bits, per_plane, cc.as_ref())?;
     for e in denied {
         bridge::ev_set_denied(vqp, e, true)?;
     }
-    Ok(())
+    Ok(evs)
 }
 
 /// A QP moved from state `from` to `to` with `s`: the shim's QP follows (RTR names the peer as the shim does,
@@ -245,10 +249,11 @@ pub(crate) fn modify_qp(
         qp_state: to,
         ..Default::default()
     };
+    let mut evs = None;
     let mask = match to {
         IBV_QPS_INIT => {
             if from == IBV_QPS_RESET {
-                configure(dev, vqp, bits, s)?;
+                evs = Some(configure(dev, vqp, bits, s)?);
             }
             a.pkey_index = 0;
             a.port_num = 1;
@@ -298,6 +303,9 @@ pub(crate) fn modify_qp(
         }
         if to == IBV_QPS_INIT && from == IBV_QPS_RESET {
             b.ev_profile = s.ev_profile;
+        }
+        if let Some(e) = evs {
+            b.evs = e;
         }
     })?;
     Ok(())
@@ -445,8 +453,11 @@ pub(crate) fn ep_batch(
     Ok(answers)
 }
 
-/// An EV profile changed: the DENIED states of its EVs reach the live QPs that use it (EVs a QP does not hold,
-/// e.g. put in by REPLACE_EV after it was created, are skipped).
+/// An EV profile changed: the live QPs that use it follow. A slot whose EV was replaced (REPLACE_EV) swaps the
+/// QP's EV of that slot (`Host::replace_ev`: the new EV starts GOOD with fresh counters on its port's plane);
+/// then each slot's DENIED / GOOD state reaches the QP. A QP that cannot take a replacement (the new EV is
+/// already one of its EVs, or the old one was its plane's last) keeps its old EV, and the call fails with the
+/// reason after the profile changed.
 pub(crate) fn ev_profile_changed(dev: &Device, id: u64) -> Result<(), Error> {
     let Some((mode, slots, _, _)) = dev.ctl().ev_profile(id) else {
         return Ok(());
@@ -454,17 +465,35 @@ pub(crate) fn ev_profile_changed(dev: &Device, id: u64) -> Result<(), Error> {
     if mode != MRC_CTL_EV_MODE_EXP {
         return Ok(());
     }
-    let q = qps();
+    let mut first_err = Ok(());
+    let mut q = qps();
     for b in q
-        .values()
+        .values_mut()
         .filter(|b| b.device == dev.info.device_index && b.ev_profile == Some(id))
     {
+        let vqp = b.vqp as *mut c_void;
+        if b.evs.len() == slots.len() {
+            for (k, (ev, _)) in slots.iter().enumerate() {
+                let e = engine_ev(ev, b.plane_bits);
+                if e == b.evs[k] {
+                    continue;
+                }
+                match bridge::ev_replace(vqp, b.evs[k], e) {
+                    Ok(()) => b.evs[k] = e,
+                    Err(err) => {
+                        if first_err.is_ok() {
+                            first_err = Err(err);
+                        }
+                    }
+                }
+            }
+        }
         for (ev, state) in &slots {
             let e = engine_ev(ev, b.plane_bits);
-            let _ = bridge::ev_set_denied(b.vqp as *mut c_void, e, *state == MRC_CTL_EV_DENIED);
+            let _ = bridge::ev_set_denied(vqp, e, *state == MRC_CTL_EV_DENIED);
         }
     }
-    Ok(())
+    first_err
 }
 
 /// A port's admin state reached the host (a disabled plane carries nothing).

@@ -177,6 +177,22 @@ impl Host {
         r.map_err(|_| HostError::NoSuchObject("QP or EV"))
     }
 
+    /// Puts EV `new` in the place of `old` in a live QP with explicit EVs (a controller's REPLACE_EV on the
+    /// profile the QP uses): `new` starts GOOD with fresh counters on the plane its low bits name.
+    pub fn replace_ev(&self, qpn: u32, old: u32, new: u32) -> Result<(), HostError> {
+        let r = self.engine(|dp| {
+            let now = dp.now();
+            dp.endpoint().replace_ev(qpn, old, new, now)
+        });
+        self.wake();
+        r.map_err(|_| {
+            HostError::Invalid(format!(
+                "QP {qpn:#x}: EV {old:#x} cannot become {new:#x} (unknown QP or EV, {new:#x} already the \
+                 QP's, a generated EV set, or the last EV of its plane moving away)"
+            ))
+        })
+    }
+
     /// The EVs of a QP with their states and counters (packets sent on each, probes, last RTT).
     pub fn ev_infos(&self, qpn: u32) -> Vec<EvInfo> {
         self.inspect(|dp| dp.endpoint_ref().ev_infos(qpn))
@@ -535,6 +551,77 @@ mod tests {
             assert_eq!(e.to, EvState::AssumedBad, "{e:?}");
         }
         assert!(got.iter().all(|e| e.plane == 1), "{got:?}");
+    }
+
+    #[test]
+    fn a_replaced_ev_carries_the_traffic_of_the_old_one() {
+        let p = pair();
+        let (a, qpn) = (&p.a, p.qa.qpn());
+        let (old, new) = (ev(101, 0), ev(150, 0));
+        a.replace_ev(qpn, old, new).unwrap();
+        let mut got: Vec<u32> = a.ev_infos(qpn).iter().map(|i| i.ev).collect();
+        got.sort_unstable();
+        assert_eq!(got, vec![ev(100, 0), new, ev(200, 1), ev(201, 1)]);
+        // Traffic on it: 64 WRITEs spread over every active EV.
+        const MSG: usize = 64 * 1024;
+        let src = vec![7u8; MSG];
+        let mut dst = vec![0u8; MSG];
+        // SAFETY: both buffers outlive their registrations (deregistered before they drop).
+        let (ms, md) = unsafe {
+            (
+                a.reg_mr(
+                    a.default_pd(),
+                    src.as_ptr().cast_mut(),
+                    MSG,
+                    Access::LOCAL_WRITE,
+                )
+                .unwrap(),
+                p.b.reg_mr(
+                    p.b.default_pd(),
+                    dst.as_mut_ptr(),
+                    MSG,
+                    Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                )
+                .unwrap(),
+            )
+        };
+        let sge = [Sge {
+            addr: ms.addr,
+            len: MSG as u32,
+            lkey: ms.lkey,
+        }];
+        let start = StdInstant::now();
+        let mut out = [Completion::default(); 16];
+        let (mut posted, mut done) = (0, 0);
+        while done < 64 {
+            assert!(start.elapsed() < LIMIT, "{done} of 64 WRITEs completed");
+            while posted < 64 && posted - done < 8 {
+                p.qa.post_send(&SendRequest {
+                    wr_id: posted as u64,
+                    op: SendOp::Write {
+                        remote_addr: md.addr,
+                        rkey: md.rkey,
+                    },
+                    sges: &sge,
+                    inline: None,
+                    signaled: true,
+                    solicited: false,
+                    fence: false,
+                })
+                .unwrap();
+                posted += 1;
+            }
+            let n = p.ca.poll(&mut out);
+            assert!(out[..n].iter().all(|c| c.status == WcStatus::Success));
+            done += n;
+            std::thread::yield_now();
+        }
+        assert!(sent_on(a, qpn, new) > 0, "the new EV carried packets");
+        // Refused: the old one is gone.
+        assert!(a.replace_ev(qpn, old, ev(151, 0)).is_err());
+        a.dereg_mr(&ms).unwrap();
+        p.b.dereg_mr(&md).unwrap();
+        assert_eq!(dst, src);
     }
 
     #[test]

@@ -1121,6 +1121,25 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Puts EV `new` in the place of `old` in a live QP with explicit EVs, as MRC's controller does (REPLACE_EV
+    /// on a profile the QP uses); `NoSuchObject` when the QP or `old` is unknown or the swap is refused
+    /// (`PathSet::replace_ev`).
+    pub fn replace_ev(
+        &mut self,
+        qpn: u32,
+        old: u32,
+        new: u32,
+        now: Instant,
+    ) -> Result<(), NoSuchObject> {
+        let slot = self.slot_of(qpn).ok_or(NoSuchObject)?;
+        let qp = self.qps[slot].as_mut().ok_or(NoSuchObject)?;
+        if !qp.paths.replace_ev(old, new) {
+            return Err(NoSuchObject);
+        }
+        self.after_qp(slot, now);
+        Ok(())
+    }
+
     /// Sets the receive-window penalty a QP advertises (0 none … 127 one packet per RTT), for slow consumers.
     pub fn set_receive_penalty(&mut self, qpn: u32, pen: u8) -> Result<(), NoSuchObject> {
         let slot = self.slot_of(qpn).ok_or(NoSuchObject)?;

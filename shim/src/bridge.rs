@@ -129,6 +129,8 @@ pub struct MrcShimBridgeV1 {
     pub ev_event_fd: unsafe extern "C" fn(*mut ibv_context, *mut c_int) -> c_int,
     /// Writes how many EV events the host dropped so far because its queue was full.
     pub ev_events_dropped: unsafe extern "C" fn(*mut ibv_context, *mut u64) -> c_int,
+    /// Puts engine EV `new` in the place of `old` in a live QP (`Host::replace_ev`).
+    pub ev_replace: unsafe extern "C" fn(*mut ibv_qp, u32, u32) -> c_int,
 }
 
 /// An asynchronous event for libmrc: verbs' `enum ibv_event_type`, and the `ibv_qp` / `ibv_cq` it concerns
@@ -717,6 +719,14 @@ unsafe extern "C" fn ev_events_dropped(ctx: *mut ibv_context, n: *mut u64) -> c_
     }))
 }
 
+unsafe extern "C" fn ev_replace(qp: *mut ibv_qp, old: u32, new: u32) -> c_int {
+    errno_of(guard("mrc_shim_bridge.ev_replace", || {
+        let (h, qpn) = qp_host(qp)?;
+        h.replace_ev(qpn, old, new)
+            .map_err(|e| host_err("replacing an EV", e))
+    }))
+}
+
 static BRIDGE: MrcShimBridgeV1 = MrcShimBridgeV1 {
     size: size_of::<MrcShimBridgeV1>(),
     context_info,
@@ -747,6 +757,7 @@ static BRIDGE: MrcShimBridgeV1 = MrcShimBridgeV1 {
     poll_async_event,
     ev_event_fd,
     ev_events_dropped,
+    ev_replace,
 };
 
 /// The bridge table; libmrc finds this function with `dlsym(RTLD_DEFAULT, "mrc_shim_bridge_v1")`.

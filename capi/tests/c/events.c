@@ -344,6 +344,100 @@ static void ev_event_cqs(struct mrc_context *m)
 	OK(mrc_destroy_comp_channel(ch), "destroy_channel");
 }
 
+static uint32_t val_of(const struct mrc_ctl_ev *e)
+{
+	uint32_t v;
+	memcpy(&v, e->val, sizeof(v));
+	return v;
+}
+
+/* REPLACE_EV on the profile of live QPs: the QPs take the new EV in the old one's place (the plane's EV events
+ * name it, not the old one) and the traffic goes on. */
+static void replace_live(struct mrc_context *m)
+{
+	struct mrc_cq *evcq = mrc_ctl_create_ev_event_cq(m, 64, NULL, NULL, 0);
+	struct mrc_cq *wcq = mrc_create_cq(m, 256, NULL, NULL, 0);
+	check(evcq && wcq, "replace_cqs", "NULL");
+	struct mrc_qp *a = make_qp(m, wcq, wcq, 1), *b = make_qp(m, wcq, wcq, 1);
+	connect_to(a, b);
+	connect_to(b, a);
+
+	/* Slot 1 holds EV 1001 on port 2: it becomes 1101 on port 2. */
+	struct mrc_ctl_ev_op_entry ent = { 0 };
+	ent.ev = evs[1];
+	ent.ev_new = evs[1];
+	uint32_t nv = 1101;
+	memcpy(ent.ev_new.val, &nv, sizeof(nv));
+	struct mrc_ctl_ev_profile_attr e = { 0 };
+	e.ev_op.op = MRC_CTL_EV_OP_REPLACE_EV;
+	e.ev_op.entries = &ent;
+	e.ev_op.entry_count = 1;
+	OK(mrc_ctl_modify_ev_profile(m, 1, &e, MRC_CTL_EV_PROFILE_EV_OP), "replace_ev_on_live_qps");
+
+	/* WRITEs go on over the new set, every byte arrives. */
+	enum { LEN = 64 * 1024, N = 16 };
+	uint8_t *src = malloc(LEN), *dst = calloc(1, LEN);
+	for (int i = 0; i < LEN; i++)
+		src[i] = (uint8_t)(i * 7 + 3);
+	struct ibv_mr *ms = ibv_reg_mr(pd, src, LEN, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *md = ibv_reg_mr(pd, dst, LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	int done = 0, errors = 0;
+	for (int i = 0; i < N; i++) {
+		struct ibv_sge sge = { .addr = (uintptr_t)src, .length = LEN, .lkey = ms->lkey };
+		struct ibv_send_wr wr = { 0 }, *bad = NULL;
+		wr.wr_id = (uint64_t)i;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)dst;
+		wr.wr.rdma.rkey = md->rkey;
+		OK(mrc_post_send(a, &wr, &bad), "replace_post");
+	}
+	double t0 = now_s();
+	while (done < N && now_s() - t0 < 20) {
+		struct ibv_wc wc[8];
+		int k = mrc_poll_cq(wcq, 8, wc);
+		for (int i = 0; i < k; i++)
+			errors += wc[i].status != IBV_WC_SUCCESS;
+		done += k > 0 ? k : 0;
+	}
+	check(done == N && errors == 0 && memcmp(src, dst, LEN) == 0, "writes_after_replace", "not all done");
+
+	/* Plane 2 dies: each QP's EVs on it are 1101 and 1003 now, not 1001. */
+	while (mrc_ctl_poll_ev_event(evcq, 8, (struct mrc_ctl_ev_event[8]){ 0 }) > 0)
+		;
+	struct mrc_ctl_port_attr port = { .port_admin_state = MRC_CTL_PORT_ADMIN_DISABLED };
+	OK(mrc_ctl_modify_port(m, 2, &port, MRC_CTL_PORT_ADMIN_STATE), "replace_kill_plane_2");
+	int new_seen = 0, old_seen = 0, seen = 0;
+	t0 = now_s();
+	while (seen < 4 && now_s() - t0 < 10) {
+		struct mrc_ctl_ev_event ev[8];
+		int n = mrc_ctl_poll_ev_event(evcq, 8, ev);
+		for (int i = 0; i < n; i++) {
+			printf("after replace: port %u val %u state %#x\n", ev[i].ev.port, val_of(&ev[i].ev), ev[i].state);
+			if (ev[i].ev.port != 2 || ev[i].state != MRC_CTL_EV_ASSUMED_BAD)
+				continue;
+			seen++;
+			new_seen += val_of(&ev[i].ev) == 1101;
+			old_seen += val_of(&ev[i].ev) == 1001;
+		}
+	}
+	check(seen == 4 && new_seen == 2 && old_seen == 0, "live_qps_use_the_replaced_ev",
+	      "the plane's events do not name the new EV on both QPs");
+	port.port_admin_state = MRC_CTL_PORT_ADMIN_ENABLED;
+	OK(mrc_ctl_modify_port(m, 2, &port, MRC_CTL_PORT_ADMIN_STATE), "replace_plane_2_back");
+
+	OK(mrc_destroy_qp(a), "replace_destroy_a");
+	OK(mrc_destroy_qp(b), "replace_destroy_b");
+	ibv_dereg_mr(ms);
+	ibv_dereg_mr(md);
+	free(src);
+	free(dst);
+	OK(mrc_destroy_cq(evcq), "replace_destroy_evcq");
+	OK(mrc_destroy_cq(wcq), "replace_destroy_wcq");
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -365,6 +459,7 @@ int main(int argc, char **argv)
 
 	async_events(m);
 	ev_event_cqs(m);
+	replace_live(m);
 
 	OK(mrc_destroy_context(m), "destroy_context");
 	ibv_dealloc_pd(pd);
