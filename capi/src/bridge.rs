@@ -66,6 +66,8 @@ pub(crate) struct Table {
     ev_event_fd: unsafe extern "C" fn(*mut ibv_context, *mut c_int) -> c_int,
     ev_events_dropped: unsafe extern "C" fn(*mut ibv_context, *mut u64) -> c_int,
     ev_replace: unsafe extern "C" fn(*mut c_void, u32, u32) -> c_int,
+    port_status:
+        unsafe extern "C" fn(*mut c_void, *const u32, *const u32, usize, u64, *mut u64) -> c_int,
 }
 
 /// Mirror of the shim's `MrcShimAsyncEvent`.
@@ -459,4 +461,30 @@ pub(crate) fn ev_replace(qp: *mut c_void, old: u32, new: u32) -> Result<(), Erro
     // SAFETY: the shim validates `qp`.
     let rc = unsafe { (t.ev_replace)(qp, old, new) };
     errno(rc, "replacing the EV")
+}
+
+/// Sends a QP's peer PORT_STATUS reports (`(engine EV, plane mask)` each): an RTT in ns per report, 0 where
+/// none came back in `timeout_ns`.
+pub(crate) fn port_status(
+    qp: *mut c_void,
+    reports: &[(u32, u32)],
+    timeout_ns: u64,
+) -> Result<Vec<u64>, Error> {
+    let t = table().ok_or_else(no_shim)?;
+    let evs: Vec<u32> = reports.iter().map(|r| r.0).collect();
+    let masks: Vec<u32> = reports.iter().map(|r| r.1).collect();
+    let mut out = vec![0u64; reports.len()];
+    // SAFETY: the shim validates `qp`; the three slices hold `reports.len()` entries.
+    let rc = unsafe {
+        (t.port_status)(
+            qp,
+            evs.as_ptr(),
+            masks.as_ptr(),
+            reports.len(),
+            timeout_ns,
+            out.as_mut_ptr(),
+        )
+    };
+    errno(rc, "sending port status")?;
+    Ok(out)
 }

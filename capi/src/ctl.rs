@@ -1690,6 +1690,24 @@ pub unsafe extern "C" fn mrc_ctl_ep_batch_send_wait(
                     r.req_ev.port
                 )));
             }
+            if op_type == MRC_CTL_EP_OP_PORT_STATUS_UPDATE {
+                // SAFETY: the union's only member, plain data.
+                let st = unsafe { r.op.port_status_update.port_status };
+                if st == 0 || st & !c.dev.port_mask() != 0 {
+                    return Err(Error::inval(format!(
+                        "req[{i}].op.port_status_update.port_status {st:#x}: name the device's ports that \
+                         are up (bits {:#x}), at least one",
+                        c.dev.port_mask()
+                    )));
+                }
+                if st >> r.req_ev.port & 1 == 0 {
+                    return Err(Error::inval(format!(
+                        "req[{i}]: the report travels on port {} but calls it down (the peer drops such a \
+                         report as forged)",
+                        r.req_ev.port
+                    )));
+                }
+            }
         }
         let answers = transport::ep_batch(&c.dev, req_tc, op_type, reqs, rsp_timeout)?;
         let n = answers.len().min(reqs.len());

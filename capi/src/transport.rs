@@ -396,8 +396,8 @@ pub(crate) fn ev_events(dev: &Device, got: &[bridge::EvEvent]) -> Vec<mrc_ctl_ev
     out
 }
 
-/// `mrc_ctl_ep_batch_send_wait`: EV probes toward the peers of libmrc's connected QPs (a request's `dgid` names
-/// the peer), answers in arrival order (by RTT).
+/// `mrc_ctl_ep_batch_send_wait`: EV probes or PORT_STATUS reports toward the peers of libmrc's connected QPs (a
+/// request's `dgid` names the peer, `req_ev` the path), answers in arrival order (by RTT).
 pub(crate) fn ep_batch(
     dev: &Device,
     _tc: u8,
@@ -405,12 +405,6 @@ pub(crate) fn ep_batch(
     reqs: &[mrc_ctl_ep_req],
     timeout_ns: u32,
 ) -> Result<Vec<mrc_ctl_ep_rsp>, Error> {
-    if op != MRC_CTL_EP_OP_EV_PROBE {
-        return Err(Error::new(
-            libc::EOPNOTSUPP,
-            "PORT_STATUS_UPDATE: the transport reports its port states itself",
-        ));
-    }
     // Group the requests by the QP that reaches their peer.
     let mut groups: BTreeMap<usize, (u8, Vec<usize>)> = BTreeMap::new();
     {
@@ -437,7 +431,18 @@ pub(crate) fn ep_batch(
             .iter()
             .map(|&i| engine_ev(&reqs[i].req_ev, bits))
             .collect();
-        let rtts = bridge::probe_evs(vqp as *mut c_void, &evs, u64::from(timeout_ns))?;
+        let rtts = if op == MRC_CTL_EP_OP_PORT_STATUS_UPDATE {
+            // OCP's mask is 1-based (bit N = port N), the engine's 0-based (bit p = plane p).
+            let reports: Vec<(u32, u32)> = idx
+                .iter()
+                .zip(&evs)
+                // SAFETY: the union's only member, plain data.
+                .map(|(&i, &e)| (e, unsafe { reqs[i].op.port_status_update.port_status } >> 1))
+                .collect();
+            bridge::port_status(vqp as *mut c_void, &reports, u64::from(timeout_ns))?
+        } else {
+            bridge::probe_evs(vqp as *mut c_void, &evs, u64::from(timeout_ns))?
+        };
         for (&i, &rtt) in idx.iter().zip(&rtts) {
             if rtt > 0 {
                 answers.push(mrc_ctl_ep_rsp {

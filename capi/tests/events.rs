@@ -2,7 +2,7 @@
 //! naming the CQ and `IBV_EVENT_QP_FATAL` naming the QP, `mrc_get_async_event` blocks or says `EAGAIN` as the
 //! verbs context's `async_fd` is set, port changes name the port; an armed EV-event CQ signals its channel when
 //! a plane dies, and an EV-event CQ too small for the events drops the rest and says how many in the next
-//! event's `drop_count`; REPLACE_EV on the profile of live QPs reaches them. Run under `flock /tmp/mrc-net.lock` (real sockets).
+//! event's `drop_count`; PORT_STATUS_UPDATE reports are answered with an RTT; REPLACE_EV on the profile of live QPs reaches them. Run under `flock /tmp/mrc-net.lock` (real sockets).
 
 mod common;
 
@@ -30,6 +30,10 @@ fn events_from_c() {
         "ok small_cq_holds_two",
         "ok small_cq_dropped_the_rest",
         "ok drop_count_counts_dropped_events",
+        "ok port_status_answers",
+        "ok writes_while_port_2_reported_down",
+        "ok port_status_answer_port_2",
+        "ok writes_after_port_status_restored",
         "ok replace_ev_on_live_qps",
         "ok writes_after_replace",
         "ok live_qps_use_the_replaced_ev",

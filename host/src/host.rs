@@ -1473,6 +1473,9 @@ impl Inner {
                     }
                 }
                 Event::EvProbeReply { peer, ev, rtt, .. } => self.ctl.probe_answer(peer, ev, rtt),
+                Event::PortStatusReply { peer, ev, rtt, .. } => {
+                    self.ctl.port_status_answer(peer, ev, rtt);
+                }
                 _ => {}
             }
         }

@@ -131,6 +131,10 @@ pub struct MrcShimBridgeV1 {
     pub ev_events_dropped: unsafe extern "C" fn(*mut ibv_context, *mut u64) -> c_int,
     /// Puts engine EV `new` in the place of `old` in a live QP (`Host::replace_ev`).
     pub ev_replace: unsafe extern "C" fn(*mut ibv_qp, u32, u32) -> c_int,
+    /// Sends the QP's peer `n` PORT_STATUS reports, report `i` on engine EV `evs[i]` saying `masks[i]` (bit p =
+    /// plane p up), and waits up to `timeout_ns`; `rtt_ns[i]` is 0 where no answer came (`Host::send_port_status`).
+    pub port_status:
+        unsafe extern "C" fn(*mut ibv_qp, *const u32, *const u32, usize, u64, *mut u64) -> c_int,
 }
 
 /// An asynchronous event for libmrc: verbs' `enum ibv_event_type`, and the `ibv_qp` / `ibv_cq` it concerns
@@ -727,6 +731,44 @@ unsafe extern "C" fn ev_replace(qp: *mut ibv_qp, old: u32, new: u32) -> c_int {
     }))
 }
 
+unsafe extern "C" fn port_status(
+    qp: *mut ibv_qp,
+    evs: *const u32,
+    masks: *const u32,
+    n: usize,
+    timeout_ns: u64,
+    rtt_ns: *mut u64,
+) -> c_int {
+    errno_of(guard("mrc_shim_bridge.port_status", || {
+        let (h, qpn) = qp_host(qp)?;
+        if n == 0 {
+            return Ok(());
+        }
+        out_ptr(evs.cast_mut(), "evs")?;
+        out_ptr(masks.cast_mut(), "masks")?;
+        out_ptr(rtt_ns, "rtt_ns")?;
+        // SAFETY: `evs` and `masks` hold `n` values each (the bridge's contract).
+        let (e, m) = unsafe {
+            (
+                std::slice::from_raw_parts(evs, n),
+                std::slice::from_raw_parts(masks, n),
+            )
+        };
+        let reports: Vec<(u32, u32)> = e.iter().copied().zip(m.iter().copied()).collect();
+        let r = h
+            .send_port_status(qpn, &reports, Duration::from_nanos(timeout_ns))
+            .map_err(|e| host_err("sending port status", e))?;
+        for (i, d) in r.iter().enumerate() {
+            let ns = d.map_or(0, |d| {
+                u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+            });
+            // SAFETY: `rtt_ns` holds `n` entries (the bridge's contract).
+            unsafe { rtt_ns.add(i).write(ns) };
+        }
+        Ok(())
+    }))
+}
+
 static BRIDGE: MrcShimBridgeV1 = MrcShimBridgeV1 {
     size: size_of::<MrcShimBridgeV1>(),
     context_info,
@@ -758,6 +800,7 @@ static BRIDGE: MrcShimBridgeV1 = MrcShimBridgeV1 {
     ev_event_fd,
     ev_events_dropped,
     ev_replace,
+    port_status,
 };
 
 /// The bridge table; libmrc finds this function with `dlsym(RTLD_DEFAULT, "mrc_shim_bridge_v1")`.

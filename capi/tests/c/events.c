@@ -438,6 +438,89 @@ static void replace_live(struct mrc_context *m)
 	OK(mrc_destroy_cq(wcq), "replace_destroy_wcq");
 }
 
+/* WRITEs of n x 64 KiB from a into b's memory, polled on cq; returns whether all completed and verified. */
+static int writes(struct mrc_qp *a, struct mrc_cq *cq, int n)
+{
+	enum { LEN = 64 * 1024 };
+	uint8_t *src = malloc(LEN), *dst = calloc(1, LEN);
+	for (int i = 0; i < LEN; i++)
+		src[i] = (uint8_t)(i * 5 + n);
+	struct ibv_mr *ms = ibv_reg_mr(pd, src, LEN, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *md = ibv_reg_mr(pd, dst, LEN, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	int posted = 0, done = 0, errors = 0;
+	double t0 = now_s();
+	while (done < n && now_s() - t0 < 20) {
+		while (posted < n && posted - done < 8) {
+			struct ibv_sge sge = { .addr = (uintptr_t)src, .length = LEN, .lkey = ms->lkey };
+			struct ibv_send_wr wr = { 0 }, *bad = NULL;
+			wr.wr_id = (uint64_t)posted;
+			wr.sg_list = &sge;
+			wr.num_sge = 1;
+			wr.opcode = IBV_WR_RDMA_WRITE;
+			wr.send_flags = IBV_SEND_SIGNALED;
+			wr.wr.rdma.remote_addr = (uintptr_t)dst;
+			wr.wr.rdma.rkey = md->rkey;
+			if (mrc_post_send(a, &wr, &bad))
+				break;
+			posted++;
+		}
+		struct ibv_wc wc[8];
+		int k = mrc_poll_cq(cq, 8, wc);
+		for (int i = 0; i < k; i++)
+			errors += wc[i].status != IBV_WC_SUCCESS;
+		done += k > 0 ? k : 0;
+	}
+	int ok = done == n && errors == 0 && memcmp(src, dst, LEN) == 0;
+	ibv_dereg_mr(ms);
+	ibv_dereg_mr(md);
+	free(src);
+	free(dst);
+	return ok;
+}
+
+/* PORT_STATUS_UPDATE: a report to the peer that only port 1 is up, on an EV of port 1, is answered with an RTT
+ * and the port; traffic goes on while it stands (the peer keeps off plane 2: mrc-host's control tests count
+ * the packets); a report with both ports up restores plane 2. */
+static void port_status_update(struct mrc_context *m)
+{
+	struct mrc_cq *wcq = mrc_create_cq(m, 256, NULL, NULL, 0);
+	struct mrc_qp *a = make_qp(m, wcq, wcq, 1), *b = make_qp(m, wcq, wcq, 1);
+	connect_to(a, b);
+	connect_to(b, a);
+	struct mrc_ctl_ep_req req[2];
+	struct mrc_ctl_ep_rsp rsp[2];
+	memset(req, 0, sizeof(req));
+	for (int i = 0; i < 2; i++) {
+		req[i].req_id = (uint16_t)(40 + i);
+		req[i].ev_fmt_mode = MRC_CTL_EV_FMT_MODE_UDP;
+		memcpy(&req[i].dgid, &gid, sizeof(gid));
+	}
+	req[0].req_ev = evs[0]; /* port 1 */
+	req[0].op.port_status_update.port_status = 1u << 1;
+	req[1].req_ev = evs[2]; /* port 1 too */
+	req[1].op.port_status_update.port_status = 1u << 1;
+	int nrsp = 0;
+	OK(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, req, 2, 2000000000u, rsp, &nrsp),
+	   "port_status_update_port_2_down");
+	int answered = 0;
+	for (int i = 0; i < nrsp; i++) {
+		printf("port status: req %u port %u rtt %u ns\n", rsp[i].req_id, rsp[i].port, rsp[i].rtt);
+		answered += (rsp[i].req_id == 40 || rsp[i].req_id == 41) && rsp[i].rtt > 0 && rsp[i].port == 1;
+	}
+	check(nrsp == 2 && answered == 2, "port_status_answers", "not an answer with an RTT per report");
+	check(writes(a, wcq, 16), "writes_while_port_2_reported_down", "WRITEs failed");
+	/* Both up again, reported on port 2. */
+	req[0].req_ev = evs[1];
+	req[0].op.port_status_update.port_status = (1u << 1) | (1u << 2);
+	OK(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, req, 1, 2000000000u, rsp, &nrsp),
+	   "port_status_update_both_up");
+	check(nrsp == 1 && rsp[0].port == 2 && rsp[0].rtt > 0, "port_status_answer_port_2", "no answer");
+	check(writes(a, wcq, 16), "writes_after_port_status_restored", "WRITEs failed");
+	OK(mrc_destroy_qp(a), "ps_destroy_a");
+	OK(mrc_destroy_qp(b), "ps_destroy_b");
+	OK(mrc_destroy_cq(wcq), "ps_destroy_wcq");
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -459,6 +542,7 @@ int main(int argc, char **argv)
 
 	async_events(m);
 	ev_event_cqs(m);
+	port_status_update(m);
 	replace_live(m);
 
 	OK(mrc_destroy_context(m), "destroy_context");
