@@ -237,8 +237,13 @@ fn run(dev: &Device, vctx: *mut ibv_context, fds: [c_int; 3]) {
         if p[2].revents != 0 {
             return;
         }
-        // A failing bridge means the verbs context is gone: nothing more will come.
-        let Ok(()) = drain(dev, vctx) else { return };
+        // Inside the panic boundary: a panic is logged and the thread goes on (`EIO`); a failing bridge means the
+        // verbs context is gone, and nothing more will come.
+        match crate::ffi::guard("libmrc-events", || drain(dev, vctx)) {
+            Ok(()) => {}
+            Err(e) if e.errno == libc::EIO => {}
+            Err(_) => return,
+        }
     }
 }
 

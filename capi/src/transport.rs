@@ -32,6 +32,8 @@ struct Bound {
     sink: Arc<Sink>,
     /// The transport failed it (an `IBV_EVENT_QP_FATAL` came): it is in ERR whatever libmrc last set.
     failed: bool,
+    /// The application moved it to ERR: the transport's report of that is no fatal event (verbs raises none).
+    user_err: bool,
     /// Its explicit engine EVs, one per slot of its EV profile (empty without an EXP profile): REPLACE_EV on
     /// the profile swaps the QP's EV of the slot that changed.
     evs: Vec<u32>,
@@ -91,7 +93,7 @@ pub(crate) fn cq_of(vcq: *mut c_void) -> Option<(usize, Arc<Sink>)> {
 pub(crate) fn qp_of(vqp: *mut c_void, fatal: bool) -> Option<(usize, Arc<Sink>)> {
     qps()
         .values_mut()
-        .find(|b| b.vqp == vqp as usize && b.mqp != 0)
+        .find(|b| b.vqp == vqp as usize && b.mqp != 0 && !(fatal && b.user_err))
         .map(|b| {
             b.failed |= fatal;
             (b.mqp, b.sink.clone())
@@ -175,6 +177,7 @@ pub(crate) fn create_qp(
             mqp: 0,
             sink,
             failed: false,
+            user_err: false,
             evs: Vec::new(),
         },
     );
@@ -292,7 +295,17 @@ pub(crate) fn modify_qp(
         IBV_QPS_RTR | IBV_QPS_RTS => return Ok(()),
         _ => IBV_QP_STATE,
     };
-    bridge::modify_qp(vqp, &mut a, mask)?;
+    // Before the transport moves it: its report of the move may be routed at once.
+    let user_err = to == IBV_QPS_ERR;
+    if user_err {
+        bound(qpn, |b| b.user_err = true)?;
+    }
+    if let Err(e) = bridge::modify_qp(vqp, &mut a, mask) {
+        if user_err {
+            bound(qpn, |b| b.user_err = false)?;
+        }
+        return Err(e);
+    }
     bound(qpn, |b| {
         if to == IBV_QPS_RTR {
             b.peer = Some(s.ah.grh.dgid.raw);
@@ -300,6 +313,7 @@ pub(crate) fn modify_qp(
         if to == IBV_QPS_RESET {
             b.peer = None;
             b.failed = false;
+            b.user_err = false;
         }
         if to == IBV_QPS_INIT && from == IBV_QPS_RESET {
             b.ev_profile = s.ev_profile;

@@ -227,6 +227,68 @@ static void async_events(struct mrc_context *m)
 	OK(mrc_query_qp(a, &qa, IBV_QP_STATE, NULL, 0, NULL), "query_failed_qp");
 	check(qa.qp_state == IBV_QPS_ERR, "failed_qp_in_err", "not IBV_QPS_ERR");
 
+	/* A peer in ERR: the WRITE toward it fails the sender (a NACK or its retries running out, short ones
+	 * here), which raises IBV_EVENT_QP_FATAL for the sender. */
+	{
+		struct mrc_cq *cq2 = mrc_create_cq(m, 256, NULL, NULL, 0);
+		struct mrc_qp *c = make_qp(m, cq2, cq2, 0), *d = make_qp(m, cq2, cq2, 0);
+		connect_to(d, c);
+		uint32_t dn = 0;
+		OK(mrc_get_qpn(d, &dn), "qpn_d");
+		struct ibv_qp_attr va = { 0 };
+		struct mrc_qp_attr ma = { 0 };
+		va.qp_state = IBV_QPS_RTR;
+		va.path_mtu = IBV_MTU_4096;
+		va.dest_qp_num = dn;
+		va.ah_attr.is_global = 1;
+		va.ah_attr.port_num = 1;
+		va.ah_attr.dlid = pa.lid;
+		va.ah_attr.grh.dgid = gid;
+		OK(mrc_modify_qp(c, &va, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
+				 &ma, 0),
+		   "c_rtr");
+		va = (struct ibv_qp_attr){ .qp_state = IBV_QPS_RTS };
+		ma.timeout = 8;
+		ma.retry.linear_cnt = 1;
+		ma.retry.exp_cnt = 0;
+		OK(mrc_modify_qp(c, &va, IBV_QP_STATE | IBV_QP_SQ_PSN, &ma, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT), "c_rts");
+		va = (struct ibv_qp_attr){ .qp_state = IBV_QPS_ERR };
+		OK(mrc_modify_qp(d, &va, IBV_QP_STATE, NULL, 0), "peer_to_err");
+		struct ibv_sge sge = { .addr = (uintptr_t)src, .length = 64, .lkey = ms->lkey };
+		struct ibv_send_wr wr = { 0 }, *bad = NULL;
+		wr.wr_id = 77;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.opcode = IBV_WR_RDMA_WRITE;
+		wr.send_flags = IBV_SEND_SIGNALED;
+		wr.wr.rdma.remote_addr = (uintptr_t)dst;
+		wr.wr.rdma.rkey = md->rkey;
+		OK(mrc_post_send(c, &wr, &bad), "post_to_failed_peer");
+		int fatal_c = 0, fatal_d = 0;
+		t0 = now_s();
+		while (!fatal_c && now_s() - t0 < 15) {
+			if (next_event(m, &e) != 0)
+				break;
+			fatal_c += e.event_type == IBV_EVENT_QP_FATAL && e.element.qp == c;
+			fatal_d += e.event_type == IBV_EVENT_QP_FATAL && e.element.qp == d;
+			mrc_ack_async_event(&e);
+		}
+		check(fatal_c == 1, "qp_fatal_when_the_peer_failed", "no IBV_EVENT_QP_FATAL for the sender");
+		/* The application moved d to ERR itself: no fatal event for that, as in verbs. */
+		check(fatal_d == 0, "no_fatal_for_a_requested_err", "IBV_EVENT_QP_FATAL for the QP moved to ERR");
+		struct ibv_wc wc;
+		int got = 0;
+		t0 = now_s();
+		while (got == 0 && now_s() - t0 < 10)
+			got = mrc_poll_cq(cq2, 1, &wc);
+		printf("sender's completion: wr %llu status %d\n", (unsigned long long)wc.wr_id, wc.status);
+		check(got == 1 && wc.wr_id == 77 && wc.status != IBV_WC_SUCCESS, "failed_write_completes_in_error",
+		      "no error completion");
+		OK(mrc_destroy_qp(c), "destroy_c");
+		OK(mrc_destroy_qp(d), "destroy_d");
+		OK(mrc_destroy_cq(cq2), "destroy_cq2");
+	}
+
 	/* Ports (planes): disabling and enabling port 2 raise PORT_ERR and PORT_ACTIVE naming it. */
 	struct mrc_ctl_port_attr port = { .port_admin_state = MRC_CTL_PORT_ADMIN_DISABLED };
 	OK(mrc_ctl_modify_port(m, 2, &port, MRC_CTL_PORT_ADMIN_STATE), "disable_port_2");
