@@ -623,65 +623,10 @@ mod tests {
         got.sort_unstable();
         assert_eq!(got, vec![ev(100, 0), new, ev(200, 1), ev(201, 1)]);
         // Traffic on it: 64 WRITEs spread over every active EV.
-        const MSG: usize = 64 * 1024;
-        let src = vec![7u8; MSG];
-        let mut dst = vec![0u8; MSG];
-        // SAFETY: both buffers outlive their registrations (deregistered before they drop).
-        let (ms, md) = unsafe {
-            (
-                a.reg_mr(
-                    a.default_pd(),
-                    src.as_ptr().cast_mut(),
-                    MSG,
-                    Access::LOCAL_WRITE,
-                )
-                .unwrap(),
-                p.b.reg_mr(
-                    p.b.default_pd(),
-                    dst.as_mut_ptr(),
-                    MSG,
-                    Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-                )
-                .unwrap(),
-            )
-        };
-        let sge = [Sge {
-            addr: ms.addr,
-            len: MSG as u32,
-            lkey: ms.lkey,
-        }];
-        let start = StdInstant::now();
-        let mut out = [Completion::default(); 16];
-        let (mut posted, mut done) = (0, 0);
-        while done < 64 {
-            assert!(start.elapsed() < LIMIT, "{done} of 64 WRITEs completed");
-            while posted < 64 && posted - done < 8 {
-                p.qa.post_send(&SendRequest {
-                    wr_id: posted as u64,
-                    op: SendOp::Write {
-                        remote_addr: md.addr,
-                        rkey: md.rkey,
-                    },
-                    sges: &sge,
-                    inline: None,
-                    signaled: true,
-                    solicited: false,
-                    fence: false,
-                })
-                .unwrap();
-                posted += 1;
-            }
-            let n = p.ca.poll(&mut out);
-            assert!(out[..n].iter().all(|c| c.status == WcStatus::Success));
-            done += n;
-            std::thread::yield_now();
-        }
+        writes(a, &p.qa, &p.ca, &p.b, 64);
         assert!(sent_on(a, qpn, new) > 0, "the new EV carried packets");
         // Refused: the old one is gone.
         assert!(a.replace_ev(qpn, old, ev(151, 0)).is_err());
-        a.dereg_mr(&ms).unwrap();
-        p.b.dereg_mr(&md).unwrap();
-        assert_eq!(dst, src);
     }
 
     /// WRITEs of `n` × 64 KiB from `q` (completing on `cq`) into `dst`'s memory on `to`.
