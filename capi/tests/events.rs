@@ -24,6 +24,7 @@ fn events_from_c() {
         "ok port_err_names_port_2",
         "ok port_active_names_port_2",
         "ok async_drained",
+        "ok other_context_gets_port_events_only",
         "ok precise_drop_count_advertised",
         "ok channel_quiet_before",
         "ok ev_channel_readable",

@@ -174,6 +174,9 @@ static int next_event(struct mrc_context *m, struct mrc_async_event *e)
 static void async_events(struct mrc_context *m)
 {
 	struct mrc_async_event e;
+	/* A second context on the same device: QP and CQ events go to the owner's context, port events to both. */
+	struct mrc_context *m2 = mrc_create_context(ctx, NULL);
+	check(m2 != NULL, "create_second_context", "NULL");
 	/* Non-blocking: nothing is queued yet. */
 	set_nonblocking(1);
 	check(mrc_get_async_event(m, &e) == -1 && errno == EAGAIN, "async_nonblocking_empty", "not -1/EAGAIN");
@@ -304,7 +307,20 @@ static void async_events(struct mrc_context *m)
 	/* Drained: non-blocking says EAGAIN again. */
 	set_nonblocking(1);
 	check(mrc_get_async_event(m, &e) == -1 && errno == EAGAIN, "async_drained", "not -1/EAGAIN");
+	/* The other context on the device saw the port events, not the QP and CQ events of this one's objects. */
+	int ports2 = 0, others2 = 0;
+	while (mrc_get_async_event(m2, &e) == 0) {
+		if ((e.event_type == IBV_EVENT_PORT_ERR || e.event_type == IBV_EVENT_PORT_ACTIVE) &&
+		    e.element.port_num == 2)
+			ports2++;
+		else
+			others2++;
+		mrc_ack_async_event(&e);
+	}
+	check(errno == EAGAIN && ports2 == 2 && others2 == 0, "other_context_gets_port_events_only",
+	      "wrong events on the second context");
 	set_nonblocking(0);
+	OK(mrc_destroy_context(m2), "destroy_second_context");
 
 	OK(mrc_destroy_qp(a), "destroy_a");
 	OK(mrc_destroy_qp(b), "destroy_b");
