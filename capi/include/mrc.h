@@ -232,8 +232,9 @@ struct mrc_async_event {
 	enum ibv_event_type event_type;
 };
 
-/* Blocks until the context has an event; like ibv_get_async_event. Acknowledge each with
- * mrc_ack_async_event. */
+/* The context's next event (QP fatal, CQ error, port active/error); like ibv_get_async_event: blocks until
+ * one is queued unless the verbs context's async_fd is non-blocking (then -1 with EAGAIN). Acknowledge each
+ * with mrc_ack_async_event. */
 int mrc_get_async_event(struct mrc_context *mrc_ctx, struct mrc_async_event *event);
 void mrc_ack_async_event(struct mrc_async_event *event);
 

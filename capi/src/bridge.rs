@@ -61,6 +61,32 @@ pub(crate) struct Table {
         unsafe extern "C" fn(*mut ibv_context, c_int, *mut c_void, *mut *mut c_void) -> c_int,
     req_notify_cq: unsafe extern "C" fn(*mut c_void, c_int) -> c_int,
     take_cq_event: unsafe extern "C" fn(*mut c_void, c_int, *mut *mut c_void) -> c_int,
+    async_fds: unsafe extern "C" fn(*mut ibv_context, *mut c_int, *mut c_int) -> c_int,
+    poll_async_event: unsafe extern "C" fn(*mut ibv_context, *mut AsyncEvent, c_int) -> c_int,
+    ev_event_fd: unsafe extern "C" fn(*mut ibv_context, *mut c_int) -> c_int,
+    ev_events_dropped: unsafe extern "C" fn(*mut ibv_context, *mut u64) -> c_int,
+    ev_replace: unsafe extern "C" fn(*mut c_void, u32, u32) -> c_int,
+    port_status:
+        unsafe extern "C" fn(*mut c_void, *const u32, *const u32, usize, u64, *mut u64) -> c_int,
+}
+
+/// Mirror of the shim's `MrcShimAsyncEvent`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AsyncEvent {
+    pub(crate) event_type: u32,
+    pub(crate) port: u32,
+    pub(crate) element: *mut c_void,
+}
+
+impl Default for AsyncEvent {
+    fn default() -> Self {
+        Self {
+            event_type: 0,
+            port: 0,
+            element: std::ptr::null_mut(),
+        }
+    }
 }
 
 /// Mirror of the shim's `MrcShimNscc` (engine units).
@@ -376,4 +402,89 @@ pub(crate) fn take_cq_event(ch: *mut c_void, timeout_ms: c_int) -> Option<*mut c
     // SAFETY: the shim validates `ch`; `out` is writable.
     let rc = unsafe { (t.take_cq_event)(ch, timeout_ms, &mut out) };
     (rc == 0).then_some(out)
+}
+
+/// The shim's descriptor for libmrc's asynchronous events (readable once per queued event) and the verbs
+/// context's `async_fd`.
+pub(crate) fn async_fds(ctx: *mut ibv_context) -> Result<(c_int, c_int), Error> {
+    let t = table().ok_or_else(no_shim)?;
+    let (mut b, mut v) = (-1, -1);
+    // SAFETY: the shim validates `ctx`; both outputs are writable locals.
+    let rc = unsafe { (t.async_fds)(ctx, &mut b, &mut v) };
+    errno(rc, "finding the asynchronous events' descriptors")?;
+    Ok((b, v))
+}
+
+/// Up to `max` asynchronous events of libmrc's QPs and CQs and of the ports.
+pub(crate) fn poll_async_events(
+    ctx: *mut ibv_context,
+    max: usize,
+) -> Result<Vec<AsyncEvent>, Error> {
+    let t = table().ok_or_else(no_shim)?;
+    let mut v = vec![AsyncEvent::default(); max];
+    let n = c_int::try_from(max).unwrap_or(c_int::MAX);
+    // SAFETY: the shim validates `ctx`; `v` holds `n` entries.
+    let r = unsafe { (t.poll_async_event)(ctx, v.as_mut_ptr(), n) };
+    if r < 0 {
+        return Err(Error::new(
+            -r,
+            "polling asynchronous events failed in mrc-verbs-shim",
+        ));
+    }
+    v.truncate(r as usize);
+    Ok(v)
+}
+
+/// A descriptor readable while the device's host has EV events queued.
+pub(crate) fn ev_event_fd(ctx: *mut ibv_context) -> Result<c_int, Error> {
+    let t = table().ok_or_else(no_shim)?;
+    let mut fd = -1;
+    // SAFETY: the shim validates `ctx`; `fd` is a writable local.
+    let rc = unsafe { (t.ev_event_fd)(ctx, &mut fd) };
+    errno(rc, "finding the EV events' descriptor")?;
+    Ok(fd)
+}
+
+/// EV events the device's host dropped so far (its queue was full).
+pub(crate) fn ev_events_dropped(ctx: *mut ibv_context) -> Result<u64, Error> {
+    let t = table().ok_or_else(no_shim)?;
+    let mut n = 0;
+    // SAFETY: the shim validates `ctx`; `n` is a writable local.
+    let rc = unsafe { (t.ev_events_dropped)(ctx, &mut n) };
+    errno(rc, "reading the dropped EV events")?;
+    Ok(n)
+}
+
+/// Puts engine EV `new` in the place of `old` in a live QP.
+pub(crate) fn ev_replace(qp: *mut c_void, old: u32, new: u32) -> Result<(), Error> {
+    let t = table().ok_or_else(no_shim)?;
+    // SAFETY: the shim validates `qp`.
+    let rc = unsafe { (t.ev_replace)(qp, old, new) };
+    errno(rc, "replacing the EV")
+}
+
+/// Sends a QP's peer PORT_STATUS reports (`(engine EV, plane mask)` each): an RTT in ns per report, 0 where
+/// none came back in `timeout_ns`.
+pub(crate) fn port_status(
+    qp: *mut c_void,
+    reports: &[(u32, u32)],
+    timeout_ns: u64,
+) -> Result<Vec<u64>, Error> {
+    let t = table().ok_or_else(no_shim)?;
+    let evs: Vec<u32> = reports.iter().map(|r| r.0).collect();
+    let masks: Vec<u32> = reports.iter().map(|r| r.1).collect();
+    let mut out = vec![0u64; reports.len()];
+    // SAFETY: the shim validates `qp`; the three slices hold `reports.len()` entries.
+    let rc = unsafe {
+        (t.port_status)(
+            qp,
+            evs.as_ptr(),
+            masks.as_ptr(),
+            reports.len(),
+            timeout_ns,
+            out.as_mut_ptr(),
+        )
+    };
+    errno(rc, "sending port status")?;
+    Ok(out)
 }

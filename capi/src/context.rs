@@ -5,10 +5,9 @@
     reason = "the object types carry their C names (mrc.h)"
 )]
 
-use std::collections::VecDeque;
-use std::ffi::{c_int, c_uint};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::{Arc, Mutex};
+use std::ffi::c_int;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::Arc;
 
 use crate::abi::*;
 use crate::bridge;
@@ -30,8 +29,10 @@ pub struct mrc_context {
     pub(crate) users: Users,
     /// QP hints created on it (limited by `max_qp_hint`).
     pub(crate) hints: Users,
-    async_fd: OwnedFd,
-    async_events: Mutex<VecDeque<(c_uint, mrc_async_event_element)>>,
+    /// Its asynchronous events (`mrc_get_async_event`).
+    pub(crate) sink: Arc<crate::events::Sink>,
+    /// The thread that brings events from the shim (with the shim loaded).
+    pump: Option<crate::events::Pump>,
 }
 
 // SAFETY: only ever published from a Box by `mrc_create_context`.
@@ -44,21 +45,6 @@ unsafe impl Object for mrc_context {
 unsafe impl Send for mrc_context {}
 // SAFETY: as above.
 unsafe impl Sync for mrc_context {}
-
-impl mrc_context {
-    /// Queues an asynchronous event for `mrc_get_async_event`.
-    #[allow(
-        dead_code,
-        reason = "stage 2: QP and CQ errors reported by the transport become events"
-    )]
-    pub(crate) fn push_async(&self, event_type: c_uint, element: mrc_async_event_element) {
-        self.async_events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back((event_type, element));
-        crate::cq::signal(&self.async_fd);
-    }
-}
 
 /// The live context behind `p`.
 pub(crate) fn context<'a>(p: *mut mrc_context) -> Result<&'a mrc_context, Error> {
@@ -209,16 +195,23 @@ pub unsafe extern "C" fn mrc_create_context(
                  LD_PRELOAD=libmrc_verbs_shim.so)",
             ));
         };
-        let async_fd = eventfd()?;
+        let sink = crate::events::Sink::new(dev.info.device_index, vcontext)?;
         bridge::context_hold(vcontext)?;
+        let pump = match crate::events::Pump::start(dev.clone(), vcontext) {
+            Ok(p) => p,
+            Err(e) => {
+                bridge::context_release(vcontext);
+                return Err(e);
+            }
+        };
         Ok(registry::publish(Box::new(mrc_context {
             vctx: vcontext,
             dev,
             api_version: if v == 0 { MRC_API_CURRENT_VERSION } else { v },
             users: Users::default(),
             hints: Users::default(),
-            async_fd,
-            async_events: Mutex::new(VecDeque::new()),
+            sink,
+            pump: Some(pump),
         })))
     })
 }
@@ -233,7 +226,11 @@ pub unsafe extern "C" fn mrc_destroy_context(mrc_ctx: *mut mrc_context) -> c_int
                 c.users.idle("MRC context")
             })
         }?;
-        bridge::context_release(c.vctx);
+        let vctx = c.vctx;
+        if let Some(p) = c.pump {
+            p.stop();
+        }
+        bridge::context_release(vctx);
         Ok(())
     })
 }
@@ -247,20 +244,8 @@ pub unsafe extern "C" fn mrc_get_async_event(
     minus_one("mrc_get_async_event", || {
         let c = context(mrc_ctx)?;
         non_null(event, "event")?;
-        crate::cq::wait(c.async_fd.as_raw_fd())?;
-        let (event_type, element) = c
-            .async_events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
-            .ok_or_else(|| Error::new(libc::EIO, "signalled without a queued event"))?;
-        write_out(
-            event,
-            mrc_async_event {
-                element,
-                event_type,
-            },
-        );
+        let e = c.sink.get()?;
+        write_out(event, e);
         Ok(())
     })
 }
@@ -288,7 +273,7 @@ pub(crate) fn test_context(device_index: u32, planes: u32) -> *mut mrc_context {
         api_version: MRC_API_CURRENT_VERSION,
         users: Users::default(),
         hints: Users::default(),
-        async_fd: eventfd().expect("eventfd"),
-        async_events: Mutex::new(VecDeque::new()),
+        sink: crate::events::Sink::new(device_index, std::ptr::null_mut()).expect("eventfd"),
+        pump: None,
     }))
 }

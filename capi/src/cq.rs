@@ -101,10 +101,7 @@ pub struct mrc_cq {
     pub(crate) kind: CqKind,
     cq_context: *mut c_void,
     channel: *const mrc_comp_channel,
-    #[allow(
-        dead_code,
-        reason = "kept for queries; the transport CQ was sized with it"
-    )]
+    /// Entries asked for (the transport CQ was sized with it; an EV-event CQ holds at most this many).
     pub(crate) cqe: u32,
     /// The shim's `ibv_cq` behind a work CQ (NULL for EV-event CQs and without the shim).
     pub(crate) vcq: *mut c_void,
@@ -112,6 +109,62 @@ pub struct mrc_cq {
     acked: Condvar,
     /// QPs using it.
     pub(crate) users: Users,
+    /// An EV-event CQ's events (at most `cqe`).
+    evq: Mutex<EvQueue>,
+}
+
+/// The EV events an EV-event CQ holds. OCP's EV-event CQs never overrun: an event that finds the CQ full is
+/// dropped and counted, and the next event that gets in carries the count (`drop_count`, exact:
+/// `MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT`).
+#[derive(Debug, Default)]
+struct EvQueue {
+    events: VecDeque<mrc_ctl_ev_event>,
+    /// Dropped since the last event that got in.
+    dropped: u32,
+}
+
+/// The EV-event CQs of the process: (device index, CQ address). The event threads deliver to them under this
+/// lock, and `mrc_destroy_cq` takes them out under it before it frees one.
+fn ev_cqs() -> std::sync::MutexGuard<'static, Vec<(u32, usize)>> {
+    static EV_CQS: Mutex<Vec<(u32, usize)>> = Mutex::new(Vec::new());
+    EV_CQS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Gives every EV-event CQ of `device` the events (after `lost` events the host dropped), and signals the
+/// channels of those that are armed.
+pub(crate) fn deliver_ev_events(device: u32, lost: u32, events: &[mrc_ctl_ev_event]) {
+    if lost == 0 && events.is_empty() {
+        return;
+    }
+    let list = ev_cqs();
+    for &(_, p) in list.iter().filter(|(d, _)| *d == device) {
+        // SAFETY: a CQ in the list is live: `mrc_destroy_cq` takes it out, under the lock held here, before it
+        // frees it.
+        let q = unsafe { &*(p as *const mrc_cq) };
+        let mut e = q.evq.lock().unwrap_or_else(|p| p.into_inner());
+        e.dropped = e.dropped.saturating_add(lost);
+        let mut any = false;
+        for ev in events {
+            if e.events.len() >= q.cqe as usize {
+                e.dropped = e.dropped.saturating_add(1);
+                continue;
+            }
+            let drop_count = std::mem::take(&mut e.dropped);
+            e.events.push_back(mrc_ctl_ev_event { drop_count, ..*ev });
+            any = true;
+        }
+        drop(e);
+        if any {
+            q.notify(true);
+        }
+    }
+}
+
+/// Takes up to `n` EV events of an EV-event CQ.
+pub(crate) fn take_ev_events(q: &mrc_cq, n: usize) -> Vec<mrc_ctl_ev_event> {
+    let mut e = q.evq.lock().unwrap_or_else(|p| p.into_inner());
+    let k = n.min(e.events.len());
+    e.events.drain(..k).collect()
 }
 
 // SAFETY: only ever published from a Box by `create`.
@@ -131,8 +184,7 @@ impl mrc_cq {
         unsafe { &*self.ctx }
     }
 
-    /// Called by the transport when an entry arrives: an armed CQ signals its channel once and disarms.
-    #[allow(dead_code, reason = "stage 2: the transport calls it")]
+    /// Called when an entry arrives: an armed CQ signals its channel once and disarms.
     pub(crate) fn notify(&self, solicited: bool) {
         let mut e = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let fire = matches!(e.armed, Some(only) if !only || solicited);
@@ -303,8 +355,12 @@ fn create(
         events: Mutex::new(Events::default()),
         acked: Condvar::new(),
         users: Users::default(),
+        evq: Mutex::new(EvQueue::default()),
     }));
-    transport::cq_created(vcq, p);
+    transport::cq_created(vcq, p, c.sink.clone());
+    if kind == CqKind::EvEvents {
+        ev_cqs().push((c.dev.info.device_index, p as usize));
+    }
     Ok(p)
 }
 
@@ -382,8 +438,23 @@ pub unsafe extern "C" fn mrc_destroy_cq(cq: *mut mrc_cq) -> c_int {
                 e = q.acked.wait(e).unwrap_or_else(|p| p.into_inner());
             }
         }
+        // No event thread may reach it from here on (`deliver_ev_events`); put back if it stays.
+        let was_ev = {
+            let mut l = ev_cqs();
+            let n = l.len();
+            l.retain(|&(_, p)| p != cq as usize);
+            l.len() < n
+        };
         // SAFETY: the caller does not use the CQ while destroying it.
-        let q = unsafe { registry::destroy(cq, "cq", |q: &mrc_cq| q.users.idle("CQ")) }?;
+        let q = match unsafe { registry::destroy(cq, "cq", |q: &mrc_cq| q.users.idle("CQ")) } {
+            Ok(q) => q,
+            Err(e) => {
+                if was_ev && let Ok(q) = crate::cq::cq(cq, "cq") {
+                    ev_cqs().push((q.ctx().dev.info.device_index, cq as usize));
+                }
+                return Err(e);
+            }
+        };
         // SAFETY: a channel with CQs cannot be destroyed, so it is live.
         if let Some(ch) = unsafe { q.channel.as_ref() } {
             ch.users.sub();

@@ -1631,9 +1631,9 @@ pub unsafe extern "C" fn mrc_ctl_poll_ev_event(
         if num_entries > 0 {
             non_null(ev_event, "ev_event")?;
         }
-        let events = transport::poll_ev_event(q, num_entries)?;
+        let events = crate::cq::take_ev_events(q, num_entries as usize);
         // The 1.0.1 layout: stage 2 picks the 1.0.0 one for programs built against it.
-        for (i, e) in events.iter().take(num_entries as usize).enumerate() {
+        for (i, e) in events.iter().enumerate() {
             // SAFETY: the caller's array holds `num_entries` events.
             unsafe { ev_event.add(i).write(*e) };
         }
@@ -1689,6 +1689,24 @@ pub unsafe extern "C" fn mrc_ctl_ep_batch_send_wait(
                     "req[{i}].req_ev.port {} is not a port of the device",
                     r.req_ev.port
                 )));
+            }
+            if op_type == MRC_CTL_EP_OP_PORT_STATUS_UPDATE {
+                // SAFETY: the union's only member, plain data.
+                let st = unsafe { r.op.port_status_update.port_status };
+                if st == 0 || st & !c.dev.port_mask() != 0 {
+                    return Err(Error::inval(format!(
+                        "req[{i}].op.port_status_update.port_status {st:#x}: name the device's ports that \
+                         are up (bits {:#x}), at least one",
+                        c.dev.port_mask()
+                    )));
+                }
+                if st >> r.req_ev.port & 1 == 0 {
+                    return Err(Error::inval(format!(
+                        "req[{i}]: the report travels on port {} but calls it down (the peer drops such a \
+                         report as forged)",
+                        r.req_ev.port
+                    )));
+                }
             }
         }
         let answers = transport::ep_batch(&c.dev, req_tc, op_type, reqs, rsp_timeout)?;

@@ -53,6 +53,9 @@ pub(crate) mod limits {
 pub(crate) struct Device {
     pub(crate) info: ContextInfo,
     ctl: Mutex<State>,
+    /// The host's count of EV events it dropped, as last seen by an event thread (`events.rs`): what it adds
+    /// is lost to every EV-event CQ of the device.
+    pub(crate) host_ev_drops: std::sync::atomic::AtomicU64,
 }
 
 impl Device {
@@ -124,6 +127,7 @@ pub(crate) fn get(info: ContextInfo) -> Arc<Device> {
             Arc::new(Device {
                 info,
                 ctl: Mutex::new(State::new(info.planes, modes, width)),
+                host_ev_drops: std::sync::atomic::AtomicU64::new(0),
             })
         })
         .clone()

@@ -12,6 +12,7 @@
 //! - `registry`: which pointers are live objects of libmrc, and of what kind.
 //! - `bridge`: finds the shim's verbs objects (`mrc_shim_bridge_v1`, looked up with `dlsym`).
 //! - `device`: the per-device state (limits, controller state) shared by the contexts on a device.
+//! - `events`: each context's event thread, which brings asynchronous events and EV events from the shim.
 //! - [`context`], [`cq`], [`hint`], [`qp`]: the application API's objects.
 //! - [`ctl`]: the controller API: ports, EV format, EV and CC profiles, EV events, endpoint operations.
 //! - `transport`: the one seam to the data path; stage 1 refuses what needs it (README.md, "Stage 2").
@@ -27,6 +28,7 @@ pub mod context;
 pub mod cq;
 pub mod ctl;
 mod device;
+mod events;
 mod ffi;
 pub mod hint;
 mod log;

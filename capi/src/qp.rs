@@ -602,7 +602,15 @@ pub unsafe extern "C" fn mrc_create_qp(
             max_send_sge: cap.max_send_sge.max(1),
             ..cap
         };
-        let qpn = match transport::create_qp(&c.dev, a.pd, scq, rcq, &mut granted, a.sq_sig_all) {
+        let qpn = match transport::create_qp(
+            &c.dev,
+            c.sink.clone(),
+            a.pd,
+            scq,
+            rcq,
+            &mut granted,
+            a.sq_sig_all,
+        ) {
             Ok(n) => n,
             Err(e) => {
                 bridge::pd_release(a.pd);
@@ -616,7 +624,7 @@ pub unsafe extern "C" fn mrc_create_qp(
             rcq.users.add();
         }
         c.users.add();
-        Ok(registry::publish(Box::new(mrc_qp {
+        let p = registry::publish(Box::new(mrc_qp {
             ctx: c,
             dev: c.dev.clone(),
             qpn,
@@ -633,7 +641,9 @@ pub unsafe extern "C" fn mrc_create_qp(
                 a.protocol_version
             },
             settings: Mutex::new(Settings::default()),
-        })))
+        }));
+        transport::qp_published(qpn, p);
+        Ok(p)
     })
 }
 
@@ -673,6 +683,13 @@ pub unsafe extern "C" fn mrc_destroy_qp(p: *mut mrc_qp) -> c_int {
     })
 }
 
+/// A QP the transport failed (`IBV_EVENT_QP_FATAL`) is in ERR, as a verbs QP is after its fatal event.
+fn follow_transport(s: &mut Settings, qpn: u32) {
+    if s.state != IBV_QPS_RESET && transport::failed(qpn) {
+        s.state = IBV_QPS_ERR;
+    }
+}
+
 /// Moves a QP through its states.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_modify_qp(
@@ -697,6 +714,7 @@ pub unsafe extern "C" fn mrc_modify_qp(
             Ok(())
         };
         let mut s = q.settings.lock().unwrap_or_else(|p| p.into_inner());
+        follow_transport(&mut s, q.qpn);
         let mut next = s.clone();
         let change = next.modify(
             v,
@@ -748,7 +766,11 @@ pub unsafe extern "C" fn mrc_query_qp(
                 "mrc_attr_mask {mrc_attr_mask:#x} has bits that name no attribute"
             )));
         }
-        let s = q.settings.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let s = {
+            let mut s = q.settings.lock().unwrap_or_else(|p| p.into_inner());
+            follow_transport(&mut s, q.qpn);
+            s.clone()
+        };
         // SAFETY: NULL or writable structs (the header's contract).
         if let Some(v) = unsafe { vattr.as_mut() } {
             *v = ibv_qp_attr {

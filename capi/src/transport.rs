@@ -9,12 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::abi::*;
 use crate::bridge::{self, Nscc};
 use crate::cq::mrc_cq;
 use crate::device::Device;
+use crate::events::Sink;
 use crate::ffi::Error;
 use crate::qp::Settings;
 
@@ -26,6 +27,16 @@ struct Bound {
     ev_profile: Option<u64>,
     /// The peer's GID once RTR named it.
     peer: Option<[u8; 16]>,
+    /// The libmrc QP (0 until it is published) and its context's events, for asynchronous events.
+    mqp: usize,
+    sink: Arc<Sink>,
+    /// The transport failed it (an `IBV_EVENT_QP_FATAL` came): it is in ERR whatever libmrc last set.
+    failed: bool,
+    /// The application moved it to ERR: the transport's report of that is no fatal event (verbs raises none).
+    user_err: bool,
+    /// Its explicit engine EVs, one per slot of its EV profile (empty without an EXP profile): REPLACE_EV on
+    /// the profile swaps the QP's EV of the slot that changed.
+    evs: Vec<u32>,
 }
 
 fn qps() -> MutexGuard<'static, BTreeMap<u32, Bound>> {
@@ -66,10 +77,32 @@ pub(crate) fn ocp_ev(ev: u32, bits: u8) -> mrc_ctl_ev {
     o
 }
 
-/// Shim CQ → its libmrc CQ, for the channels' event relays.
-fn cqs() -> MutexGuard<'static, BTreeMap<usize, usize>> {
-    static CQS: Mutex<BTreeMap<usize, usize>> = Mutex::new(BTreeMap::new());
+/// Shim CQ → its libmrc CQ and that CQ's context's events, for the channels' event relays and asynchronous
+/// events.
+fn cqs() -> MutexGuard<'static, BTreeMap<usize, (usize, Arc<Sink>)>> {
+    static CQS: Mutex<BTreeMap<usize, (usize, Arc<Sink>)>> = Mutex::new(BTreeMap::new());
     CQS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The libmrc CQ behind a shim CQ, and where its context's events go.
+pub(crate) fn cq_of(vcq: *mut c_void) -> Option<(usize, Arc<Sink>)> {
+    cqs().get(&(vcq as usize)).cloned()
+}
+
+/// The libmrc QP behind a shim QP, and where its context's events go; `fatal` marks it failed.
+pub(crate) fn qp_of(vqp: *mut c_void, fatal: bool) -> Option<(usize, Arc<Sink>)> {
+    qps()
+        .values_mut()
+        .find(|b| b.vqp == vqp as usize && b.mqp != 0 && !(fatal && b.user_err))
+        .map(|b| {
+            b.failed |= fatal;
+            (b.mqp, b.sink.clone())
+        })
+}
+
+/// Whether the transport failed the QP since it was last reset.
+pub(crate) fn failed(qpn: u32) -> bool {
+    qps().get(&qpn).is_some_and(|b| b.failed)
 }
 
 /// A shim CQ for a work CQ (EV-event CQs have none: the controller queue feeds them), on the shim channel
@@ -88,16 +121,16 @@ pub(crate) fn create_cq(
 }
 
 /// The libmrc CQ `cq` was published with the shim CQ `vcq`.
-pub(crate) fn cq_created(vcq: *mut c_void, cq: *mut mrc_cq) {
+pub(crate) fn cq_created(vcq: *mut c_void, cq: *mut mrc_cq, sink: Arc<Sink>) {
     if !vcq.is_null() {
-        cqs().insert(vcq as usize, cq as usize);
+        cqs().insert(vcq as usize, (cq as usize, sink));
     }
 }
 
 /// A shim CQ fired (a channel's relay thread): its libmrc CQ signals its channel if armed.
 pub(crate) fn cq_event(vcq: *mut c_void) {
     let m = cqs();
-    if let Some(&p) = m.get(&(vcq as usize))
+    if let Some(&(p, _)) = m.get(&(vcq as usize))
         && let Ok(q) = crate::cq::cq(p as *mut mrc_cq, "cq")
     {
         // The shim fires only when armed, and honours solicited-only: count it as solicited here.
@@ -116,6 +149,7 @@ pub(crate) fn destroy_cq(vcq: *mut c_void) {
 /// A shim QP for a new MRC QP; returns its QPN (the engine's).
 pub(crate) fn create_qp(
     dev: &Device,
+    sink: Arc<Sink>,
     pd: *mut ibv_pd,
     send: &mrc_cq,
     recv: &mrc_cq,
@@ -140,13 +174,23 @@ pub(crate) fn create_qp(
             plane_bits: plane_bits(dev.info.planes),
             ev_profile: None,
             peer: None,
+            mqp: 0,
+            sink,
+            failed: false,
+            user_err: false,
+            evs: Vec::new(),
         },
     );
     Ok(qpn)
 }
 
-/// The EV and CC profiles reach the QP at RESET → INIT.
-fn configure(dev: &Device, vqp: *mut c_void, bits: u8, s: &Settings) -> Result<(), Error> {
+/// The libmrc QP of `qpn` was published: asynchronous events may name it from now on.
+pub(crate) fn qp_published(qpn: u32, mqp: *mut mrc_qp) {
+    let _ = bound(qpn, |b| b.mqp = mqp as usize);
+}
+
+/// The EV and CC profiles reach the QP at RESET → INIT; returns its explicit engine EVs (slot order).
+fn configure(dev: &Device, vqp: *mut c_void, bits: u8, s: &Settings) -> Result<Vec<u32>, Error> {
     let ctl = dev.ctl();
     let mut evs = Vec::new();
     let mut denied = Vec::new();
@@ -185,13 +229,13 @@ fn configure(dev: &Device, vqp: *mut c_void, bits: u8, s: &Settings) -> Result<(
     });
     drop(ctl);
     if evs.is_empty() && cc.is_none() {
-        return Ok(());
+        return Ok(evs);
     }
     bridge::qp_configure(vqp, &evs, bits, per_plane, cc.as_ref())?;
     for e in denied {
         bridge::ev_set_denied(vqp, e, true)?;
     }
-    Ok(())
+    Ok(evs)
 }
 
 /// A QP moved from state `from` to `to` with `s`: the shim's QP follows (RTR names the peer as the shim does,
@@ -208,10 +252,11 @@ pub(crate) fn modify_qp(
         qp_state: to,
         ..Default::default()
     };
+    let mut evs = None;
     let mask = match to {
         IBV_QPS_INIT => {
             if from == IBV_QPS_RESET {
-                configure(dev, vqp, bits, s)?;
+                evs = Some(configure(dev, vqp, bits, s)?);
             }
             a.pkey_index = 0;
             a.port_num = 1;
@@ -250,16 +295,31 @@ pub(crate) fn modify_qp(
         IBV_QPS_RTR | IBV_QPS_RTS => return Ok(()),
         _ => IBV_QP_STATE,
     };
-    bridge::modify_qp(vqp, &mut a, mask)?;
+    // Before the transport moves it: its report of the move may be routed at once.
+    let user_err = to == IBV_QPS_ERR;
+    if user_err {
+        bound(qpn, |b| b.user_err = true)?;
+    }
+    if let Err(e) = bridge::modify_qp(vqp, &mut a, mask) {
+        if user_err {
+            bound(qpn, |b| b.user_err = false)?;
+        }
+        return Err(e);
+    }
     bound(qpn, |b| {
         if to == IBV_QPS_RTR {
             b.peer = Some(s.ah.grh.dgid.raw);
         }
         if to == IBV_QPS_RESET {
             b.peer = None;
+            b.failed = false;
+            b.user_err = false;
         }
         if to == IBV_QPS_INIT && from == IBV_QPS_RESET {
             b.ev_profile = s.ev_profile;
+        }
+        if let Some(e) = evs {
+            b.evs = e;
         }
     })?;
     Ok(())
@@ -318,44 +378,40 @@ fn ocp_state(code: u8) -> u32 {
     }
 }
 
-/// `mrc_ctl_poll_ev_event`: the EV state changes of libmrc's QPs on the CQ's device (GOOD, ASSUMED_BAD,
-/// DENIED; the engine's transient SKIP counts as GOOD), filtered by the profile's `ev_event_mask` when set.
-pub(crate) fn poll_ev_event(cq: &mrc_cq, n: c_int) -> Result<Vec<mrc_ctl_ev_event>, Error> {
-    let ctx = cq.ctx();
-    let want = usize::try_from(n).unwrap_or(0);
+/// The host's EV state changes as OCP EV events: those of libmrc's QPs on `dev` (GOOD, ASSUMED_BAD, DENIED;
+/// the engine's transient SKIP counts as GOOD, so GOOD ↔ SKIP raises nothing), filtered by the QP's profile's
+/// `ev_event_mask` when set. `drop_count` is left 0 (the CQ fills it in).
+pub(crate) fn ev_events(dev: &Device, got: &[bridge::EvEvent]) -> Vec<mrc_ctl_ev_event> {
     let mut out = Vec::new();
-    while out.len() < want {
-        let got = bridge::poll_ev_events(ctx.vctx, want - out.len())?;
-        if got.is_empty() {
-            break;
+    let q = qps();
+    for e in got {
+        let Some(b) = q.get(&e.qpn) else { continue };
+        if b.device != dev.info.device_index {
+            continue;
         }
-        let q = qps();
-        for e in got {
-            let Some(b) = q.get(&e.qpn) else { continue };
-            let (from, to) = (ocp_state(e.from), ocp_state(e.to));
-            if from == to {
-                continue;
-            }
-            let mask = b
-                .ev_profile
-                .and_then(|id| ctx.dev.ctl().ev_profile(id))
-                .map_or(0, |p| p.3);
-            if mask != 0 && (mask as u32) & to == 0 {
-                continue;
-            }
-            out.push(mrc_ctl_ev_event {
-                profile_id: b.ev_profile.unwrap_or(0),
-                ev: ocp_ev(e.ev, b.plane_bits),
-                drop_count: 0,
-                state: to,
-            });
+        let (from, to) = (ocp_state(e.from), ocp_state(e.to));
+        if from == to {
+            continue;
         }
+        let mask = b
+            .ev_profile
+            .and_then(|id| dev.ctl().ev_profile(id))
+            .map_or(0, |p| p.3);
+        if mask != 0 && (mask as u32) & to == 0 {
+            continue;
+        }
+        out.push(mrc_ctl_ev_event {
+            profile_id: b.ev_profile.unwrap_or(0),
+            ev: ocp_ev(e.ev, b.plane_bits),
+            drop_count: 0,
+            state: to,
+        });
     }
-    Ok(out)
+    out
 }
 
-/// `mrc_ctl_ep_batch_send_wait`: EV probes toward the peers of libmrc's connected QPs (a request's `dgid` names
-/// the peer), answers in arrival order (by RTT).
+/// `mrc_ctl_ep_batch_send_wait`: EV probes or PORT_STATUS reports toward the peers of libmrc's connected QPs (a
+/// request's `dgid` names the peer, `req_ev` the path), answers in arrival order (by RTT).
 pub(crate) fn ep_batch(
     dev: &Device,
     _tc: u8,
@@ -363,12 +419,6 @@ pub(crate) fn ep_batch(
     reqs: &[mrc_ctl_ep_req],
     timeout_ns: u32,
 ) -> Result<Vec<mrc_ctl_ep_rsp>, Error> {
-    if op != MRC_CTL_EP_OP_EV_PROBE {
-        return Err(Error::new(
-            libc::EOPNOTSUPP,
-            "PORT_STATUS_UPDATE: the transport reports its port states itself",
-        ));
-    }
     // Group the requests by the QP that reaches their peer.
     let mut groups: BTreeMap<usize, (u8, Vec<usize>)> = BTreeMap::new();
     {
@@ -395,7 +445,18 @@ pub(crate) fn ep_batch(
             .iter()
             .map(|&i| engine_ev(&reqs[i].req_ev, bits))
             .collect();
-        let rtts = bridge::probe_evs(vqp as *mut c_void, &evs, u64::from(timeout_ns))?;
+        let rtts = if op == MRC_CTL_EP_OP_PORT_STATUS_UPDATE {
+            // OCP's mask is 1-based (bit N = port N), the engine's 0-based (bit p = plane p).
+            let reports: Vec<(u32, u32)> = idx
+                .iter()
+                .zip(&evs)
+                // SAFETY: the union's only member, plain data.
+                .map(|(&i, &e)| (e, unsafe { reqs[i].op.port_status_update.port_status } >> 1))
+                .collect();
+            bridge::port_status(vqp as *mut c_void, &reports, u64::from(timeout_ns))?
+        } else {
+            bridge::probe_evs(vqp as *mut c_void, &evs, u64::from(timeout_ns))?
+        };
         for (&i, &rtt) in idx.iter().zip(&rtts) {
             if rtt > 0 {
                 answers.push(mrc_ctl_ep_rsp {
@@ -411,8 +472,11 @@ pub(crate) fn ep_batch(
     Ok(answers)
 }
 
-/// An EV profile changed: the DENIED states of its EVs reach the live QPs that use it (EVs a QP does not hold,
-/// e.g. put in by REPLACE_EV after it was created, are skipped).
+/// An EV profile changed: the live QPs that use it follow. A slot whose EV was replaced (REPLACE_EV) swaps the
+/// QP's EV of that slot (`Host::replace_ev`: the new EV starts GOOD with fresh counters on its port's plane);
+/// then each slot's DENIED / GOOD state reaches the QP. A QP that cannot take a replacement (the new EV is
+/// already one of its EVs, or the old one was its plane's last) keeps its old EV, and the call fails with the
+/// reason after the profile changed.
 pub(crate) fn ev_profile_changed(dev: &Device, id: u64) -> Result<(), Error> {
     let Some((mode, slots, _, _)) = dev.ctl().ev_profile(id) else {
         return Ok(());
@@ -420,17 +484,35 @@ pub(crate) fn ev_profile_changed(dev: &Device, id: u64) -> Result<(), Error> {
     if mode != MRC_CTL_EV_MODE_EXP {
         return Ok(());
     }
-    let q = qps();
+    let mut first_err = Ok(());
+    let mut q = qps();
     for b in q
-        .values()
+        .values_mut()
         .filter(|b| b.device == dev.info.device_index && b.ev_profile == Some(id))
     {
+        let vqp = b.vqp as *mut c_void;
+        if b.evs.len() == slots.len() {
+            for (k, (ev, _)) in slots.iter().enumerate() {
+                let e = engine_ev(ev, b.plane_bits);
+                if e == b.evs[k] {
+                    continue;
+                }
+                match bridge::ev_replace(vqp, b.evs[k], e) {
+                    Ok(()) => b.evs[k] = e,
+                    Err(err) => {
+                        if first_err.is_ok() {
+                            first_err = Err(err);
+                        }
+                    }
+                }
+            }
+        }
         for (ev, state) in &slots {
             let e = engine_ev(ev, b.plane_bits);
-            let _ = bridge::ev_set_denied(b.vqp as *mut c_void, e, *state == MRC_CTL_EV_DENIED);
+            let _ = bridge::ev_set_denied(vqp, e, *state == MRC_CTL_EV_DENIED);
         }
     }
-    Ok(())
+    first_err
 }
 
 /// A port's admin state reached the host (a disabled plane carries nothing).
@@ -444,7 +526,9 @@ pub(crate) fn set_port(vctx: *mut ibv_context, index: usize, up: bool) -> Result
 /// Controller features the transport adds: EV events and EV probes (when the shim is there).
 pub(crate) fn ctl_opt_caps() -> u32 {
     if bridge::available() {
-        MRC_CTL_OPT_CAP_EV_EVENT | MRC_CTL_OPT_CAP_EP_OP_EV_PROBE
+        MRC_CTL_OPT_CAP_EV_EVENT
+            | MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT
+            | MRC_CTL_OPT_CAP_EP_OP_EV_PROBE
     } else {
         0
     }

@@ -9,8 +9,9 @@
 //! into `ibv_get_async_event`, and a controller can both read theirs.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use mrc::cc::CcConfig;
@@ -54,8 +55,18 @@ pub struct ExplicitEvs {
 #[derive(Debug, Default)]
 pub(crate) struct Ctl {
     events: Mutex<VecDeque<EvEvent>>,
+    /// Readable while EV events are queued ([`Host::ev_event_fd`]; made at its first call, so hosts without a
+    /// controller spend no descriptor on it).
+    events_fd: OnceLock<Option<crate::socket::EventFd>>,
     dropped: AtomicU64,
-    answers: Mutex<VecDeque<(PeerId, u32, StdDuration)>>,
+    answers: Mutex<VecDeque<(PeerId, u32, StdDuration, Answer)>>,
+}
+
+/// What an endpoint answer answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Probe,
+    PortStatus,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -77,6 +88,10 @@ impl Ctl {
             from: c.from,
             to: c.to,
         });
+        drop(q);
+        if let Some(Some(fd)) = self.events_fd.get() {
+            fd.signal();
+        }
     }
 
     /// A local plane went down or came up (`Host::set_port`): every EV of every QP on it becomes unusable or
@@ -99,6 +114,15 @@ impl Ctl {
 
     /// An EV probe answer from the engine.
     pub(crate) fn probe_answer(&self, peer: PeerId, ev: u32, rtt: mrc::Duration) {
+        self.answer(peer, ev, rtt, Answer::Probe);
+    }
+
+    /// The answer to a PORT_STATUS of [`Host::send_port_status`].
+    pub(crate) fn port_status_answer(&self, peer: PeerId, ev: u32, rtt: mrc::Duration) {
+        self.answer(peer, ev, rtt, Answer::PortStatus);
+    }
+
+    fn answer(&self, peer: PeerId, ev: u32, rtt: mrc::Duration, kind: Answer) {
         let mut a = lock(&self.answers);
         if a.len() >= PROBE_ANSWERS {
             a.pop_front();
@@ -107,6 +131,7 @@ impl Ctl {
             peer,
             ev,
             StdDuration::from_nanos(u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX)),
+            kind,
         ));
     }
 }
@@ -169,6 +194,22 @@ impl<P: crate::PlaneIo> Host<P> {
         r.map_err(|_| HostError::NoSuchObject("QP or EV"))
     }
 
+    /// Puts EV `new` in the place of `old` in a live QP with explicit EVs (a controller's REPLACE_EV on the
+    /// profile the QP uses): `new` starts GOOD with fresh counters on the plane its low bits name.
+    pub fn replace_ev(&self, qpn: u32, old: u32, new: u32) -> Result<(), HostError> {
+        let r = self.engine(|dp| {
+            let now = dp.now();
+            dp.endpoint().replace_ev(qpn, old, new, now)
+        });
+        self.wake();
+        r.map_err(|_| {
+            HostError::Invalid(format!(
+                "QP {qpn:#x}: EV {old:#x} cannot become {new:#x} (unknown QP or EV, {new:#x} already the \
+                 QP's, a generated EV set, or the last EV of its plane moving away)"
+            ))
+        })
+    }
+
     /// The EVs of a QP with their states and counters (packets sent on each, probes, last RTT).
     pub fn ev_infos(&self, qpn: u32) -> Vec<EvInfo> {
         self.inspect(|dp| dp.endpoint_ref().ev_infos(qpn))
@@ -181,7 +222,30 @@ impl<P: crate::PlaneIo> Host<P> {
 
     /// The next EV state change of any QP.
     pub fn poll_ev_event(&self) -> Option<EvEvent> {
-        lock(&self.ctl().events).pop_front()
+        let ctl = self.ctl();
+        let mut q = lock(&ctl.events);
+        let e = q.pop_front();
+        if q.is_empty()
+            && let Some(Some(fd)) = ctl.events_fd.get()
+        {
+            // Under the queue's lock, so an event pushed meanwhile signals after this drain.
+            fd.drain();
+        }
+        e
+    }
+
+    /// A descriptor that is readable while EV events are queued (for a controller that waits in `poll`), or
+    /// `None` if the system has no eventfd left.
+    pub fn ev_event_fd(&self) -> Option<RawFd> {
+        let ctl = self.ctl();
+        let fd = ctl
+            .events_fd
+            .get_or_init(|| crate::socket::EventFd::new().ok())
+            .as_ref()?;
+        if !lock(&ctl.events).is_empty() {
+            fd.signal();
+        }
+        Some(fd.fd())
     }
 
     /// EV events lost because the queue was full.
@@ -197,6 +261,38 @@ impl<P: crate::PlaneIo> Host<P> {
         evs: &[u32],
         timeout: StdDuration,
     ) -> Result<Vec<Option<StdDuration>>, HostError> {
+        let peer = self.send_to_peer(qpn, evs, |ep, now, peer, ev, plane| {
+            ep.send_ev_probe(now, peer, ev, plane);
+        })?;
+        self.collect(peer, evs, Answer::Probe, timeout)
+    }
+
+    /// Sends the peer of QP `qpn` one PORT_STATUS per `(ev, mask)` that reports `mask` (bit p = our plane p is
+    /// up) as our ports' state, on that EV, and waits up to `timeout` for the answers: the round-trip time per
+    /// request, `None` where none came back (a report that calls down the plane it travels on is dropped by
+    /// the peer as forged). The peer masks the planes reported down for its QPs to us until the next report;
+    /// the engine's own reports (on a port change, repeated while a local port is down) carry the real state.
+    pub fn send_port_status(
+        &self,
+        qpn: u32,
+        reports: &[(u32, u32)],
+        timeout: StdDuration,
+    ) -> Result<Vec<Option<StdDuration>>, HostError> {
+        let evs: Vec<u32> = reports.iter().map(|r| r.0).collect();
+        let mut masks = reports.iter().map(|r| r.1);
+        let peer = self.send_to_peer(qpn, &evs, |ep, now, peer, ev, plane| {
+            ep.send_port_status(now, peer, ev, plane, masks.next().unwrap_or(0));
+        })?;
+        self.collect(peer, &evs, Answer::PortStatus, timeout)
+    }
+
+    /// Calls `send` for each EV toward the peer of a connected QP (under the engine lock); returns the peer.
+    fn send_to_peer(
+        &self,
+        qpn: u32,
+        evs: &[u32],
+        mut send: impl FnMut(&mut mrc::Endpoint, mrc::Instant, PeerId, u32, u8),
+    ) -> Result<PeerId, HostError> {
         let peer = self.engine(|dp| {
             let ep = dp.endpoint();
             let peer = ep
@@ -210,18 +306,29 @@ impl<P: crate::PlaneIo> Host<P> {
             let ep = dp.endpoint();
             for &ev in evs {
                 let plane = (ev & ((1u32 << bits) - 1)) as u8;
-                ep.send_ev_probe(now, peer, ev, plane);
+                send(ep, now, peer, ev, plane);
             }
             Ok::<_, HostError>(peer)
         })?;
         self.wake();
+        Ok(peer)
+    }
+
+    /// Waits up to `timeout` for one answer of `kind` from `peer` per EV of `evs`.
+    fn collect(
+        &self,
+        peer: PeerId,
+        evs: &[u32],
+        kind: Answer,
+        timeout: StdDuration,
+    ) -> Result<Vec<Option<StdDuration>>, HostError> {
         let deadline = StdInstant::now() + timeout;
         let mut out = vec![None; evs.len()];
         loop {
             {
                 let mut a = lock(&self.ctl().answers);
-                a.retain(|&(p, ev, rtt)| {
-                    if p != peer {
+                a.retain(|&(p, ev, rtt, k)| {
+                    if p != peer || k != kind {
                         return true;
                     }
                     match evs
@@ -504,6 +611,128 @@ mod tests {
             assert_eq!(e.to, EvState::AssumedBad, "{e:?}");
         }
         assert!(got.iter().all(|e| e.plane == 1), "{got:?}");
+    }
+
+    #[test]
+    fn a_replaced_ev_carries_the_traffic_of_the_old_one() {
+        let p = pair();
+        let (a, qpn) = (&p.a, p.qa.qpn());
+        let (old, new) = (ev(101, 0), ev(150, 0));
+        a.replace_ev(qpn, old, new).unwrap();
+        let mut got: Vec<u32> = a.ev_infos(qpn).iter().map(|i| i.ev).collect();
+        got.sort_unstable();
+        assert_eq!(got, vec![ev(100, 0), new, ev(200, 1), ev(201, 1)]);
+        // Traffic on it: 64 WRITEs spread over every active EV.
+        writes(a, &p.qa, &p.ca, &p.b, 64);
+        assert!(sent_on(a, qpn, new) > 0, "the new EV carried packets");
+        // Refused: the old one is gone.
+        assert!(a.replace_ev(qpn, old, ev(151, 0)).is_err());
+    }
+
+    /// WRITEs of `n` × 64 KiB from `q` (completing on `cq`) into `dst`'s memory on `to`.
+    fn writes(from: &Host, q: &Qp, cq: &crate::Cq, to: &Host, n: usize) {
+        const MSG: usize = 64 * 1024;
+        let src = vec![9u8; MSG];
+        let mut dst = vec![0u8; MSG];
+        // SAFETY: both buffers outlive their registrations (deregistered before they drop).
+        let (ms, md) = unsafe {
+            (
+                from.reg_mr(
+                    from.default_pd(),
+                    src.as_ptr().cast_mut(),
+                    MSG,
+                    Access::LOCAL_WRITE,
+                )
+                .unwrap(),
+                to.reg_mr(
+                    to.default_pd(),
+                    dst.as_mut_ptr(),
+                    MSG,
+                    Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+                )
+                .unwrap(),
+            )
+        };
+        let sge = [Sge {
+            addr: ms.addr,
+            len: MSG as u32,
+            lkey: ms.lkey,
+        }];
+        let start = StdInstant::now();
+        let mut out = [Completion::default(); 16];
+        let (mut posted, mut done) = (0, 0);
+        while done < n {
+            assert!(start.elapsed() < LIMIT, "{done} of {n} WRITEs completed");
+            while posted < n && posted - done < 8 {
+                q.post_send(&SendRequest {
+                    wr_id: posted as u64,
+                    op: SendOp::Write {
+                        remote_addr: md.addr,
+                        rkey: md.rkey,
+                    },
+                    sges: &sge,
+                    inline: None,
+                    signaled: true,
+                    solicited: false,
+                    fence: false,
+                })
+                .unwrap();
+                posted += 1;
+            }
+            let k = cq.poll(&mut out);
+            assert!(out[..k].iter().all(|c| c.status == WcStatus::Success));
+            done += k;
+            std::thread::yield_now();
+        }
+        from.dereg_mr(&ms).unwrap();
+        to.dereg_mr(&md).unwrap();
+        assert_eq!(dst, src);
+    }
+
+    #[test]
+    fn a_port_status_report_masks_the_planes_it_calls_down_at_the_peer() {
+        let p = pair();
+        // b's QP (generated EVs) sends to a on both planes.
+        let qb = p.qb.qpn();
+        let plane_sent = |h: &Host, plane: u8| -> u64 {
+            h.ev_infos(qb)
+                .iter()
+                .filter(|i| i.plane == plane)
+                .map(|i| i.stats.sent)
+                .sum()
+        };
+        writes(&p.b, &p.qb, &p._cb, &p.a, 16);
+        assert!(plane_sent(&p.b, 1) > 0, "plane 1 carried packets before");
+        // a reports plane 1 down, on plane 0: answered, with an RTT.
+        let rtts =
+            p.a.send_port_status(p.qa.qpn(), &[(ev(100, 0), 0b01)], LIMIT)
+                .unwrap();
+        let rtt = rtts[0].expect("the report was answered");
+        assert!(rtt > StdDuration::ZERO && rtt < LIMIT, "{rtt:?}");
+        // b no longer sends on plane 1.
+        let before = plane_sent(&p.b, 1);
+        writes(&p.b, &p.qb, &p._cb, &p.a, 16);
+        assert_eq!(
+            plane_sent(&p.b, 1),
+            before,
+            "no packet on a plane reported down"
+        );
+        // A report that calls down the plane it travels on is dropped as forged: no answer.
+        let r =
+            p.a.send_port_status(
+                p.qa.qpn(),
+                &[(ev(200, 1), 0b01)],
+                StdDuration::from_millis(300),
+            )
+            .unwrap();
+        assert_eq!(r, vec![None]);
+        // Both planes up again: plane 1 carries packets again.
+        let r =
+            p.a.send_port_status(p.qa.qpn(), &[(ev(100, 0), 0b11)], LIMIT)
+                .unwrap();
+        assert!(r[0].is_some());
+        writes(&p.b, &p.qb, &p._cb, &p.a, 16);
+        assert!(plane_sent(&p.b, 1) > before, "plane 1 is used again");
     }
 
     #[test]

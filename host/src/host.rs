@@ -1567,6 +1567,9 @@ impl<P: PlaneIo> Inner<P> {
                     }
                 }
                 Event::EvProbeReply { peer, ev, rtt, .. } => self.ctl.probe_answer(peer, ev, rtt),
+                Event::PortStatusReply { peer, ev, rtt, .. } => {
+                    self.ctl.port_status_answer(peer, ev, rtt);
+                }
                 _ => {}
             }
         }

@@ -63,6 +63,17 @@ pub enum Event {
         /// The peer's port it arrived on.
         rx_port: u8,
     },
+    /// A PORT_STATUS sent with [`Endpoint::send_port_status`] was answered.
+    PortStatusReply {
+        /// The peer.
+        peer: PeerId,
+        /// The EV it travelled on.
+        ev: u32,
+        /// Round-trip time.
+        rtt: Duration,
+        /// The peer's port it arrived on.
+        rx_port: u8,
+    },
 }
 
 /// Endpoint-wide counters (mostly drops, by reason).
@@ -158,6 +169,8 @@ pub struct Endpoint {
     port_status_deadline: Instant,
     next_req_id: u32,
     ev_probes: BTreeMap<u32, (PeerId, u32, Instant)>,
+    /// PORT_STATUS requests of [`Endpoint::send_port_status`] awaiting their answer.
+    port_reports: BTreeMap<u32, (PeerId, u32, Instant)>,
     events: VecDeque<Event>,
     stats: EndpointStats,
     /// Offset of slot numbers in the QPN's low 16 bits, from [`EndpointConfig::qpn_seed`].
@@ -201,6 +214,7 @@ impl Endpoint {
             port_status_deadline: Instant::MAX,
             next_req_id: 1,
             ev_probes: BTreeMap::new(),
+            port_reports: BTreeMap::new(),
             events: VecDeque::new(),
             stats: EndpointStats::default(),
             slot_offset: if cfg.qpn_seed == 0 {
@@ -902,6 +916,19 @@ impl Endpoint {
 
     /// Queues an endpoint request carrying our port mask; returns its id.
     fn queue_request(&mut self, now: Instant, peer: PeerId, plane: u8, ev: u32, op: EpOp) -> u32 {
+        let mask = self.ports_up;
+        self.queue_request_mask(now, peer, plane, ev, op, mask)
+    }
+
+    fn queue_request_mask(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        plane: u8,
+        ev: u32,
+        op: EpOp,
+        port_mask: u32,
+    ) -> u32 {
         let req_id = self.next_req_id;
         self.next_req_id = self.next_req_id.wrapping_add(1);
         self.ep_out.push_back(EpOut {
@@ -911,7 +938,7 @@ impl Endpoint {
             body: EpBody::Request(EpRequest {
                 op,
                 req_id,
-                port_mask: self.ports_up,
+                port_mask,
                 ev,
                 ts: Some(now.ts32()),
             }),
@@ -926,6 +953,27 @@ impl Endpoint {
         self.ev_probes.insert(req_id, (peer, ev, now));
         if self.ev_probes.len() > 4096 {
             self.ev_probes.pop_first();
+        }
+        req_id
+    }
+
+    /// Sends a PORT_STATUS to `peer` on `ev` that reports `mask` (bit p = our port p is up) instead of the
+    /// ports' own state, as MRC's controller does (`MRC_CTL_EP_OP_PORT_STATUS_UPDATE`). The peer masks our
+    /// planes the report calls down for its QPs to us (spec PATH-PLANE-1) and answers; the answer arrives as
+    /// [`Event::PortStatusReply`]. The endpoint's own reports (on every port change, and repeated while a local
+    /// port is down) carry the real state again. Returns the request id.
+    pub fn send_port_status(
+        &mut self,
+        now: Instant,
+        peer: PeerId,
+        ev: u32,
+        plane: u8,
+        mask: u32,
+    ) -> u32 {
+        let req_id = self.queue_request_mask(now, peer, plane, ev, EpOp::PortStatus, mask);
+        self.port_reports.insert(req_id, (peer, ev, now));
+        if self.port_reports.len() > 4096 {
+            self.port_reports.pop_first();
         }
         req_id
     }
@@ -997,6 +1045,19 @@ impl Endpoint {
             }
             Body::EpResponse(r) => {
                 self.stats.rx_ep_responses += 1;
+                if r.op == EpOp::PortStatus
+                    && let Some(&(p, ev, sent)) = self.port_reports.get(&r.req_id)
+                    && p == peer
+                    && ev == r.ev
+                {
+                    self.port_reports.remove(&r.req_id);
+                    self.push_event(Event::PortStatusReply {
+                        peer,
+                        ev,
+                        rtt: now - sent,
+                        rx_port: r.rx_port,
+                    });
+                }
                 if r.op == EpOp::EvProbe
                     && let Some((p, ev, sent)) = self.ev_probes.remove(&r.req_id)
                     && p == peer
@@ -1117,6 +1178,25 @@ impl Endpoint {
             return Err(NoSuchObject);
         }
         qp.collect_ev_changes();
+        self.after_qp(slot, now);
+        Ok(())
+    }
+
+    /// Puts EV `new` in the place of `old` in a live QP with explicit EVs, as MRC's controller does (REPLACE_EV
+    /// on a profile the QP uses); `NoSuchObject` when the QP or `old` is unknown or the swap is refused
+    /// (`PathSet::replace_ev`).
+    pub fn replace_ev(
+        &mut self,
+        qpn: u32,
+        old: u32,
+        new: u32,
+        now: Instant,
+    ) -> Result<(), NoSuchObject> {
+        let slot = self.slot_of(qpn).ok_or(NoSuchObject)?;
+        let qp = self.qps[slot].as_mut().ok_or(NoSuchObject)?;
+        if !qp.paths.replace_ev(old, new) {
+            return Err(NoSuchObject);
+        }
         self.after_qp(slot, now);
         Ok(())
     }

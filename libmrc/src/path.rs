@@ -375,6 +375,8 @@ pub struct PathSet {
     /// Largest smoothed RTT of any EV, ns, and which EV has it: the delay an EV without a sample of its own
     /// may have.
     worst_delay: (u64, u16),
+    /// Low EV bits that name the plane (for EVs put in by [`PathSet::replace_ev`]).
+    plane_bits: u8,
 }
 
 impl PathSet {
@@ -457,6 +459,7 @@ impl PathSet {
             changes: Vec::new(),
             suppressed_retirements: 0,
             worst_delay: (0, 0),
+            plane_bits: cfg.plane_bits,
         }
     }
 
@@ -1117,6 +1120,72 @@ impl PathSet {
         true
     }
 
+    /// Operator action: puts EV `new` in the place of `old` (an explicit set only: generated EVs follow from
+    /// their index). The new EV starts GOOD with fresh counters, on the plane its low bits name, in `old`'s
+    /// index (packets still in flight on `old` are acknowledged by PSN as before; their EV echo no longer
+    /// matches and is ignored). Returns whether it was done: `old` must be the QP's and `new` not, its plane
+    /// one of the QP's, and `old` not the last EV of its plane when `new` is on another.
+    pub fn replace_ev(&mut self, old: u32, new: u32) -> bool {
+        if self.generated.is_some() || self.find(new).is_some() {
+            return false;
+        }
+        let Some(idx) = self.find(old) else {
+            return false;
+        };
+        let i = usize::from(idx);
+        let to = crate::wire::plane_of(new, self.plane_bits) as usize;
+        let from = usize::from(self.evs[i].plane);
+        if to >= self.planes.len() || (to != from && self.planes[from].members.len() <= 1) {
+            return false;
+        }
+        // Out of its plane's lists, as a denial takes it out.
+        let p = &mut self.planes[from];
+        if let Some(pos) = p.active.iter().position(|&x| x == idx) {
+            p.active.remove(pos);
+            if p.cursor > pos {
+                p.cursor -= 1;
+            }
+            if let Some(b) = p.backup.pop_front() {
+                p.active.push(b);
+                self.evs[usize::from(b)].role = Role::Active;
+            }
+        } else if let Some(pos) = p.backup.iter().position(|&x| x == idx) {
+            p.backup.remove(pos);
+        }
+        if to != from {
+            p.members.retain(|&x| x != idx);
+            p.probe_cursor = 0;
+            self.planes[to].members.push(idx);
+        }
+        self.evs[i] = Ev {
+            value: new,
+            plane: to as u8,
+            state: EvState::Good,
+            role: Role::Out,
+            clean: 0,
+            probe_ts: None,
+            probe_interval: self.probe_min,
+            next_probe: Instant::MAX,
+            delay_ns: 0,
+            delay_skips: 0,
+            acked_sent: Instant::ZERO,
+            stats: EvStats::default(),
+        };
+        self.rejoin(idx);
+        if self.worst_delay.1 == idx {
+            self.worst_delay = (0, 0);
+        }
+        let mut lookup: Vec<(u32, u16)> = self
+            .evs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.value, i as u16))
+            .collect();
+        lookup.sort_unstable();
+        self.lookup = lookup;
+        true
+    }
+
     /// Takes the state changes since the last call.
     pub fn drain_changes(&mut self) -> std::vec::Drain<'_, EvChange> {
         self.changes.drain(..)
@@ -1338,6 +1407,34 @@ mod tests {
         assert!(s.set_denied(0, false));
         assert_eq!(s.state(0), EvState::Good);
         assert!(!s.set_denied(12345, true));
+    }
+
+    #[test]
+    fn replace_ev_swaps_an_explicit_ev_in_place() {
+        // Plane bits 1 (two planes): 0x100, 0x102 on plane 0; 0x201, 0x203 on plane 1.
+        let c = EvConfig {
+            plane_bits: 1,
+            explicit: Some(vec![0x100, 0x102, 0x201, 0x203]),
+            ..cfg(2, 2, 0, 1)
+        };
+        let mut s = PathSet::new(&c);
+        assert!(s.replace_ev(0x102, 0x104));
+        assert_eq!(s.find(0x102), None);
+        let i = s.find(0x104).expect("the new EV is the QP's");
+        assert_eq!((s.plane(i), s.state(i)), (0, EvState::Good));
+        // It carries packets like the others.
+        assert!((0..16).any(|_| s.next_ev() == Some(i)));
+        // Onto another plane.
+        assert!(s.replace_ev(0x104, 0x205));
+        assert_eq!(s.plane(s.find(0x205).unwrap()), 1);
+        // Refused: an unknown old EV, a new one already there, the last EV of a plane moving away, generated sets.
+        assert!(!s.replace_ev(0x999, 0x106));
+        assert!(!s.replace_ev(0x100, 0x201));
+        assert!(!s.replace_ev(0x100, 0x207));
+        assert!(!PathSet::new(&cfg(2, 2, 0, 1)).replace_ev(0, 0x10));
+        for (i, e) in s.infos().enumerate() {
+            assert_eq!(s.find(e.ev), Some(i as u16));
+        }
     }
 
     #[test]

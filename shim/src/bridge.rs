@@ -10,6 +10,7 @@
 //! (`EBUSY`) while an MRC context or QP still depends on it, as they do for the shim's own children.
 
 use std::ffi::{c_char, c_int};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::abi::{
@@ -116,6 +117,38 @@ pub struct MrcShimBridgeV1 {
     /// none came, another errno value on failure.
     pub take_cq_event:
         unsafe extern "C" fn(*mut ibv_comp_channel, c_int, *mut *mut ibv_cq) -> c_int,
+    // ---- asynchronous events (libmrc's QPs and CQs, ports) and the EV-event queue's descriptor ----
+    /// Writes the descriptor that is readable once per queued libmrc event (non-blocking; poll it, then call
+    /// `poll_async_event`) and the context's verbs `async_fd` (whose O_NONBLOCK flag libmrc follows).
+    pub async_fds: unsafe extern "C" fn(*mut ibv_context, *mut c_int, *mut c_int) -> c_int,
+    /// Up to `n` asynchronous events of the bridge's QPs and CQs and of the ports: a count, or a negative
+    /// errno value.
+    pub poll_async_event:
+        unsafe extern "C" fn(*mut ibv_context, *mut MrcShimAsyncEvent, c_int) -> c_int,
+    /// Writes a descriptor that is readable while EV events are queued (`poll_ev_event`).
+    pub ev_event_fd: unsafe extern "C" fn(*mut ibv_context, *mut c_int) -> c_int,
+    /// Writes how many EV events the host dropped so far because its queue was full.
+    pub ev_events_dropped: unsafe extern "C" fn(*mut ibv_context, *mut u64) -> c_int,
+    /// Puts engine EV `new` in the place of `old` in a live QP (`Host::replace_ev`).
+    pub ev_replace: unsafe extern "C" fn(*mut ibv_qp, u32, u32) -> c_int,
+    /// Sends the QP's peer `n` PORT_STATUS reports, report `i` on engine EV `evs[i]` saying `masks[i]` (bit p =
+    /// plane p up), and waits up to `timeout_ns`; `rtt_ns[i]` is 0 where no answer came (`Host::send_port_status`).
+    pub port_status:
+        unsafe extern "C" fn(*mut ibv_qp, *const u32, *const u32, usize, u64, *mut u64) -> c_int,
+}
+
+/// An asynchronous event for libmrc: verbs' `enum ibv_event_type`, and the `ibv_qp` / `ibv_cq` it concerns
+/// (QP and CQ events) or the port, 1-based (`IBV_EVENT_PORT_ACTIVE`, `IBV_EVENT_PORT_ERR`: a plane came up or
+/// went down).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MrcShimAsyncEvent {
+    /// `enum ibv_event_type`.
+    pub event_type: u32,
+    /// The port (port events).
+    pub port: u32,
+    /// The `ibv_qp` or `ibv_cq` (QP and CQ events), else NULL.
+    pub element: *mut std::ffi::c_void,
 }
 
 /// NSCC parameters in the engine's units.
@@ -193,6 +226,7 @@ unsafe extern "C" fn context_hold(ctx: *mut ibv_context) -> c_int {
         let c = context(ctx)?;
         c.users.add();
         c.holds.add();
+        c.host.router().bridge_users.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }))
 }
@@ -202,6 +236,7 @@ unsafe extern "C" fn context_release(ctx: *mut ibv_context) -> c_int {
         let c = context(ctx)?;
         c.holds.sub();
         c.users.sub();
+        c.host.router().bridge_users.fetch_sub(1, Ordering::AcqRel);
         Ok(())
     }))
 }
@@ -253,6 +288,7 @@ unsafe extern "C" fn create_cq(ctx: *mut ibv_context, cqe: c_int, out: *mut *mut
                     .unwrap_or(libc::EIO),
             ));
         }
+        context(ctx)?.host.router().set_bridged(cq as usize, true);
         // SAFETY: `out` is non-NULL and writable (the bridge's contract).
         unsafe { out.write(cq) };
         Ok(())
@@ -305,6 +341,11 @@ unsafe extern "C" fn create_qp(
             ));
         }
         *c = init.cap;
+        // SAFETY: a live QP of ours: its context is the PD's, live.
+        context(unsafe { (*qp).context })?
+            .host
+            .router()
+            .set_bridged(qp as usize, true);
         // SAFETY: as above.
         unsafe { out.write(qp) };
         Ok(())
@@ -560,6 +601,7 @@ unsafe extern "C" fn create_cq_on(
                     .unwrap_or(libc::EIO),
             ));
         }
+        context(ctx)?.host.router().set_bridged(cq as usize, true);
         // SAFETY: `out` is writable (the bridge's contract).
         unsafe { out.write(cq) };
         Ok(())
@@ -609,6 +651,124 @@ unsafe extern "C" fn take_cq_event(
     }))
 }
 
+unsafe extern "C" fn async_fds(
+    ctx: *mut ibv_context,
+    bridge_fd: *mut c_int,
+    verbs_fd: *mut c_int,
+) -> c_int {
+    errno_of(guard("mrc_shim_bridge.async_fds", || {
+        out_ptr(bridge_fd, "bridge_fd")?;
+        out_ptr(verbs_fd, "verbs_fd")?;
+        let c = context(ctx)?;
+        // SAFETY: both are non-NULL and writable (the bridge's contract).
+        unsafe {
+            bridge_fd.write(c.host.router().bridge_fd());
+            verbs_fd.write(c.host.event_fd());
+        }
+        Ok(())
+    }))
+}
+
+unsafe extern "C" fn poll_async_event(
+    ctx: *mut ibv_context,
+    out: *mut MrcShimAsyncEvent,
+    n: c_int,
+) -> c_int {
+    count_of(guard("mrc_shim_bridge.poll_async_event", || {
+        let c = context(ctx)?;
+        let n = usize::try_from(n).map_err(|_| Error::inval("n is negative"))?;
+        if n > 0 {
+            out_ptr(out, "out")?;
+        }
+        let mut got = 0;
+        while got < n {
+            let Some(e) = c.host.router().next_bridge_event() else {
+                break;
+            };
+            // SAFETY: `out` holds `n` entries (the bridge's contract).
+            unsafe {
+                out.add(got).write(MrcShimAsyncEvent {
+                    event_type: e.event_type,
+                    port: u32::from(e.port),
+                    element: e.element as *mut std::ffi::c_void,
+                })
+            };
+            got += 1;
+        }
+        Ok(got as c_int)
+    }))
+}
+
+unsafe extern "C" fn ev_event_fd(ctx: *mut ibv_context, fd: *mut c_int) -> c_int {
+    errno_of(guard("mrc_shim_bridge.ev_event_fd", || {
+        out_ptr(fd, "fd")?;
+        let f = context(ctx)?
+            .host
+            .host()
+            .ev_event_fd()
+            .ok_or_else(|| Error::new(libc::EMFILE, "no eventfd for the EV-event queue"))?;
+        // SAFETY: non-NULL and writable (the bridge's contract).
+        unsafe { fd.write(f) };
+        Ok(())
+    }))
+}
+
+unsafe extern "C" fn ev_events_dropped(ctx: *mut ibv_context, n: *mut u64) -> c_int {
+    errno_of(guard("mrc_shim_bridge.ev_events_dropped", || {
+        out_ptr(n, "n")?;
+        let d = context(ctx)?.host.host().ev_events_dropped();
+        // SAFETY: non-NULL and writable (the bridge's contract).
+        unsafe { n.write(d) };
+        Ok(())
+    }))
+}
+
+unsafe extern "C" fn ev_replace(qp: *mut ibv_qp, old: u32, new: u32) -> c_int {
+    errno_of(guard("mrc_shim_bridge.ev_replace", || {
+        let (h, qpn) = qp_host(qp)?;
+        h.replace_ev(qpn, old, new)
+            .map_err(|e| host_err("replacing an EV", e))
+    }))
+}
+
+unsafe extern "C" fn port_status(
+    qp: *mut ibv_qp,
+    evs: *const u32,
+    masks: *const u32,
+    n: usize,
+    timeout_ns: u64,
+    rtt_ns: *mut u64,
+) -> c_int {
+    errno_of(guard("mrc_shim_bridge.port_status", || {
+        let (h, qpn) = qp_host(qp)?;
+        if n == 0 {
+            return Ok(());
+        }
+        out_ptr(evs.cast_mut(), "evs")?;
+        out_ptr(masks.cast_mut(), "masks")?;
+        out_ptr(rtt_ns, "rtt_ns")?;
+        // SAFETY: `evs` and `masks` hold `n` values each (the bridge's contract).
+        let (e, m) = unsafe {
+            (
+                std::slice::from_raw_parts(evs, n),
+                std::slice::from_raw_parts(masks, n),
+            )
+        };
+        let reports: Vec<(u32, u32)> = e.iter().copied().zip(m.iter().copied()).collect();
+        let r = h
+            .send_port_status(qpn, &reports, Duration::from_nanos(timeout_ns))
+            .map_err(|e| host_err("sending port status", e))?;
+        for (i, d) in r.iter().enumerate() {
+            let ns = d.map_or(0, |d| {
+                u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+            });
+            // SAFETY: `rtt_ns` holds `n` entries (the bridge's contract).
+            unsafe { rtt_ns.add(i).write(ns) };
+        }
+        Ok(())
+    }))
+}
+
 static BRIDGE: MrcShimBridgeV1 = MrcShimBridgeV1 {
     size: size_of::<MrcShimBridgeV1>(),
     context_info,
@@ -635,6 +795,12 @@ static BRIDGE: MrcShimBridgeV1 = MrcShimBridgeV1 {
     create_cq_on,
     req_notify_cq,
     take_cq_event,
+    async_fds,
+    poll_async_event,
+    ev_event_fd,
+    ev_events_dropped,
+    ev_replace,
+    port_status,
 };
 
 /// The bridge table; libmrc finds this function with `dlsym(RTLD_DEFAULT, "mrc_shim_bridge_v1")`.

@@ -8,11 +8,11 @@
 //! One host runs per device and process, shared by every context opened on it, and stops when the last one
 //! closes.
 
-use std::collections::HashMap;
-use std::ffi::c_int;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ffi::{c_int, c_uint};
 use std::net::Ipv6Addr;
-use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -37,8 +37,10 @@ fn host_err(what: &str, e: &mh::HostError) -> Error {
 pub(crate) struct HostDevice {
     host: mh::Host,
     local: mh::LocalInfo,
-    /// QPN → `ibv_qp` address and CQ id → `ibv_cq` address, to name the element of asynchronous events.
-    elements: Mutex<HashMap<(u8, u32), usize>>,
+    /// Sorts the host's asynchronous events for their readers (verbs or libmrc).
+    router: Arc<Router>,
+    /// The thread that moves the host's events to the router's queues.
+    router_thread: Option<JoinHandle<()>>,
     /// Counters of destroyed QPs, for the summary logged when the host stops.
     totals: Mutex<QpStats>,
     /// Application threads run progress rounds (`MRC_SHIM_ASSIST`).
@@ -53,6 +55,10 @@ impl Drop for HostDevice {
     fn drop(&mut self) {
         if let Some((stop, t)) = self.stats.take() {
             stop.store(true, Ordering::Release);
+            let _ = t.join();
+        }
+        if let Some(t) = self.router_thread.take() {
+            signal(&self.router.stop_fd);
             let _ = t.join();
         }
         let mut t = *self.totals.lock().unwrap_or_else(|p| p.into_inner());
@@ -264,6 +270,225 @@ pub(crate) enum HostEvent {
     CqError(usize),
 }
 
+/// An asynchronous event for libmrc (bridge.rs): verbs' event type, and the `ibv_qp` / `ibv_cq` it names or
+/// the port (1-based: an MRC plane).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BridgeEvent {
+    pub(crate) event_type: c_uint,
+    pub(crate) element: usize,
+    pub(crate) port: u8,
+}
+
+/// `IBV_EVENT_PORT_ACTIVE` / `IBV_EVENT_PORT_ERR` (rdma-core's values).
+const IBV_EVENT_PORT_ACTIVE: c_uint = 9;
+const IBV_EVENT_PORT_ERR: c_uint = 10;
+/// Events kept for libmrc; more are dropped (libmrc reads them at once on its own thread).
+const BRIDGE_EVENTS: usize = 4096;
+
+/// The host has one asynchronous-event queue; its events have two readers. QPs and CQs that libmrc created
+/// through the bridge are invisible to the application (it holds libmrc's objects, not these), so their events,
+/// and port (plane) changes, which MRC reports per port, go to libmrc's queue; the rest to the verbs queue
+/// behind the context's `async_fd`. One thread per host moves them, so that each reader can wait on its own
+/// descriptor without taking the other's events.
+pub(crate) struct Router {
+    /// QPN → `ibv_qp` address and CQ id → `ibv_cq` address, to name the element of asynchronous events.
+    elements: Mutex<HashMap<(u8, u32), usize>>,
+    /// `ibv_qp` / `ibv_cq` addresses created through the bridge.
+    bridged: Mutex<HashSet<usize>>,
+    verbs: Mutex<VecDeque<HostEvent>>,
+    /// The contexts' `async_fd`: a semaphore eventfd, readable once per queued verbs event; blocking unless the
+    /// application makes it non-blocking, as verbs documents.
+    verbs_fd: OwnedFd,
+    bridge: Mutex<VecDeque<BridgeEvent>>,
+    /// Readable once per queued bridge event (non-blocking).
+    bridge_fd: OwnedFd,
+    /// MRC contexts of libmrc on this host: port events are queued for libmrc only while there are any.
+    pub(crate) bridge_users: AtomicUsize,
+    stop_fd: OwnedFd,
+}
+
+fn new_eventfd(flags: c_int) -> Result<OwnedFd, Error> {
+    // SAFETY: plain syscall; the result is checked.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE | flags) };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(Error::new(
+            e.raw_os_error().unwrap_or(libc::EMFILE),
+            format!("eventfd: {e}"),
+        ));
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn signal(fd: &OwnedFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
+}
+
+/// Takes one signal without blocking; `false` when there was none.
+fn take_signal(fd: &OwnedFd) -> bool {
+    let mut v: u64 = 0;
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polls one live descriptor without waiting, then reads 8 bytes into a live u64. The bridge fd is
+    // non-blocking; the poll keeps a racing reader from blocking on it anyway.
+    unsafe {
+        libc::poll(&mut p, 1, 0) == 1 && libc::read(fd.as_raw_fd(), (&raw mut v).cast(), 8) == 8
+    }
+}
+
+impl Router {
+    fn new() -> Result<Self, Error> {
+        Ok(Self {
+            elements: Mutex::new(HashMap::new()),
+            bridged: Mutex::new(HashSet::new()),
+            verbs: Mutex::new(VecDeque::new()),
+            verbs_fd: new_eventfd(0)?,
+            bridge: Mutex::new(VecDeque::new()),
+            bridge_fd: new_eventfd(libc::EFD_NONBLOCK)?,
+            bridge_users: AtomicUsize::new(0),
+            stop_fd: new_eventfd(libc::EFD_NONBLOCK)?,
+        })
+    }
+
+    fn to_bridge(&self, e: BridgeEvent) {
+        let mut q = self.bridge.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() < BRIDGE_EVENTS {
+            q.push_back(e);
+            drop(q);
+            signal(&self.bridge_fd);
+        }
+    }
+
+    fn route(&self, host: &mh::Host, e: mh::AsyncEvent) {
+        let (kind, id, ty) = match e {
+            mh::AsyncEvent::QpFatal { qpn } => {
+                if let Some(s) = host.inspect(|dp| dp.endpoint_ref().qp_stats(qpn)) {
+                    log!(Info, "mrc host: QP {qpn:#x} failed; its counters: {s:?}");
+                }
+                (QP_ELEMENT, qpn, crate::abi::IBV_EVENT_QP_FATAL)
+            }
+            mh::AsyncEvent::CqError { cq } => (CQ_ELEMENT, cq, crate::abi::IBV_EVENT_CQ_ERR),
+            // Planes are MRC's business: the verbs port stays ACTIVE while any plane works; libmrc names them.
+            mh::AsyncEvent::PortUp { plane } | mh::AsyncEvent::PortDown { plane } => {
+                if self.bridge_users.load(Ordering::Acquire) > 0 {
+                    let up = matches!(e, mh::AsyncEvent::PortUp { .. });
+                    self.to_bridge(BridgeEvent {
+                        event_type: if up {
+                            IBV_EVENT_PORT_ACTIVE
+                        } else {
+                            IBV_EVENT_PORT_ERR
+                        },
+                        element: 0,
+                        port: plane.saturating_add(1),
+                    });
+                }
+                return;
+            }
+            _ => return,
+        };
+        let Some(addr) = self
+            .elements
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(kind, id))
+            .copied()
+        else {
+            return;
+        };
+        if self
+            .bridged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&addr)
+        {
+            self.to_bridge(BridgeEvent {
+                event_type: ty,
+                element: addr,
+                port: 0,
+            });
+        } else {
+            self.verbs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push_back(if kind == QP_ELEMENT {
+                    HostEvent::QpFatal(addr)
+                } else {
+                    HostEvent::CqError(addr)
+                });
+            signal(&self.verbs_fd);
+        }
+    }
+
+    fn alive(&self, addr: usize) -> bool {
+        self.elements
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .any(|&a| a == addr)
+    }
+
+    /// Marks an `ibv_qp` / `ibv_cq` as libmrc's (or no longer).
+    pub(crate) fn set_bridged(&self, addr: usize, bridged: bool) {
+        let mut b = self.bridged.lock().unwrap_or_else(|p| p.into_inner());
+        if bridged {
+            b.insert(addr);
+        } else {
+            b.remove(&addr);
+        }
+    }
+
+    /// libmrc's descriptor: readable once per queued bridge event.
+    pub(crate) fn bridge_fd(&self) -> RawFd {
+        self.bridge_fd.as_raw_fd()
+    }
+
+    /// The next event for libmrc, if any (its element may be gone by now: libmrc checks).
+    pub(crate) fn next_bridge_event(&self) -> Option<BridgeEvent> {
+        if !take_signal(&self.bridge_fd) {
+            return None;
+        }
+        self.bridge
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+    }
+}
+
+/// The router's thread: waits for the host's events and sorts them until `stop_fd` is signalled.
+fn route_events(host: &mh::Host, r: &Router) {
+    loop {
+        let mut p = [
+            libc::pollfd {
+                fd: host.event_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: r.stop_fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: polls two live descriptors (the host outlives this thread, which holds a handle on it).
+        let n = unsafe { libc::poll(p.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            continue;
+        }
+        if p[1].revents != 0 {
+            return;
+        }
+        while let Some(e) = host.poll_event() {
+            r.route(host, e);
+        }
+    }
+}
+
 /// The first PSN QP `from` sends to QP `to` (24 bits): a mix of both numbers, which are themselves random
 /// (engine QPNs come from an OS-seeded generator), so the PSN stays unpredictable off-path.
 pub(crate) fn derived_psn(from: u32, to: u32) -> u32 {
@@ -389,10 +614,23 @@ impl HostDevice {
                 .ok()
                 .map(|t| (stop, t))
         });
+        let router = Arc::new(Router::new()?);
+        let router_thread = {
+            let (h, r) = (host.clone(), Arc::clone(&router));
+            Some(
+                std::thread::Builder::new()
+                    .name("mrc-shim-events".into())
+                    .spawn(move || route_events(&h, &r))
+                    .map_err(|e| {
+                        Error::new(libc::EAGAIN, format!("starting the event thread: {e}"))
+                    })?,
+            )
+        };
         let d = Arc::new(Self {
             host,
             local,
-            elements: Mutex::new(HashMap::new()),
+            router,
+            router_thread,
             totals: Mutex::new(QpStats::default()),
             assist: cfg.assist(),
             nap: cfg.nap(),
@@ -416,37 +654,47 @@ impl HostDevice {
         self.local.gid0
     }
 
-    /// Readable once per queued asynchronous event.
+    /// Readable once per queued asynchronous event (the contexts' `async_fd`).
     pub(crate) fn event_fd(&self) -> RawFd {
-        self.host.event_fd()
+        self.router.verbs_fd.as_raw_fd()
+    }
+
+    /// The asynchronous events' router (libmrc's queue, bridge.rs).
+    pub(crate) fn router(&self) -> &Router {
+        &self.router
     }
 
     /// The next asynchronous event verbs has a name for, whose element still exists (`Some(None)`: an
     /// event to skip).
     pub(crate) fn next_event(&self) -> Option<Option<HostEvent>> {
-        let e = self.host.poll_event()?;
-        let el = self.elements.lock().unwrap_or_else(|p| p.into_inner());
-        Some(match e {
-            mh::AsyncEvent::QpFatal { qpn } => {
-                if let Some(s) = self.host.inspect(|dp| dp.endpoint_ref().qp_stats(qpn)) {
-                    log!(Info, "mrc host: QP {qpn:#x} failed; its counters: {s:?}");
-                }
-                el.get(&(QP_ELEMENT, qpn)).map(|&p| HostEvent::QpFatal(p))
-            }
-            mh::AsyncEvent::CqError { cq } => {
-                el.get(&(CQ_ELEMENT, cq)).map(|&p| HostEvent::CqError(p))
-            }
-            // Planes and paths are MRC's business: the verbs port stays ACTIVE while any plane works.
-            _ => None,
-        })
+        let e = self
+            .router
+            .verbs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()?;
+        let (HostEvent::QpFatal(a) | HostEvent::CqError(a)) = e;
+        Some(self.router.alive(a).then_some(e))
     }
 
     fn element(&self, kind: u8, id: u32, addr: Option<usize>) {
-        let mut el = self.elements.lock().unwrap_or_else(|p| p.into_inner());
+        let mut el = self
+            .router
+            .elements
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         match addr {
-            Some(a) => el.insert((kind, id), a),
-            None => el.remove(&(kind, id)),
-        };
+            Some(a) => {
+                el.insert((kind, id), a);
+            }
+            // A destroyed object's address may come back for another one: it is nobody's any more.
+            None => {
+                if let Some(a) = el.remove(&(kind, id)) {
+                    drop(el);
+                    self.router.set_bridged(a, false);
+                }
+            }
+        }
     }
 
     /// Names the `ibv_qp` (or `ibv_cq`) behind a host QP (CQ) for asynchronous events.

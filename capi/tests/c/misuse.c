@@ -215,6 +215,11 @@ int main(int argc, char **argv)
 	struct mrc_async_event ae;
 	MINUS_ONE(mrc_get_async_event(NULL, &ae), EINVAL, "get_async_event_null_context");
 	MINUS_ONE(mrc_get_async_event(m, NULL), EINVAL, "get_async_event_null_event");
+	MINUS_ONE(mrc_get_async_event((struct mrc_context *)&num, &ae), EINVAL, "get_async_event_foreign_context");
+	/* With the verbs context's async_fd non-blocking, an empty queue says EAGAIN instead of waiting. */
+	fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
+	MINUS_ONE(mrc_get_async_event(m, &ae), EAGAIN, "get_async_event_nonblocking_empty");
+	fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) & ~O_NONBLOCK);
 	errno = 0;
 	mrc_ack_async_event(NULL);
 	check(errno == EINVAL, "ack_async_event_null", "errno not EINVAL");
@@ -454,6 +459,30 @@ int main(int argc, char **argv)
 	memcpy(&req.dgid, &own_gid, sizeof(req.dgid));
 	OK(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_EV_PROBE, &req, 1, 2000000000u, rsp, &nrsp), "probe_self");
 	check(nrsp == 1 && rsp[0].req_id == 1 && rsp[0].rtt > 0, "probe_rtt", "no answer with an RTT");
+	/* PORT_STATUS_UPDATE: the mask names ports of the device (1-based bits), at least one, and the one the
+	 * report travels on. */
+	req.op.port_status_update.port_status = 0;
+	MINUS_ONE(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, &req, 1, 1000000, rsp, &nrsp),
+		  EINVAL, "port_status_zero");
+	req.op.port_status_update.port_status = 0x1;
+	MINUS_ONE(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, &req, 1, 1000000, rsp, &nrsp),
+		  EINVAL, "port_status_bit_0");
+	req.op.port_status_update.port_status = 0x2 | 0x8;
+	MINUS_ONE(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, &req, 1, 1000000, rsp, &nrsp),
+		  EINVAL, "port_status_no_such_port");
+	req.op.port_status_update.port_status = 0x4;
+	MINUS_ONE(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, &req, 1, 1000000, rsp, &nrsp),
+		  EINVAL, "port_status_calls_its_port_down");
+	MINUS_ONE(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, NULL, 1, 1000000, rsp, &nrsp),
+		  EINVAL, "port_status_null_req");
+	MINUS_ONE(mrc_ctl_ep_batch_send_wait(m, 0, (enum mrc_ctl_ep_op_type)7, &req, 1, 1000000, rsp, &nrsp), EINVAL,
+		  "ep_bad_op_type");
+	/* Port 2 is disabled: report port 1 up only, to ourselves. */
+	req.op.port_status_update.port_status = 0x2;
+	OK(mrc_ctl_ep_batch_send_wait(m, 0, MRC_CTL_EP_OP_PORT_STATUS_UPDATE, &req, 1, 2000000000u, rsp, &nrsp),
+	   "port_status_self");
+	check(nrsp == 1 && rsp[0].req_id == 1 && rsp[0].rtt > 0 && rsp[0].port == 1, "port_status_answer",
+	      "no answer with an RTT");
 
 	struct mrc_ctl_device_attr cda;
 	MINUS_ONE(mrc_ctl_query_device(ctx, NULL), EINVAL, "ctl_query_device_null");
