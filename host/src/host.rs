@@ -69,6 +69,15 @@ pub struct QpProfile {
     pub rate_bps: Option<u64>,
     /// MRC's ICRC on (off only where the UDP checksum protects the path).
     pub icrc: bool,
+    /// QP local-ACK timeout, the engine's exponent: a QP that makes no progress for 1.024 µs × 2^`ack_timeout`
+    /// retries; 0 waits forever (`QpConfig::timeout`, spec REL-QPTO-1). Default 14 (16.8 ms). Verbs counts
+    /// 4.096 µs units: see [`QpRetry::from_verbs`].
+    pub ack_timeout: u8,
+    /// Retries at that timeout (`QpConfig::retry_linear`). Default 7.
+    pub retry_cnt: u8,
+    /// Retries after those at 2×, 4×, … the timeout (`QpConfig::retry_exp`); 25 or more: never give up. When
+    /// the last one expires the oldest request completes with `RetryExcErr` and the QP enters ERROR. Default 3.
+    pub retry_backoff: u8,
 }
 
 impl Default for QpProfile {
@@ -79,7 +88,68 @@ impl Default for QpProfile {
             window_packets: 64,
             rate_bps: None,
             icrc: true,
+            ack_timeout: 14,
+            retry_cnt: 7,
+            retry_backoff: 3,
         }
+    }
+}
+
+impl QpProfile {
+    /// The profile's timeout and retry settings.
+    pub fn retry(&self) -> QpRetry {
+        QpRetry {
+            ack_timeout: self.ack_timeout,
+            retry_cnt: self.retry_cnt,
+            retry_backoff: self.retry_backoff,
+        }
+    }
+}
+
+/// A QP's local-ACK timeout and retry counts (the engine's units; the fields of [`QpProfile`] of the same
+/// names). Set per QP with [`Qp::set_retry`] or verbs' RTS ([`QpTransition::Rts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpRetry {
+    /// 1.024 µs × 2^`ack_timeout` without progress before a retry (0..=31; 0: wait forever).
+    pub ack_timeout: u8,
+    /// Retries at that timeout.
+    pub retry_cnt: u8,
+    /// Further retries at 2×, 4×, … the timeout (25 or more: unlimited).
+    pub retry_backoff: u8,
+}
+
+impl QpRetry {
+    /// Verbs' RTS values: `timeout` counts 4.096 µs × 2^timeout (0: infinite), so the engine's exponent is two
+    /// more (capped at 31, 37 minutes: verbs 30 and 31 ask for longer than anyone waits); `retry_cnt` retries, all at
+    /// that timeout (verbs has no back-off).
+    pub fn from_verbs(timeout: u8, retry_cnt: u8) -> Self {
+        Self {
+            ack_timeout: if timeout == 0 {
+                0
+            } else {
+                timeout.saturating_add(2).min(31)
+            },
+            retry_cnt,
+            retry_backoff: 0,
+        }
+    }
+
+    /// The verbs `timeout` these settings come from (the inverse of [`from_verbs`](Self::from_verbs)).
+    pub fn verbs_timeout(&self) -> u8 {
+        self.ack_timeout
+            .saturating_sub(2)
+            .max(u8::from(self.ack_timeout != 0))
+    }
+
+    /// How long a QP whose peer went silent keeps retrying, from its last progress to the error completion:
+    /// `retry_cnt + 1` timeouts, then `2 + 4 + … + 2^retry_backoff` more. `None` when it never gives up.
+    pub fn give_up_after(&self) -> Option<StdDuration> {
+        if self.ack_timeout == 0 || self.retry_backoff >= 25 {
+            return None;
+        }
+        let t = StdDuration::from_nanos(1024u64 << self.ack_timeout.min(31));
+        let units = u32::from(self.retry_cnt) + 1 + ((2u32 << self.retry_backoff) - 2);
+        Some(t.saturating_mul(units))
     }
 }
 
@@ -188,6 +258,20 @@ impl HostConfig {
         }
         if let Some(t) = num("TIMEOUT_MS")? {
             cfg.bootstrap_timeout = StdDuration::from_millis(t);
+        }
+        if let Some(t) = num("ACK_TIMEOUT")? {
+            if t > 31 {
+                return Err(HostError::Invalid(format!(
+                    "{prefix}ACK_TIMEOUT={t}: give 0 (wait forever) or 1..=31 (1.024 µs × 2^t)"
+                )));
+            }
+            cfg.profile.ack_timeout = t as u8;
+        }
+        if let Some(r) = num("RETRY_CNT")? {
+            cfg.profile.retry_cnt = r.min(255) as u8;
+        }
+        if let Some(r) = num("RETRY_BACKOFF")? {
+            cfg.profile.retry_backoff = r.min(255) as u8;
         }
         Ok(cfg)
     }
@@ -311,11 +395,11 @@ pub enum QpTransition {
     Rts {
         /// First PSN this QP sends.
         sq_psn: u32,
-        /// verbs' local ACK timeout exponent (the profile's timers apply).
+        /// verbs' local ACK timeout exponent: 4.096 µs × 2^timeout, 0 infinite ([`QpRetry::from_verbs`]).
         timeout: u8,
-        /// verbs' retry count (the profile's apply).
+        /// verbs' retry count: retries at that timeout before the QP fails with `RetryExcErr`.
         retry_cnt: u8,
-        /// verbs' RNR retry count (the profile's apply).
+        /// verbs' RNR retry count (accepted and ignored: receiver-not-ready NACKs share the retry count).
         rnr_retry: u8,
     },
     /// Any → ERROR: flush.
@@ -1032,6 +1116,9 @@ impl<P: PlaneIo> Inner<P> {
             // and the engine does not hold back the ones beyond the responder's limit: with the default 16 the
             // rest are NACKed and retried until the QP timeout gives up on large READs (ib_read_bw -a, 4 MiB).
             max_read_dest: 256,
+            timeout: p.ack_timeout,
+            retry_linear: p.retry_cnt,
+            retry_exp: p.retry_backoff,
             ..c.dp.software_qp_config(
                 p.mtu,
                 p.evs_per_plane,
@@ -1543,6 +1630,12 @@ fn deliver_completions<P: PlaneIo>(c: &mut Core<P>) -> bool {
     any
 }
 
+fn set_retry<P: PlaneIo>(c: &mut Core<P>, qpn: u32, r: QpRetry) -> Result<(), HostError> {
+    c.dp.endpoint()
+        .set_qp_retry(qpn, r.ack_timeout, r.retry_cnt, r.retry_backoff)
+        .map_err(HostError::from)
+}
+
 fn opcode_of(op: &SendOp) -> WcOpcode {
     match op {
         SendOp::Write { .. } | SendOp::WriteImm { .. } => WcOpcode::RdmaWrite,
@@ -1684,6 +1777,7 @@ impl<P: PlaneIo> Qp<P> {
     /// is cached), which may take a round trip.
     pub fn modify(&self, t: QpTransition) -> Result<(), HostError> {
         let i = &self.host;
+        let mut retry = None;
         let t = match t {
             QpTransition::Init { access } => Transition::Init { access },
             QpTransition::Rtr {
@@ -1700,13 +1794,24 @@ impl<P: PlaneIo> Qp<P> {
                     remote_caps: self.sh.caps,
                 }
             }
-            QpTransition::Rts { sq_psn, .. } => Transition::Rts { sq_psn },
+            QpTransition::Rts {
+                sq_psn,
+                timeout,
+                retry_cnt,
+                ..
+            } => {
+                retry = Some(QpRetry::from_verbs(timeout, retry_cnt));
+                Transition::Rts { sq_psn }
+            }
             QpTransition::Error => Transition::Error,
             QpTransition::Reset => Transition::Reset,
         };
         let reset = matches!(t, Transition::Reset);
         let mut c = lock(&i.core);
-        let r = i.modify_locked(&mut c, &self.sh, t);
+        let mut r = i.modify_locked(&mut c, &self.sh, t);
+        if let (Ok(()), Some(q)) = (&r, retry) {
+            r = set_retry(&mut c, self.sh.qpn, q);
+        }
         if reset {
             c.stalled.remove(&self.sh.qpn);
             while self.sh.sq.pop().is_some() {}
@@ -1732,6 +1837,22 @@ impl<P: PlaneIo> Qp<P> {
         drop(c);
         i.kick();
         r
+    }
+
+    /// Changes this QP's local-ACK timeout and retry counts, in any state (they apply from the next time the
+    /// QP timeout is armed). `EINVAL` for a timeout above 31.
+    pub fn set_retry(&self, retry: QpRetry) -> Result<(), HostError> {
+        set_retry(&mut lock(&self.host.core), self.sh.qpn, retry)
+    }
+
+    /// This QP's local-ACK timeout and retry counts, as the engine has them.
+    pub fn retry(&self) -> Option<QpRetry> {
+        let c = lock(&self.host.core);
+        c.dp.endpoint_ref().qp_config(self.sh.qpn).map(|q| QpRetry {
+            ack_timeout: q.timeout,
+            retry_cnt: q.retry_linear,
+            retry_backoff: q.retry_exp,
+        })
     }
 
     /// What a peer needs to connect to this QP (≤ 128 bytes once encoded).

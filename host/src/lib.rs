@@ -32,7 +32,7 @@ pub use driver::{Datapath, DatapathConfig, DatapathStats, StartError, UdpEndpoin
 pub use error::HostError;
 pub use host::{
     Accepted, AsyncEvent, Connecting, Cq, Host, HostConfig, HostStats, Link, Listener, LocalInfo,
-    Mr, PeerAddr, ProgressMode, Qp, QpProfile, QpSpec, QpTransition, SendRequest,
+    Mr, PeerAddr, ProgressMode, Qp, QpProfile, QpRetry, QpSpec, QpTransition, SendRequest,
 };
 pub use mem_plane::{MemFabric, MemPlanes};
 pub use memory::HostMemory;

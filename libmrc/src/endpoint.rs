@@ -426,6 +426,34 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Sets a QP's local-ACK timeout and retry counts ([`QpConfig`]'s `timeout`, `retry_linear`, `retry_exp`) in
+    /// any state: verbs gives them at RTR → RTS, after the QP's other parameters are fixed. They apply from the
+    /// next arming of the QP timeout (spec REL-QPTO-1).
+    pub fn set_qp_retry(
+        &mut self,
+        qpn: u32,
+        timeout: u8,
+        retry_linear: u8,
+        retry_exp: u8,
+    ) -> Result<(), ConfigError> {
+        let mut cfg = self
+            .qp(qpn)
+            .ok_or_else(|| ConfigError::new("qp", "no such QP"))?
+            .cfg()
+            .clone();
+        cfg.timeout = timeout;
+        cfg.retry_linear = retry_linear;
+        cfg.retry_exp = retry_exp;
+        cfg.validate()?;
+        let slot = self
+            .slot_of(qpn)
+            .ok_or_else(|| ConfigError::new("qp", "no such QP"))?;
+        if let Some(qp) = self.qps[slot].as_mut() {
+            qp.init.config = cfg;
+        }
+        Ok(())
+    }
+
     /// The peer a QP is connected to (from RTR on).
     pub fn qp_peer(&self, qpn: u32) -> Option<PeerId> {
         self.qp(qpn).and_then(|q| q.peer)
