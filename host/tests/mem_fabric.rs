@@ -313,3 +313,71 @@ fn retry_settings_per_qp_and_from_verbs() {
         .unwrap_err();
     assert_eq!(e.errno(), libc::EINVAL);
 }
+
+/// Graceful close with work in flight both ways: A closes right after posting; its WRITEs and B's drain and
+/// complete, then both sides destroy their QPs. B sees `LinkClosed` for each of its QPs, never a QP error; the
+/// hosts keep no QP; B's own close afterwards finds nothing left to do.
+#[test]
+fn link_close_drains_both_sides_and_the_peer_sees_a_clean_close() {
+    let f = MemFabric::new(2);
+    let (a, b) = (host(&f, 2), host(&f, 2));
+    let (la, lb) = link(&a, &b, 2);
+    let (src, dst, data) = buffers(&a, &b, 1 << 20, 9);
+    let (bsrc, adst, bdata) = buffers(&b, &a, 256 << 10, 17);
+    for k in 0..16 {
+        write(&la, k, &src, &dst, k as usize * (64 << 10), 64 << 10);
+    }
+    for k in 0..4 {
+        write(
+            &lb,
+            100 + k,
+            &bsrc,
+            &adst,
+            k as usize * (64 << 10),
+            64 << 10,
+        );
+    }
+    let (a_cq, b_cq) = (la.send_cq().clone(), lb.send_cq().clone());
+    let b_qpns: Vec<u32> = lb.qps().iter().map(|q| q.qpn()).collect();
+    let mut closing = la.close();
+    let mut b_events = Vec::new();
+    let start = Instant::now();
+    while !closing.poll().unwrap() {
+        assert!(start.elapsed() < LIMIT, "the close did not finish");
+        b.progress().unwrap();
+        b_events.extend(std::iter::from_fn(|| b.poll_event()));
+    }
+    b_events.extend(std::iter::from_fn(|| b.poll_event()));
+    let drained = |cq: &mrc_host::Cq| {
+        let mut out = [Completion::default(); 32];
+        let n = cq.poll(&mut out);
+        out[..n].to_vec()
+    };
+    let (at_a, at_b) = (drained(&a_cq), drained(&b_cq));
+    assert_eq!(at_a.len(), 16, "{at_a:?}");
+    assert_eq!(at_b.len(), 4, "{at_b:?}");
+    assert!(
+        at_a.iter()
+            .chain(&at_b)
+            .all(|c| c.status == WcStatus::Success)
+    );
+    assert_landed(&b, &dst, &data);
+    assert_landed(&a, &adst, &bdata);
+    for qpn in &b_qpns {
+        assert!(
+            b_events.contains(&AsyncEvent::LinkClosed { qpn: *qpn }),
+            "{b_events:?}"
+        );
+    }
+    assert!(
+        !b_events
+            .iter()
+            .any(|e| matches!(e, AsyncEvent::QpFatal { .. })),
+        "{b_events:?}"
+    );
+    assert_eq!(lb.qps()[0].state(), mrc::QpState::Error);
+    assert!(a.inspect(|dp| dp.endpoint_ref().qpns()).is_empty());
+    assert!(b.inspect(|dp| dp.endpoint_ref().qpns()).is_empty());
+    let mut closing_b = lb.close();
+    assert!(closing_b.poll().unwrap());
+}

@@ -454,6 +454,12 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Whether a QP has nothing left to send or to be acknowledged (its send queue is empty and every packet it
+    /// sent is acknowledged): a graceful close waits for this before it destroys the QP.
+    pub fn qp_idle(&self, qpn: u32) -> Option<bool> {
+        self.qp(qpn).map(|q| !q.has_outstanding())
+    }
+
     /// The peer a QP is connected to (from RTR on).
     pub fn qp_peer(&self, qpn: u32) -> Option<PeerId> {
         self.qp(qpn).and_then(|q| q.peer)
