@@ -381,3 +381,40 @@ fn link_close_drains_both_sides_and_the_peer_sees_a_clean_close() {
     let mut closing_b = lb.close();
     assert!(closing_b.poll().unwrap());
 }
+
+/// Progress threads over the fabric: they sleep on the nodes' eventfds (one per node, for every plane) and wake
+/// for each datagram; a bootstrap and a WRITE go through.
+#[test]
+fn progress_threads_sleep_on_the_fabric_and_wake_for_datagrams() {
+    let f = MemFabric::new(3);
+    let start_one = || {
+        let mut cfg = HostConfig::loopback(3);
+        cfg.progress = ProgressMode::Thread;
+        Host::start_with(cfg, f.attach().unwrap()).unwrap()
+    };
+    let (a, b) = (start_one(), start_one());
+    let mut l = b.listen().unwrap();
+    let mut c = a.connect(&l.blob(), 1, b"").unwrap();
+    let start = Instant::now();
+    let (mut la, mut lb) = (None, None);
+    while la.is_none() || lb.is_none() {
+        assert!(start.elapsed() < LIMIT, "bootstrap did not finish");
+        if lb.is_none() {
+            lb = l.poll_accept(b"").unwrap();
+        }
+        if la.is_none() {
+            la = c.poll().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (la, _lb) = (la.unwrap().0, lb.unwrap().0);
+    let (src, dst, data) = buffers(&a, &b, 1 << 20, 3);
+    write(&la, 1, &src, &dst, 0, 1 << 20);
+    let mut out = [Completion::default(); 1];
+    while la.send_cq().poll(&mut out) == 0 {
+        assert!(start.elapsed() < LIMIT, "no completion");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(out[0].status, WcStatus::Success);
+    assert_landed(&b, &dst, &data);
+}
