@@ -10,8 +10,9 @@ use mrc_host::{
     SendRequest,
 };
 
-/// A bound on waiting loops so a broken build fails instead of hanging; no assertion is about time.
-const LIMIT: Duration = Duration::from_secs(60);
+mod common;
+
+use common::{LIMIT, link};
 
 type MemHost = Host<MemPlanes>;
 
@@ -19,32 +20,6 @@ fn host(f: &MemFabric, planes: usize) -> MemHost {
     let mut cfg = HostConfig::loopback(planes);
     cfg.progress = ProgressMode::Manual;
     Host::start_with(cfg, f.attach().unwrap()).unwrap()
-}
-
-/// Connects a link of `qps` QPs from `a` to a listener on `b` (bootstrap datagrams over the fabric too).
-fn link(a: &MemHost, b: &MemHost, qps: usize) -> (Link<MemPlanes>, Link<MemPlanes>) {
-    let mut l = b.listen().unwrap();
-    let mut c = a.connect(&l.blob(), qps, b"hello").unwrap();
-    let start = Instant::now();
-    let (mut la, mut lb) = (None, None);
-    while la.is_none() || lb.is_none() {
-        assert!(start.elapsed() < LIMIT, "bootstrap did not finish");
-        if lb.is_none()
-            && let Some((link, app)) = l.poll_accept(b"welcome").unwrap()
-        {
-            assert_eq!(app, b"hello");
-            lb = Some(link);
-        }
-        if la.is_none()
-            && let Some((link, app)) = c.poll().unwrap()
-        {
-            assert_eq!(app, b"welcome");
-            la = Some(link);
-        }
-        a.progress().unwrap();
-        b.progress().unwrap();
-    }
-    (la.unwrap(), lb.unwrap())
 }
 
 /// Buffers: `len` bytes of a pattern at `a`, `len` zero bytes writable by the peer at `b`.
@@ -393,21 +368,8 @@ fn progress_threads_sleep_on_the_fabric_and_wake_for_datagrams() {
         Host::start_with(cfg, f.attach().unwrap()).unwrap()
     };
     let (a, b) = (start_one(), start_one());
-    let mut l = b.listen().unwrap();
-    let mut c = a.connect(&l.blob(), 1, b"").unwrap();
+    let (la, _lb) = link(&a, &b, 1);
     let start = Instant::now();
-    let (mut la, mut lb) = (None, None);
-    while la.is_none() || lb.is_none() {
-        assert!(start.elapsed() < LIMIT, "bootstrap did not finish");
-        if lb.is_none() {
-            lb = l.poll_accept(b"").unwrap();
-        }
-        if la.is_none() {
-            la = c.poll().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let (la, _lb) = (la.unwrap().0, lb.unwrap().0);
     let (src, dst, data) = buffers(&a, &b, 1 << 20, 3);
     write(&la, 1, &src, &dst, 0, 1 << 20);
     let mut out = [Completion::default(); 1];
