@@ -241,6 +241,19 @@ pub enum Msg {
         /// Why: 1 no such listener, 2 malformed or too large.
         reason: u8,
     },
+    /// "I am closing this link": sent by a side whose QPs are drained, to the peer's plane 0, repeated until
+    /// answered.
+    Close {
+        /// Chosen by the closer; echoed by CLOSED.
+        token: u64,
+        /// (the closer's QPN, the receiver's QPN) per QP of the link.
+        pairs: Vec<(u32, u32)>,
+    },
+    /// The receiver drained and destroyed its QPs of the link (or had none left).
+    Closed {
+        /// The CLOSE's token.
+        token: u64,
+    },
 }
 
 impl Msg {
@@ -255,6 +268,8 @@ impl Msg {
             Msg::Connect { token, .. } => (3, *token),
             Msg::Accept { token, .. } => (4, *token),
             Msg::Refuse { token, .. } => (5, *token),
+            Msg::Close { token, .. } => (6, *token),
+            Msg::Closed { token } => (7, *token),
         };
         b.push(ty);
         b.extend_from_slice(&[0, 0]);
@@ -276,6 +291,14 @@ impl Msg {
                 planes, qps, app, ..
             } => put_link(&mut b, planes, qps, app),
             Msg::Refuse { reason, .. } => b.push(*reason),
+            Msg::Close { pairs, .. } => {
+                b.push(pairs.len().min(MAX_LINK_QPS) as u8);
+                for (mine, yours) in pairs.iter().take(MAX_LINK_QPS) {
+                    b.extend_from_slice(&mine.to_be_bytes());
+                    b.extend_from_slice(&yours.to_be_bytes());
+                }
+            }
+            Msg::Closed { .. } => {}
         }
         b
     }
@@ -327,7 +350,18 @@ impl Msg {
                 token,
                 reason: r.u8()?,
             },
-            _ => return Err(DecodeError("datagram type (1..=5)")),
+            6 => {
+                let n = usize::from(r.u8()?);
+                if n == 0 || n > MAX_LINK_QPS {
+                    return Err(DecodeError("QP count (1..=64)"));
+                }
+                let pairs = (0..n)
+                    .map(|_| Ok((r.u32()?, r.u32()?)))
+                    .collect::<Result<Vec<_>, DecodeError>>()?;
+                Msg::Close { token, pairs }
+            }
+            7 => Msg::Closed { token },
+            _ => return Err(DecodeError("datagram type (1..=7)")),
         })
     }
 }
@@ -575,6 +609,11 @@ mod tests {
                 token: 9,
                 reason: 1,
             },
+            Msg::Close {
+                token: 11,
+                pairs: vec![(0x10, 0x20), (0x11, 0x21)],
+            },
+            Msg::Closed { token: 11 },
         ];
         for m in msgs {
             let b = m.encode();

@@ -76,6 +76,15 @@ pub struct QpProfile {
     pub rate_bps: Option<u64>,
     /// MRC's ICRC on (off only where the UDP checksum protects the path).
     pub icrc: bool,
+    /// QP local-ACK timeout, the engine's exponent: a QP that makes no progress for 1.024 µs × 2^`ack_timeout`
+    /// retries; 0 waits forever (`QpConfig::timeout`, spec REL-QPTO-1). Default 14 (16.8 ms). Verbs counts
+    /// 4.096 µs units: see [`QpRetry::from_verbs`].
+    pub ack_timeout: u8,
+    /// Retries at that timeout (`QpConfig::retry_linear`). Default 7.
+    pub retry_cnt: u8,
+    /// Retries after those at 2×, 4×, … the timeout (`QpConfig::retry_exp`); 25 or more: never give up. When
+    /// the last one expires the oldest request completes with `RetryExcErr` and the QP enters ERROR. Default 3.
+    pub retry_backoff: u8,
 }
 
 impl Default for QpProfile {
@@ -86,7 +95,68 @@ impl Default for QpProfile {
             window_packets: 64,
             rate_bps: None,
             icrc: true,
+            ack_timeout: 14,
+            retry_cnt: 7,
+            retry_backoff: 3,
         }
+    }
+}
+
+impl QpProfile {
+    /// The profile's timeout and retry settings.
+    pub fn retry(&self) -> QpRetry {
+        QpRetry {
+            ack_timeout: self.ack_timeout,
+            retry_cnt: self.retry_cnt,
+            retry_backoff: self.retry_backoff,
+        }
+    }
+}
+
+/// A QP's local-ACK timeout and retry counts (the engine's units; the fields of [`QpProfile`] of the same
+/// names). Set per QP with [`Qp::set_retry`] or verbs' RTS ([`QpTransition::Rts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpRetry {
+    /// 1.024 µs × 2^`ack_timeout` without progress before a retry (0..=31; 0: wait forever).
+    pub ack_timeout: u8,
+    /// Retries at that timeout.
+    pub retry_cnt: u8,
+    /// Further retries at 2×, 4×, … the timeout (25 or more: unlimited).
+    pub retry_backoff: u8,
+}
+
+impl QpRetry {
+    /// Verbs' RTS values: `timeout` counts 4.096 µs × 2^timeout (0: infinite), so the engine's exponent is two
+    /// more (capped at 31, 37 minutes: verbs 30 and 31 ask for longer than anyone waits); `retry_cnt` retries, all at
+    /// that timeout (verbs has no back-off).
+    pub fn from_verbs(timeout: u8, retry_cnt: u8) -> Self {
+        Self {
+            ack_timeout: if timeout == 0 {
+                0
+            } else {
+                timeout.saturating_add(2).min(31)
+            },
+            retry_cnt,
+            retry_backoff: 0,
+        }
+    }
+
+    /// The verbs `timeout` these settings come from (the inverse of [`from_verbs`](Self::from_verbs)).
+    pub fn verbs_timeout(&self) -> u8 {
+        self.ack_timeout
+            .saturating_sub(2)
+            .max(u8::from(self.ack_timeout != 0))
+    }
+
+    /// How long a QP whose peer went silent keeps retrying, from its last progress to the error completion:
+    /// `retry_cnt + 1` timeouts, then `2 + 4 + … + 2^retry_backoff` more. `None` when it never gives up.
+    pub fn give_up_after(&self) -> Option<StdDuration> {
+        if self.ack_timeout == 0 || self.retry_backoff >= 25 {
+            return None;
+        }
+        let t = StdDuration::from_nanos(1024u64 << self.ack_timeout.min(31));
+        let units = u32::from(self.retry_cnt) + 1 + ((2u32 << self.retry_backoff) - 2);
+        Some(t.saturating_mul(units))
     }
 }
 
@@ -196,6 +266,20 @@ impl HostConfig {
         if let Some(t) = num("TIMEOUT_MS")? {
             cfg.bootstrap_timeout = StdDuration::from_millis(t);
         }
+        if let Some(t) = num("ACK_TIMEOUT")? {
+            if t > 31 {
+                return Err(HostError::Invalid(format!(
+                    "{prefix}ACK_TIMEOUT={t}: give 0 (wait forever) or 1..=31 (1.024 µs × 2^t)"
+                )));
+            }
+            cfg.profile.ack_timeout = t as u8;
+        }
+        if let Some(r) = num("RETRY_CNT")? {
+            cfg.profile.retry_cnt = r.min(255) as u8;
+        }
+        if let Some(r) = num("RETRY_BACKOFF")? {
+            cfg.profile.retry_backoff = r.min(255) as u8;
+        }
         Ok(cfg)
     }
 }
@@ -267,6 +351,12 @@ pub enum AsyncEvent {
         /// The EV.
         ev: u32,
     },
+    /// The peer closed the link this QP belonged to ([`Link::close`]): both sides drained their QPs, and this
+    /// one is destroyed (receives still posted are dropped without completions, as by `ibv_destroy_qp`).
+    LinkClosed {
+        /// The QP.
+        qpn: u32,
+    },
 }
 
 /// A registered region: the keys work requests and peers use. Valid until [`Host::dereg_mr`].
@@ -318,11 +408,11 @@ pub enum QpTransition {
     Rts {
         /// First PSN this QP sends.
         sq_psn: u32,
-        /// verbs' local ACK timeout exponent (the profile's timers apply).
+        /// verbs' local ACK timeout exponent: 4.096 µs × 2^timeout, 0 infinite ([`QpRetry::from_verbs`]).
         timeout: u8,
-        /// verbs' retry count (the profile's apply).
+        /// verbs' retry count: retries at that timeout before the QP fails with `RetryExcErr`.
         retry_cnt: u8,
-        /// verbs' RNR retry count (the profile's apply).
+        /// verbs' RNR retry count (accepted and ignored: receiver-not-ready NACKs share the retry count).
         rnr_retry: u8,
     },
     /// Any → ERROR: flush.
@@ -499,6 +589,22 @@ enum ConnectReply {
     Refused,
 }
 
+/// Where a link QP leads.
+struct LinkPeer {
+    peer: PeerId,
+    remote_qpn: u32,
+}
+
+/// A peer's CLOSE waiting for this host's QPs of the link to drain.
+struct PeerClose {
+    src: SocketAddrV6,
+    plane: usize,
+    token: u64,
+    qpns: Vec<u32>,
+    /// Destroy the QPs and answer even if they have not drained by then.
+    deadline: WallClock,
+}
+
 /// A sent ACCEPT, kept to answer a repeated CONNECT: (connector's address, token) → (plane, datagram).
 type AcceptedEntry = ((SocketAddrV6, u64), (usize, Vec<u8>));
 
@@ -515,6 +621,12 @@ struct Core<P: PlaneIo> {
     accepted: VecDeque<AcceptedEntry>,
     connecting: BTreeMap<u64, ConnectReply>,
     resolving: BTreeMap<u64, SocketAddrV6>,
+    /// Every link QP: its peer and the peer's QP (to check a CLOSE against).
+    links: BTreeMap<u32, LinkPeer>,
+    /// CLOSEs this host sent, by token: `true` once CLOSED came back.
+    closing: BTreeMap<u64, bool>,
+    /// CLOSEs from peers whose QPs are still draining here.
+    peer_closes: Vec<PeerClose>,
     mrs: u32,
     scratch: Vec<Completion>,
     /// Manual mode: when the last busy round ended, and how long to keep spinning after it.
@@ -642,6 +754,9 @@ impl<P: PlaneIo> Host<P> {
                 accepted: VecDeque::new(),
                 connecting: BTreeMap::new(),
                 resolving: BTreeMap::new(),
+                links: BTreeMap::new(),
+                closing: BTreeMap::new(),
+                peer_closes: Vec::new(),
                 mrs: 0,
                 scratch: vec![Completion::default(); 64],
                 last_busy: WallClock::now(),
@@ -893,21 +1008,7 @@ impl<P: PlaneIo> Host<P> {
 
     /// Destroys a CQ (no QP may still complete into it).
     pub fn destroy_cq(&self, cq: &Cq) -> Result<(), HostError> {
-        let mut c = lock(&self.inner().core);
-        if c.qp_list
-            .iter()
-            .any(|q| Arc::ptr_eq(&q.send_cq, &cq.sh) || Arc::ptr_eq(&q.recv_cq, &cq.sh))
-        {
-            return Err(HostError::Invalid(
-                "a QP still completes into this CQ; destroy it first".into(),
-            ));
-        }
-        c.dp.endpoint()
-            .destroy_cq(cq.sh.id)
-            .map_err(|_| HostError::NoSuchObject("completion queue"))?;
-        c.cqs.remove(&cq.sh.id.id());
-        c.cq_list.retain(|q| !Arc::ptr_eq(q, &cq.sh));
-        Ok(())
+        lock(&self.inner().core).destroy_cq(&cq.sh)
     }
 
     /// A QP in RESET.
@@ -1076,6 +1177,9 @@ impl<P: PlaneIo> Inner<P> {
             // and the engine does not hold back the ones beyond the responder's limit: with the default 16 the
             // rest are NACKed and retried until the QP timeout gives up on large READs (ib_read_bw -a, 4 MiB).
             max_read_dest: 256,
+            timeout: p.ack_timeout,
+            retry_linear: p.retry_cnt,
+            retry_exp: p.retry_backoff,
             ..c.dp.software_qp_config(
                 p.mtu,
                 p.evs_per_plane,
@@ -1260,6 +1364,38 @@ impl<P: PlaneIo> Core<P> {
         Ok(sh)
     }
 
+    /// Whether QP `qpn` has nothing left to send or to have acknowledged (or no longer exists).
+    fn quiet(&self, qpn: u32) -> bool {
+        match self.qps.get(&qpn) {
+            None => true,
+            Some(sh) => {
+                sh.sq.is_empty()
+                    && !self.stalled.contains_key(&qpn)
+                    && self.dp.endpoint_ref().qp_idle(qpn).unwrap_or(true)
+            }
+        }
+    }
+
+    /// Destroys a CQ no QP completes into any more.
+    fn destroy_cq(&mut self, cq: &Arc<CqShared>) -> Result<(), HostError> {
+        if self
+            .qp_list
+            .iter()
+            .any(|q| Arc::ptr_eq(&q.send_cq, cq) || Arc::ptr_eq(&q.recv_cq, cq))
+        {
+            return Err(HostError::Invalid(
+                "a QP still completes into this CQ; destroy it first".into(),
+            ));
+        }
+        self.dp
+            .endpoint()
+            .destroy_cq(cq.id)
+            .map_err(|_| HostError::NoSuchObject("completion queue"))?;
+        self.cqs.remove(&cq.id.id());
+        self.cq_list.retain(|q| !Arc::ptr_eq(q, cq));
+        Ok(())
+    }
+
     fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.dp
             .endpoint()
@@ -1270,6 +1406,7 @@ impl<P: PlaneIo> Core<P> {
             sh.state.store(ST_ERROR, Ordering::Release);
         }
         self.stalled.remove(&qpn);
+        self.links.remove(&qpn);
         if let Some(a) = self.inline.remove(&qpn) {
             if let Some(k) = self.dp.mem.bytes(a.addr).map(|_| a.lkey) {
                 let _ = self.dp.endpoint().dereg_mr(k);
@@ -1367,6 +1504,7 @@ impl<P: PlaneIo> Inner<P> {
             self.port_changed(c, plane, up);
         }
         busy |= self.host_datagrams(c);
+        busy |= self.peer_closes(c);
         busy |= deliver_completions(c);
         busy |= self.engine_events(c);
         Ok(busy)
@@ -1531,7 +1669,84 @@ impl<P: PlaneIo> Inner<P> {
                         *r = ConnectReply::Refused;
                     }
                 }
+                Msg::Close { token, pairs } => self.peer_close(c, d.src, d.plane, token, &pairs),
+                Msg::Closed { token } => {
+                    if let Some(done) = c.closing.get_mut(&token) {
+                        *done = true;
+                    }
+                }
             }
+        }
+        any
+    }
+
+    /// A peer's CLOSE: only for QPs of a link to that peer, named with their remote QPNs (spec HOST-DGRAM-6).
+    // spec: HOST-DGRAM-6
+    fn peer_close(
+        &self,
+        c: &mut Core<P>,
+        src: SocketAddrV6,
+        plane: usize,
+        token: u64,
+        pairs: &[(u32, u32)],
+    ) {
+        let sender = c.dp.peer_at(&src);
+        let mine: Vec<u32> = pairs
+            .iter()
+            .filter(|(theirs, ours)| {
+                c.links
+                    .get(ours)
+                    .is_some_and(|l| Some(l.peer) == sender && l.remote_qpn == *theirs)
+            })
+            .map(|&(_, ours)| ours)
+            .collect();
+        if mine.is_empty() {
+            // Nothing left to close (an earlier CLOSED was lost): answer again. QPs that exist but belong to
+            // another peer or pair are left alone, unanswered.
+            if pairs.iter().all(|(_, ours)| !c.qps.contains_key(ours)) {
+                let _ = c.dp.send_host(plane, src, &Msg::Closed { token }.encode());
+            }
+            return;
+        }
+        if !c
+            .peer_closes
+            .iter()
+            .any(|p| p.token == token && p.src == src)
+        {
+            c.peer_closes.push(PeerClose {
+                src,
+                plane,
+                token,
+                qpns: mine,
+                deadline: WallClock::now() + self.bootstrap_timeout,
+            });
+        }
+    }
+
+    /// Peers' CLOSEs whose QPs have drained here (or ran out of time): destroy the QPs, tell the application,
+    /// answer CLOSED.
+    fn peer_closes(&self, c: &mut Core<P>) -> bool {
+        if c.peer_closes.is_empty() {
+            return false;
+        }
+        let now = WallClock::now();
+        let mut any = false;
+        let mut k = 0;
+        while k < c.peer_closes.len() {
+            let p = &c.peer_closes[k];
+            if now < p.deadline && !p.qpns.iter().all(|&q| c.quiet(q)) {
+                k += 1;
+                continue;
+            }
+            let p = c.peer_closes.swap_remove(k);
+            for &qpn in &p.qpns {
+                if c.destroy_qp(qpn).is_ok() {
+                    self.event(AsyncEvent::LinkClosed { qpn });
+                }
+            }
+            let _ =
+                c.dp.send_host(p.plane, p.src, &Msg::Closed { token: p.token }.encode());
+            any = true;
         }
         any
     }
@@ -1604,6 +1819,12 @@ fn deliver_completions<P: PlaneIo>(c: &mut Core<P>) -> bool {
         }
     }
     any
+}
+
+fn set_retry<P: PlaneIo>(c: &mut Core<P>, qpn: u32, r: QpRetry) -> Result<(), HostError> {
+    c.dp.endpoint()
+        .set_qp_retry(qpn, r.ack_timeout, r.retry_cnt, r.retry_backoff)
+        .map_err(HostError::from)
 }
 
 fn opcode_of(op: &SendOp) -> WcOpcode {
@@ -1747,6 +1968,7 @@ impl<P: PlaneIo> Qp<P> {
     /// is cached), which may take a round trip.
     pub fn modify(&self, t: QpTransition) -> Result<(), HostError> {
         let i = &self.host;
+        let mut retry = None;
         let t = match t {
             QpTransition::Init { access } => Transition::Init { access },
             QpTransition::Rtr {
@@ -1763,13 +1985,24 @@ impl<P: PlaneIo> Qp<P> {
                     remote_caps: self.sh.caps,
                 }
             }
-            QpTransition::Rts { sq_psn, .. } => Transition::Rts { sq_psn },
+            QpTransition::Rts {
+                sq_psn,
+                timeout,
+                retry_cnt,
+                ..
+            } => {
+                retry = Some(QpRetry::from_verbs(timeout, retry_cnt));
+                Transition::Rts { sq_psn }
+            }
             QpTransition::Error => Transition::Error,
             QpTransition::Reset => Transition::Reset,
         };
         let reset = matches!(t, Transition::Reset);
         let mut c = lock(&i.core);
-        let r = i.modify_locked(&mut c, &self.sh, t);
+        let mut r = i.modify_locked(&mut c, &self.sh, t);
+        if let (Ok(()), Some(q)) = (&r, retry) {
+            r = set_retry(&mut c, self.sh.qpn, q);
+        }
         if reset {
             c.stalled.remove(&self.sh.qpn);
             while self.sh.sq.pop().is_some() {}
@@ -1795,6 +2028,22 @@ impl<P: PlaneIo> Qp<P> {
         drop(c);
         i.kick();
         r
+    }
+
+    /// Changes this QP's local-ACK timeout and retry counts, in any state (they apply from the next time the
+    /// QP timeout is armed). `EINVAL` for a timeout above 31.
+    pub fn set_retry(&self, retry: QpRetry) -> Result<(), HostError> {
+        set_retry(&mut lock(&self.host.core), self.sh.qpn, retry)
+    }
+
+    /// This QP's local-ACK timeout and retry counts, as the engine has them.
+    pub fn retry(&self) -> Option<QpRetry> {
+        let c = lock(&self.host.core);
+        c.dp.endpoint_ref().qp_config(self.sh.qpn).map(|q| QpRetry {
+            ack_timeout: q.timeout,
+            retry_cnt: q.retry_linear,
+            retry_backoff: q.retry_exp,
+        })
     }
 
     /// What a peer needs to connect to this QP (≤ 128 bytes once encoded).
@@ -2049,6 +2298,13 @@ impl<P: PlaneIo> Inner<P> {
         if let Some((peer, r)) = remote {
             for (q, r) in half.qps.iter().zip(r) {
                 self.connect_locked(c, q, peer, r)?;
+                c.links.insert(
+                    q.qpn,
+                    LinkPeer {
+                        peer,
+                        remote_qpn: r.qpn,
+                    },
+                );
             }
         }
         Ok(Link {
@@ -2198,5 +2454,142 @@ impl<P: PlaneIo> Link<P> {
     /// The index in [`qps`](Self::qps) of QP `qpn` (to map a completion back to its QP).
     pub fn qp_index(&self, qpn: u32) -> Option<usize> {
         self.qps.iter().position(|q| q.qpn() == qpn)
+    }
+
+    /// Closes the link gracefully; poll the returned [`Closing`] until it says done. This side's QPs drain
+    /// first (everything posted is sent and acknowledged), then a CLOSE tells the peer, whose QPs drain in turn
+    /// and are destroyed ([`AsyncEvent::LinkClosed`] there), and its CLOSED lets this side destroy its QPs and
+    /// the link's CQs. The peer sees a clean close, never a retry timeout. Everything must be done within the
+    /// host's bootstrap timeout; after it the QPs are destroyed anyway and `poll` says `ETIMEDOUT`.
+    pub fn close(self) -> Closing<P> {
+        let host = self.qps.first().map(|q| Arc::clone(&q.host));
+        let deadline = WallClock::now()
+            + host
+                .as_ref()
+                .map_or(StdDuration::ZERO, |h| h.bootstrap_timeout);
+        Closing {
+            host,
+            qpns: self.qps.iter().map(Qp::qpn).collect(),
+            cqs: [Arc::clone(&self.send_cq.sh), Arc::clone(&self.recv_cq.sh)],
+            token: random_u64(),
+            deadline,
+            waiting: None,
+            done: false,
+        }
+    }
+}
+
+/// A link being closed ([`Link::close`]).
+pub struct Closing<P: PlaneIo = UdpPlanes> {
+    host: Option<Arc<Inner<P>>>,
+    qpns: Vec<u32>,
+    cqs: [Arc<CqShared>; 2],
+    token: u64,
+    deadline: WallClock,
+    /// Once CLOSE is out: (destination, datagram, next resend, interval).
+    waiting: Option<(SocketAddrV6, Vec<u8>, WallClock, StdDuration)>,
+    done: bool,
+}
+
+impl<P: PlaneIo> std::fmt::Debug for Closing<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Closing")
+            .field("qpns", &self.qpns)
+            .field("sent", &self.waiting.is_some())
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl<P: PlaneIo> Closing<P> {
+    /// One step: `Ok(true)` once both sides destroyed their QPs (or the peer's were gone already), `Ok(false)`
+    /// while draining or waiting for the peer; `ETIMEDOUT` when the bootstrap timeout passed first (this side's
+    /// QPs are destroyed then too). In [`ProgressMode::Manual`] it runs a progress round.
+    pub fn poll(&mut self) -> Result<bool, HostError> {
+        if self.done {
+            return Ok(true);
+        }
+        let Some(i) = self.host.clone() else {
+            self.done = true;
+            return Ok(true);
+        };
+        if i.mode == ProgressMode::Manual {
+            i.round(&mut lock(&i.core))?;
+        }
+        let mut c = lock(&i.core);
+        let now = WallClock::now();
+        match &mut self.waiting {
+            None => {
+                // Closed by the peer already, or nobody to tell: just free what is left.
+                let peer = self
+                    .qpns
+                    .iter()
+                    .find_map(|q| c.links.get(q).map(|l| l.peer));
+                let dest = peer
+                    .and_then(|p| c.dp.peer_planes(p).and_then(|pl| pl.first().copied()))
+                    .map(|p0| c.dp.node().destination(0, &p0, 0));
+                let Some(dest) = dest else {
+                    self.finish(&mut c);
+                    return Ok(true);
+                };
+                if !self.qpns.iter().all(|&q| c.quiet(q)) {
+                    if now >= self.deadline {
+                        self.finish(&mut c);
+                        return Err(HostError::Timeout("close (the link's QPs did not drain)"));
+                    }
+                    return Ok(false);
+                }
+                let pairs = self
+                    .qpns
+                    .iter()
+                    .filter_map(|&q| c.links.get(&q).map(|l| (q, l.remote_qpn)))
+                    .collect();
+                let msg = Msg::Close {
+                    token: self.token,
+                    pairs,
+                }
+                .encode();
+                c.closing.insert(self.token, false);
+                let _ = c.dp.send_host(0, dest, &msg);
+                self.waiting = Some((dest, msg, now + RETRY_FIRST, RETRY_FIRST));
+                Ok(false)
+            }
+            Some((dest, msg, next, interval)) => {
+                if c.closing.get(&self.token) == Some(&true) {
+                    self.finish(&mut c);
+                    return Ok(true);
+                }
+                if now >= self.deadline {
+                    self.finish(&mut c);
+                    return Err(HostError::Timeout("close (no CLOSED from the peer)"));
+                }
+                if now >= *next {
+                    let _ = c.dp.send_host(0, *dest, msg);
+                    *interval = (*interval * 2).min(StdDuration::from_secs(1));
+                    *next = now + *interval;
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// Destroys this side's QPs and the link's CQs.
+    fn finish(&mut self, c: &mut Core<P>) {
+        for &q in &self.qpns {
+            let _ = c.destroy_qp(q);
+        }
+        for cq in &self.cqs {
+            let _ = c.destroy_cq(cq);
+        }
+        c.closing.remove(&self.token);
+        self.done = true;
+    }
+}
+
+impl<P: PlaneIo> Drop for Closing<P> {
+    fn drop(&mut self) {
+        if let Some(i) = &self.host {
+            lock(&i.core).closing.remove(&self.token);
+        }
     }
 }

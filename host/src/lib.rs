@@ -31,8 +31,9 @@ pub use control::{EvEvent, ExplicitEvs};
 pub use driver::{Datapath, DatapathConfig, DatapathStats, StartError, UdpEndpoint, software_cc};
 pub use error::HostError;
 pub use host::{
-    Accepted, AsyncEvent, Connecting, Cq, Host, HostConfig, HostStats, Link, Listener, LocalInfo,
-    Mr, PeerAddr, ProgressMode, Qp, QpProfile, QpSpec, QpTransition, SendRequest,
+    Accepted, AsyncEvent, Closing, Connecting, Cq, Host, HostConfig, HostStats, Link, Listener,
+    LocalInfo, Mr, PeerAddr, ProgressMode, Qp, QpProfile, QpRetry, QpSpec, QpTransition,
+    SendRequest,
 };
 pub use mem_plane::{MemFabric, MemPlanes};
 pub use memory::HostMemory;

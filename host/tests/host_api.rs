@@ -6,45 +6,17 @@ use std::time::{Duration, Instant};
 
 use mrc::{Access, Completion, QpState, SendOp, Sge, WcOpcode, WcStatus};
 use mrc_host::{
-    Blob, Host, HostConfig, HostError, Link, PeerAddr, ProgressMode, QpSpec, QpTransition,
-    SendRequest,
+    Host, HostConfig, HostError, PeerAddr, ProgressMode, QpSpec, QpTransition, SendRequest,
 };
 
-const LIMIT: Duration = Duration::from_secs(20);
+mod common;
+
+use common::{LIMIT, link};
 
 fn host(mode: ProgressMode) -> Host {
     let mut cfg = HostConfig::loopback(2);
     cfg.progress = mode;
     Host::start(cfg).expect("loopback sockets")
-}
-
-/// Connects a link of `qps` QPs from `a` to a listener on `b`, exchanging app data both ways.
-fn link(a: &Host, b: &Host, qps: usize) -> (Link, Link) {
-    let mut l = b.listen().unwrap();
-    let blob = l.blob();
-    assert!(blob.len() <= Blob::MAX_LEN);
-    let mut c = a.connect(&blob, qps, b"from a").unwrap();
-    let start = Instant::now();
-    let (mut la, mut lb) = (None, None);
-    while la.is_none() || lb.is_none() {
-        assert!(start.elapsed() < LIMIT, "bootstrap did not finish");
-        if lb.is_none()
-            && let Some((link, app)) = l.poll_accept(b"from b").unwrap()
-        {
-            assert_eq!(app, b"from a");
-            lb = Some(link);
-        }
-        if la.is_none()
-            && let Some((link, app)) = c.poll().unwrap()
-        {
-            assert_eq!(app, b"from b");
-            la = Some(link);
-        }
-        for h in [a, b] {
-            h.progress().unwrap();
-        }
-    }
-    (la.unwrap(), lb.unwrap())
 }
 
 fn wait_one(h: &[&Host], cq: &mrc_host::Cq) -> Completion {

@@ -6,11 +6,13 @@ use std::time::{Duration, Instant};
 
 use mrc::{Access, Completion, SendOp, Sge, WcStatus};
 use mrc_host::{
-    AsyncEvent, Host, HostConfig, Link, MemFabric, MemPlanes, Mr, ProgressMode, SendRequest,
+    AsyncEvent, Host, HostConfig, Link, MemFabric, MemPlanes, Mr, ProgressMode, QpRetry,
+    SendRequest,
 };
 
-/// A bound on waiting loops so a broken build fails instead of hanging; no assertion is about time.
-const LIMIT: Duration = Duration::from_secs(60);
+mod common;
+
+use common::{LIMIT, link};
 
 type MemHost = Host<MemPlanes>;
 
@@ -18,32 +20,6 @@ fn host(f: &MemFabric, planes: usize) -> MemHost {
     let mut cfg = HostConfig::loopback(planes);
     cfg.progress = ProgressMode::Manual;
     Host::start_with(cfg, f.attach().unwrap()).unwrap()
-}
-
-/// Connects a link of `qps` QPs from `a` to a listener on `b` (bootstrap datagrams over the fabric too).
-fn link(a: &MemHost, b: &MemHost, qps: usize) -> (Link<MemPlanes>, Link<MemPlanes>) {
-    let mut l = b.listen().unwrap();
-    let mut c = a.connect(&l.blob(), qps, b"hello").unwrap();
-    let start = Instant::now();
-    let (mut la, mut lb) = (None, None);
-    while la.is_none() || lb.is_none() {
-        assert!(start.elapsed() < LIMIT, "bootstrap did not finish");
-        if lb.is_none()
-            && let Some((link, app)) = l.poll_accept(b"welcome").unwrap()
-        {
-            assert_eq!(app, b"hello");
-            lb = Some(link);
-        }
-        if la.is_none()
-            && let Some((link, app)) = c.poll().unwrap()
-        {
-            assert_eq!(app, b"welcome");
-            la = Some(link);
-        }
-        a.progress().unwrap();
-        b.progress().unwrap();
-    }
-    (la.unwrap(), lb.unwrap())
 }
 
 /// Buffers: `len` bytes of a pattern at `a`, `len` zero bytes writable by the peer at `b`.
@@ -88,14 +64,20 @@ fn write(la: &Link<MemPlanes>, wr_id: u64, src: &Mr, dst: &Mr, off: usize, len: 
 }
 
 /// Runs both hosts until `done` says so; returns every async event `a` raised meanwhile.
-fn drive(a: &MemHost, b: &MemHost, mut done: impl FnMut() -> bool) -> Vec<AsyncEvent> {
+fn drive(a: &MemHost, b: &MemHost, done: impl FnMut() -> bool) -> Vec<AsyncEvent> {
+    drive_all(&[a, b], done)
+}
+
+/// Runs `hosts` until `done` says so; returns every async event the first raised meanwhile.
+fn drive_all(hosts: &[&MemHost], mut done: impl FnMut() -> bool) -> Vec<AsyncEvent> {
     let start = Instant::now();
     let mut events = Vec::new();
     while !done() {
         assert!(start.elapsed() < LIMIT, "stuck; events so far {events:?}");
-        a.progress().unwrap();
-        b.progress().unwrap();
-        events.extend(std::iter::from_fn(|| a.poll_event()));
+        for h in hosts {
+            h.progress().unwrap();
+        }
+        events.extend(std::iter::from_fn(|| hosts[0].poll_event()));
     }
     events
 }
@@ -213,4 +195,188 @@ fn carrier_changes_reach_the_hosts_and_loss_is_repaired() {
         events.contains(&AsyncEvent::PortUp { plane: 0 }),
         "{events:?}"
     );
+}
+
+/// The peer vanishes (its host and link dropped: its node leaves the fabric and nothing answers). A WRITE then
+/// retries at the profile's ACK timeout `retry_cnt` times, then with back-off, and completes with RETRY_EXC_ERR;
+/// the QP is in ERROR and raises `QpFatal`. Not sooner than the settings allow, and after exactly that many
+/// retries.
+#[test]
+fn a_vanished_peer_fails_the_qp_with_retry_exceeded_after_the_configured_retries() {
+    let f = MemFabric::new(2);
+    let mut cfg = HostConfig::loopback(2);
+    cfg.progress = ProgressMode::Manual;
+    // 1.05 ms, 3 retries at it, then 2 with back-off (2.1 ms, 4.2 ms).
+    cfg.profile.ack_timeout = 10;
+    cfg.profile.retry_cnt = 3;
+    cfg.profile.retry_backoff = 2;
+    let a = Host::start_with(cfg, f.attach().unwrap()).unwrap();
+    let b = host(&f, 2);
+    let (la, lb) = link(&a, &b, 1);
+    let qp = la.qps()[0].clone();
+    let want = QpRetry {
+        ack_timeout: 10,
+        retry_cnt: 3,
+        retry_backoff: 2,
+    };
+    assert_eq!(qp.retry(), Some(want));
+    let bound = want.give_up_after().unwrap();
+    assert_eq!(bound, Duration::from_nanos(1_048_576 * (4 + 2 + 4)));
+    let (src, dst, data) = buffers(&a, &b, 64 << 10, 5);
+    let (done, _) = transfer(&a, &b, &la, (&src, &dst), 64 << 10, |_| {});
+    assert_eq!(done[0].status, WcStatus::Success);
+    assert_landed(&b, &dst, &data);
+
+    drop(lb);
+    drop(b);
+    let qpn = qp.qpn();
+    let retries = |h: &MemHost| h.inspect(|dp| dp.endpoint_ref().qp_stats(qpn).unwrap().retries);
+    let before = retries(&a);
+    let t0 = Instant::now();
+    write(&la, 99, &src, &dst, 0, 4096);
+    let mut out = [Completion::default(); 1];
+    let events = drive_all(&[&a], || la.send_cq().poll(&mut out) == 1);
+    let elapsed = t0.elapsed();
+    assert_eq!((out[0].wr_id, out[0].status), (99, WcStatus::RetryExcErr));
+    assert_eq!(qp.state(), mrc::QpState::Error);
+    assert!(events.contains(&AsyncEvent::QpFatal { qpn }), "{events:?}");
+    // Every timeout but the last retried; the last gave up.
+    assert_eq!(retries(&a) - before, 3 + 2 + 1);
+    assert!(
+        elapsed >= bound,
+        "gave up after {elapsed:?}, before the {bound:?} the settings allow"
+    );
+    assert!(f.stats().dropped_unknown > 0);
+}
+
+/// Per-QP settings: verbs' RTS values map to the engine's units, `set_retry` changes a live QP, a timeout
+/// beyond 31 is refused.
+#[test]
+fn retry_settings_per_qp_and_from_verbs() {
+    assert_eq!(
+        QpRetry::from_verbs(14, 7),
+        QpRetry {
+            ack_timeout: 16,
+            retry_cnt: 7,
+            retry_backoff: 0
+        }
+    );
+    assert_eq!(QpRetry::from_verbs(0, 3).ack_timeout, 0);
+    assert_eq!(QpRetry::from_verbs(0, 3).give_up_after(), None);
+    assert_eq!(QpRetry::from_verbs(31, 3).ack_timeout, 31);
+    for t in [0, 1, 14, 20, 29] {
+        assert_eq!(QpRetry::from_verbs(t, 0).verbs_timeout(), t);
+    }
+    // 4.096 µs × 2^8 = 1.05 ms, 2 retries: 3 timeouts.
+    assert_eq!(
+        QpRetry::from_verbs(8, 2).give_up_after(),
+        Some(Duration::from_nanos(3 * (4096 << 8)))
+    );
+    let f = MemFabric::new(1);
+    let (a, b) = (host(&f, 1), host(&f, 1));
+    let (la, _lb) = link(&a, &b, 2);
+    let (q0, q1) = (&la.qps()[0], &la.qps()[1]);
+    assert_eq!(q0.retry(), Some(HostConfig::loopback(1).profile.retry()));
+    q0.set_retry(QpRetry::from_verbs(8, 2)).unwrap();
+    assert_eq!(q0.retry(), Some(QpRetry::from_verbs(8, 2)));
+    assert_eq!(q1.retry(), Some(HostConfig::loopback(1).profile.retry()));
+    let e = q1
+        .set_retry(QpRetry {
+            ack_timeout: 32,
+            ..QpRetry::from_verbs(1, 1)
+        })
+        .unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL);
+}
+
+/// Graceful close with work in flight both ways: A closes right after posting; its WRITEs and B's drain and
+/// complete, then both sides destroy their QPs. B sees `LinkClosed` for each of its QPs, never a QP error; the
+/// hosts keep no QP; B's own close afterwards finds nothing left to do.
+#[test]
+fn link_close_drains_both_sides_and_the_peer_sees_a_clean_close() {
+    let f = MemFabric::new(2);
+    let (a, b) = (host(&f, 2), host(&f, 2));
+    let (la, lb) = link(&a, &b, 2);
+    let (src, dst, data) = buffers(&a, &b, 1 << 20, 9);
+    let (bsrc, adst, bdata) = buffers(&b, &a, 256 << 10, 17);
+    for k in 0..16 {
+        write(&la, k, &src, &dst, k as usize * (64 << 10), 64 << 10);
+    }
+    for k in 0..4 {
+        write(
+            &lb,
+            100 + k,
+            &bsrc,
+            &adst,
+            k as usize * (64 << 10),
+            64 << 10,
+        );
+    }
+    let (a_cq, b_cq) = (la.send_cq().clone(), lb.send_cq().clone());
+    let b_qpns: Vec<u32> = lb.qps().iter().map(|q| q.qpn()).collect();
+    let mut closing = la.close();
+    let mut b_events = Vec::new();
+    let start = Instant::now();
+    while !closing.poll().unwrap() {
+        assert!(start.elapsed() < LIMIT, "the close did not finish");
+        b.progress().unwrap();
+        b_events.extend(std::iter::from_fn(|| b.poll_event()));
+    }
+    b_events.extend(std::iter::from_fn(|| b.poll_event()));
+    let drained = |cq: &mrc_host::Cq| {
+        let mut out = [Completion::default(); 32];
+        let n = cq.poll(&mut out);
+        out[..n].to_vec()
+    };
+    let (at_a, at_b) = (drained(&a_cq), drained(&b_cq));
+    assert_eq!(at_a.len(), 16, "{at_a:?}");
+    assert_eq!(at_b.len(), 4, "{at_b:?}");
+    assert!(
+        at_a.iter()
+            .chain(&at_b)
+            .all(|c| c.status == WcStatus::Success)
+    );
+    assert_landed(&b, &dst, &data);
+    assert_landed(&a, &adst, &bdata);
+    for qpn in &b_qpns {
+        assert!(
+            b_events.contains(&AsyncEvent::LinkClosed { qpn: *qpn }),
+            "{b_events:?}"
+        );
+    }
+    assert!(
+        !b_events
+            .iter()
+            .any(|e| matches!(e, AsyncEvent::QpFatal { .. })),
+        "{b_events:?}"
+    );
+    assert_eq!(lb.qps()[0].state(), mrc::QpState::Error);
+    assert!(a.inspect(|dp| dp.endpoint_ref().qpns()).is_empty());
+    assert!(b.inspect(|dp| dp.endpoint_ref().qpns()).is_empty());
+    let mut closing_b = lb.close();
+    assert!(closing_b.poll().unwrap());
+}
+
+/// Progress threads over the fabric: they sleep on the nodes' eventfds (one per node, for every plane) and wake
+/// for each datagram; a bootstrap and a WRITE go through.
+#[test]
+fn progress_threads_sleep_on_the_fabric_and_wake_for_datagrams() {
+    let f = MemFabric::new(3);
+    let start_one = || {
+        let mut cfg = HostConfig::loopback(3);
+        cfg.progress = ProgressMode::Thread;
+        Host::start_with(cfg, f.attach().unwrap()).unwrap()
+    };
+    let (a, b) = (start_one(), start_one());
+    let (la, _lb) = link(&a, &b, 1);
+    let start = Instant::now();
+    let (src, dst, data) = buffers(&a, &b, 1 << 20, 3);
+    write(&la, 1, &src, &dst, 0, 1 << 20);
+    let mut out = [Completion::default(); 1];
+    while la.send_cq().poll(&mut out) == 0 {
+        assert!(start.elapsed() < LIMIT, "no completion");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(out[0].status, WcStatus::Success);
+    assert_landed(&b, &dst, &data);
 }

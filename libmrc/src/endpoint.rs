@@ -440,6 +440,40 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Sets a QP's local-ACK timeout and retry counts ([`QpConfig`]'s `timeout`, `retry_linear`, `retry_exp`) in
+    /// any state: verbs gives them at RTR → RTS, after the QP's other parameters are fixed. They apply from the
+    /// next arming of the QP timeout (spec REL-QPTO-1).
+    pub fn set_qp_retry(
+        &mut self,
+        qpn: u32,
+        timeout: u8,
+        retry_linear: u8,
+        retry_exp: u8,
+    ) -> Result<(), ConfigError> {
+        let mut cfg = self
+            .qp(qpn)
+            .ok_or_else(|| ConfigError::new("qp", "no such QP"))?
+            .cfg()
+            .clone();
+        cfg.timeout = timeout;
+        cfg.retry_linear = retry_linear;
+        cfg.retry_exp = retry_exp;
+        cfg.validate()?;
+        let slot = self
+            .slot_of(qpn)
+            .ok_or_else(|| ConfigError::new("qp", "no such QP"))?;
+        if let Some(qp) = self.qps[slot].as_mut() {
+            qp.init.config = cfg;
+        }
+        Ok(())
+    }
+
+    /// Whether a QP has nothing left to send or to be acknowledged (its send queue is empty and every packet it
+    /// sent is acknowledged): a graceful close waits for this before it destroys the QP.
+    pub fn qp_idle(&self, qpn: u32) -> Option<bool> {
+        self.qp(qpn).map(|q| !q.has_outstanding())
+    }
+
     /// The peer a QP is connected to (from RTR on).
     pub fn qp_peer(&self, qpn: u32) -> Option<PeerId> {
         self.qp(qpn).and_then(|q| q.peer)

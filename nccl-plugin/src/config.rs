@@ -30,7 +30,7 @@ pub(crate) struct Settings {
     pub(crate) max_recvs: usize,
     /// `NCCL_MRC_TIMEOUT`: QP ACK timeout exponent, 1.024 µs × 2^value (0: wait forever).
     pub(crate) timeout: u8,
-    /// `NCCL_MRC_RETRY_CNT`: retries at the ACK timeout before backing off (then the QP fails).
+    /// `NCCL_MRC_RETRY_CNT`: retries at the ACK timeout; then the QP fails (no back-off, as NCCL_IB_RETRY_CNT).
     pub(crate) retry_cnt: u8,
     /// `NCCL_MRC_CONNECT_TIMEOUT_MS`: how long `connect` waits for the listener's answer.
     pub(crate) connect_timeout_ms: u64,

@@ -12,7 +12,7 @@ use mrc_host as mh;
 
 use crate::config::{Cc, Settings};
 use crate::ffi::Error;
-use crate::log::{info, warning};
+use crate::log::info;
 use crate::proto::{Done, Op, Sge};
 
 /// `ENOMEM`: a QP's queue is full (verbs semantics of the host's `post_send`/`post_recv`).
@@ -51,6 +51,11 @@ pub(crate) fn host_config(s: &Settings) -> Result<mh::HostConfig, Error> {
         }),
     };
     cfg.bootstrap_timeout = Duration::from_millis(s.connect_timeout_ms);
+    // NCCL_MRC_TIMEOUT / NCCL_MRC_RETRY_CNT, like NCCL_IB_TIMEOUT / NCCL_IB_RETRY_CNT: `retry_cnt` retries at the
+    // timeout and no back-off, so a dead peer fails the QP (and NCCL's operation) after `retry_cnt + 1` timeouts.
+    cfg.profile.ack_timeout = s.timeout;
+    cfg.profile.retry_cnt = s.retry_cnt;
+    cfg.profile.retry_backoff = 0;
     Ok(cfg)
 }
 
@@ -177,16 +182,6 @@ impl Host {
     /// Starts the host layer with the plugin's settings.
     pub(crate) fn open(s: &Settings) -> Result<Arc<Self>, Error> {
         let cfg = host_config(s)?;
-        let d = Settings::default();
-        if (s.timeout, s.retry_cnt) != (d.timeout, d.retry_cnt) {
-            // mrc-host's QP profile has no ACK timeout or retry count (it keeps its own loss timers).
-            warning!(
-                "NCCL_MRC_TIMEOUT={} / NCCL_MRC_RETRY_CNT={} are not applied: this mrc-host keeps its own \
-                 loss timers and retry limits",
-                s.timeout,
-                s.retry_cnt
-            );
-        }
         let host = mh::Host::start(cfg).map_err(sys("starting the MRC host layer"))?;
         let pd = host.default_pd();
         info!(
@@ -429,5 +424,32 @@ fn to_sge(s: Sge) -> mrc::Sge {
         addr: s.addr,
         len: s.len,
         lkey: s.lkey,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NCCL_MRC_TIMEOUT and NCCL_MRC_RETRY_CNT reach every QP the host creates.
+    #[test]
+    fn timeout_and_retry_count_reach_the_qp_profile() {
+        let s = Settings {
+            timeout: 12,
+            retry_cnt: 2,
+            ..Settings::default()
+        };
+        let p = host_config(&s).unwrap().profile;
+        assert_eq!(
+            p.retry(),
+            mh::QpRetry {
+                ack_timeout: 12,
+                retry_cnt: 2,
+                retry_backoff: 0
+            }
+        );
+        // The defaults: 1.07 s, 7 retries, as NCCL_IB_TIMEOUT=20 / NCCL_IB_RETRY_CNT=7 (in 1.024 µs units).
+        let d = host_config(&Settings::default()).unwrap().profile.retry();
+        assert_eq!((d.ack_timeout, d.retry_cnt, d.retry_backoff), (20, 7, 0));
     }
 }

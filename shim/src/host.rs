@@ -801,7 +801,9 @@ impl HostDevice {
     /// **RTR also starts the send side** (host RTR then RTS): an MRC responder sends READ responses in its own
     /// send PSN space, and perftest leaves the passive side of `ib_read_bw` in RTR. The PSNs are therefore
     /// derived from the two QPNs ([`derived_psn`]), which both ends know at RTR, instead of the ones the
-    /// application exchanged (kept for `ibv_query_qp` only); verbs RTS then has nothing left to do.
+    /// application exchanged (kept for `ibv_query_qp` only); verbs RTS then only sets the QP's ACK timeout and
+    /// retry count (`timeout`, `retry_cnt`: a silent peer fails the QP with `IBV_WC_RETRY_EXC_ERR` after
+    /// `retry_cnt + 1` timeouts of 4.096 µs × 2^timeout).
     pub(crate) fn modify_qp(&self, qp: &HostQp, t: Transition) -> Result<(), Error> {
         if let Transition::Rtr { dest_qpn, .. } = t {
             let (local, remote) = (qp.qpn, dest_qpn);
@@ -817,8 +819,16 @@ impl HostDevice {
                 0,
             );
         }
-        if let Transition::Rts { .. } = t {
-            return Ok(());
+        if let Transition::Rts {
+            timeout, retry_cnt, ..
+        } = t
+        {
+            // The QP has been sending since RTR (with verbs' usual 14 / 7 from there); RTS brings the application's
+            // ACK timeout and retry count.
+            return qp
+                .qp
+                .set_retry(mh::QpRetry::from_verbs(timeout, retry_cnt))
+                .map_err(|e| host_err("setting the QP's timeout and retry count", &e));
         }
         self.apply(qp, t, 0)
     }
