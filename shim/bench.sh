@@ -15,7 +15,8 @@ if [ "${MRC_BENCH_LOCKED:-}" != 1 ]; then
     exec env MRC_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
 fi
 command -v ib_write_bw >/dev/null || { echo "ib_write_bw missing: apt-get install perftest" >&2; exit 1; }
-cargo build --release -q -p mrc-verbs-shim -p mrc-tools
+# MRC_BENCH_PREBUILT=1: use the release build already in target/release (a machine without cargo).
+[ -n "${MRC_BENCH_PREBUILT:-}" ] || cargo build --release -q -p mrc-verbs-shim -p mrc-tools
 T=$PWD/target/release
 SHIM=$T/libmrc_verbs_shim.so
 OUT=$(mktemp -d)
@@ -27,7 +28,8 @@ wait_listen() {
     local hex
     hex=$(printf '%04X' "$1")
     for _ in $(seq 500); do
-        awk -v h=":$hex\$" '$2 ~ h && $4 == "0A" {f = 1} END {exit !f}' /proc/net/tcp /proc/net/tcp6 && return 0
+        awk -v p="$hex" '$4 == "0A" {n = split($2, a, ":"); if (a[n] == p) f = 1} END {exit !f}' \
+            /proc/net/tcp /proc/net/tcp6 && return 0
         sleep 0.02
     done
     echo "nothing listens on $1" >&2

@@ -629,7 +629,8 @@ struct Core<P: PlaneIo> {
     peer_closes: Vec<PeerClose>,
     mrs: u32,
     scratch: Vec<Completion>,
-    /// Manual mode: when the last busy round ended, and how long to keep spinning after it.
+    /// Manual mode: when the last busy round ended, and how long to keep spinning after it (the progress
+    /// thread spins as long).
     last_busy: WallClock,
     busy_poll: StdDuration,
 }
@@ -1421,6 +1422,8 @@ impl<P: PlaneIo> Core<P> {
 
 fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool) {
     let mut idle = 0u32;
+    let spin_for = lock(&i.core).busy_poll;
+    let mut last_busy = WallClock::now();
     let mut rounds = 0u32;
     while !i.stop.load(Ordering::Acquire) {
         let busy = {
@@ -1450,6 +1453,7 @@ fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool) {
         };
         if busy {
             idle = 0;
+            last_busy = WallClock::now();
             continue;
         }
         if busy_poll {
@@ -1457,7 +1461,9 @@ fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool) {
             continue;
         }
         idle += 1;
-        if idle < SPIN_ROUNDS {
+        // Spin (yielding) for the datapath's busy-poll time after the last busy round, as mrc-perf's poll mode
+        // does: a reply due within it then needs no wake-up from ppoll.
+        if idle < SPIN_ROUNDS || last_busy.elapsed() < spin_for {
             std::thread::yield_now();
             continue;
         }
