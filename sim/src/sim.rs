@@ -500,7 +500,14 @@ impl Sim {
         let base_rtt = mrc::Duration::from_nanos(base_rtt_ns);
         let bdp = (u128::from(base_rtt_ns) * u128::from(rate) / 8_000_000_000) as u64;
         let cc = match tr.cc {
-            CcKind::Nscc => CcConfig::Nscc(NsccConfig::for_path(u64::from(tr.mtu), base_rtt, rate)),
+            CcKind::Nscc => CcConfig::Nscc({
+                let mut c = NsccConfig::for_path(u64::from(tr.mtu), base_rtt, rate);
+                let f = tr
+                    .max_cwnd_bdp
+                    .unwrap_or(crate::scenario::DEFAULT_MAX_CWND_BDP);
+                c.max_cwnd = Some(((c.bdp() as f64 * f) as u64).max(u64::from(tr.mtu)));
+                c
+            }),
             CcKind::Fixed => CcConfig::Fixed {
                 window: bdp.max(u64::from(tr.mtu)),
             },
