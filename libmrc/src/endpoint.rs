@@ -1278,6 +1278,11 @@ impl Endpoint {
             .map(|q| (q.rtt.srtt(), q.cc.window(), q.sent.inflight_bytes()))
     }
 
+    /// A QP's congestion-control counters (decreases, quick adapts, trims...): why a flow was slow.
+    pub fn qp_cc_counters(&self, qpn: u32) -> Option<crate::cc::CcCounters> {
+        self.qp(qpn).map(|q| q.cc.counters())
+    }
+
     /// Numbers of every QP.
     pub fn qpns(&self) -> Vec<u32> {
         self.qps.iter().flatten().map(|q| q.qpn).collect()

@@ -782,15 +782,27 @@ impl PathSet {
         }
     }
 
-    /// A packet sent on `idx` was lost without explanation (no SACK, no trim): retire the EV, unless the floor
-    /// forbids it; retire the whole plane when it has gone silent. Returns the plane when this loss retired it.
+    /// A packet sent on `idx` at `sent_at` was lost without explanation (no SACK, no trim): retire the EV,
+    /// unless the floor forbids it; retire the whole plane when it has gone silent. Returns the plane when this
+    /// loss retired it.
+    ///
+    /// Not when a packet sent later on the same EV was already acknowledged: the path delivers now. That is how
+    /// the losses of a silent outage are found once the failed link is back (the first packets after it
+    /// overtake them), and retiring the EVs then threw away a plane that had just returned: its EVs came back
+    /// only after `probe_min` (100 µs by default) and three clean probe answers, and a job whose plane came
+    /// back finished almost as late as one whose plane stayed down. The loss is still counted and its packet
+    /// resent, and congestion control still hears of it.
     // spec: PATH-EV-4
-    pub fn on_loss(&mut self, idx: u16, now: Instant) -> Option<u8> {
+    pub fn on_loss(&mut self, idx: u16, now: Instant, sent_at: Instant) -> Option<u8> {
         let ev = &mut self.evs[usize::from(idx)];
         ev.stats.losses += 1;
         let p = usize::from(ev.plane);
+        let delivers_since = ev.acked_sent > sent_at;
         let plane = &mut self.planes[p];
         plane.stats.losses += 1;
+        if delivers_since {
+            return None;
+        }
         plane.losses_since_delivery += 1;
         if plane.losses_since_delivery >= self.plane_dead_after {
             let was_dead = plane.dead;
@@ -1256,7 +1268,7 @@ mod tests {
         // Retire 6 of plane 0's 8 EVs (indices of plane 0 are the even ones).
         let now = Instant::ZERO;
         for i in (0..12).step_by(2) {
-            s.on_loss(i, now);
+            s.on_loss(i, now, Instant::ZERO);
         }
         let (good, _, bad, _) = s.plane_state_counts(0);
         assert_eq!((good, bad), (2, 6));
@@ -1288,24 +1300,40 @@ mod tests {
     fn loss_replaces_from_backup_and_respects_floor() {
         let mut s = PathSet::new(&cfg(1, 2, 1, 1));
         let now = Instant::ZERO;
-        s.on_loss(0, now);
+        s.on_loss(0, now, Instant::ZERO);
         assert_eq!(s.state(0), EvState::AssumedBad);
         let actives: Vec<_> = s.infos().filter(|e| e.active).map(|e| e.ev).collect();
         assert_eq!(actives, vec![1, 2], "backup 2 promoted");
         s.on_delivery(1, None);
-        s.on_loss(1, now);
+        s.on_loss(1, now, Instant::ZERO);
         assert_eq!(s.state(1), EvState::AssumedBad);
         s.on_delivery(2, None);
-        s.on_loss(2, now);
+        s.on_loss(2, now, Instant::ZERO);
         assert_eq!(s.state(2), EvState::Good, "floor of 1 active EV holds");
         assert_eq!(s.suppressed_retirements(), 1);
+    }
+
+    #[test]
+    fn a_loss_overtaken_on_its_own_ev_does_not_retire_it() {
+        let mut s = PathSet::new(&cfg(1, 2, 0, 0));
+        let t = |us: u64| Instant::from_nanos(us * 1000);
+        // A packet sent at 30 us on EV 0 was acknowledged; one sent at 10 us on it is found lost afterwards
+        // (a link came back between the two): the path delivers now.
+        s.on_clean_ack(0, t(30));
+        assert_eq!(s.on_loss(0, t(40), t(10)), None);
+        assert_eq!(s.state(0), EvState::Good);
+        assert_eq!(s.infos().next().unwrap().stats.losses, 1, "still counted");
+        // A loss newer than anything EV 1 delivered retires it as before.
+        s.on_clean_ack(1, t(10));
+        s.on_loss(1, t(40), t(30));
+        assert_eq!(s.state(1), EvState::AssumedBad);
     }
 
     #[test]
     fn probes_restore_after_clean_answers() {
         let mut s = PathSet::new(&cfg(1, 2, 0, 0));
         let t0 = Instant::from_nanos(1_000_000);
-        s.on_loss(0, t0);
+        s.on_loss(0, t0, Instant::ZERO);
         assert_eq!(s.probe_deadline(), t0 + Duration::from_micros(100));
         assert_eq!(s.poll_probe(t0), None);
         let mut t = t0 + Duration::from_micros(100);
@@ -1332,7 +1360,7 @@ mod tests {
     #[test]
     fn unanswered_probes_back_off() {
         let mut s = PathSet::new(&cfg(1, 2, 0, 0));
-        s.on_loss(0, Instant::ZERO);
+        s.on_loss(0, Instant::ZERO, Instant::ZERO);
         let mut t = Instant::ZERO;
         let mut gaps = Vec::new();
         let mut last = None;
@@ -1353,7 +1381,7 @@ mod tests {
     fn silent_plane_is_retired_whole_and_ports_mask() {
         let mut s = PathSet::new(&cfg(2, 4, 4, 2));
         for k in 0..8 {
-            s.on_loss(2 * (k % 4), Instant::ZERO);
+            s.on_loss(2 * (k % 4), Instant::ZERO, Instant::ZERO);
         }
         assert_eq!(s.plane_state_counts(0), (0, 0, 8, 0));
         for _ in 0..10 {

@@ -30,6 +30,8 @@ pub const PORT_BYTES: usize = size_of::<Port>();
 pub const PKT_BYTES: usize = size_of::<Pkt>();
 /// Header bytes a packet keeps inline: a data header, a trimmed packet, most control packets.
 const HDR: usize = 64;
+// Two cache lines each (see the structs).
+const _: () = assert!(size_of::<Port>() == 128 && size_of::<Pkt>() == 128);
 /// Salt of the placement markers.
 const SALT: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -47,35 +49,48 @@ impl List {
 }
 
 /// A directed port: output queues (high priority for control and trimmed headers, low for data) and a wire.
-/// Fields used on every packet come first.
+/// Two cache lines, aligned: the first holds what an arrival, an end of serialization and a start of
+/// serialization read; the second what an enqueue adds. At 8K hosts the ports no longer fit the cache, so an
+/// unaligned 136-byte port cost up to three misses per hop. Fields no packet reads live in `PortCold`.
 #[derive(Clone)]
-#[repr(C)]
+#[repr(C, align(64))]
 struct Port {
     wire: List,
-    low: List,
-    high: List,
     /// Packet being serialized.
     tx: u32,
     to: u32,
-    low_bytes: u64,
-    high_bytes: u64,
+    /// The host whose NIC port this is (`NONE` on switch ports): the end of a serialization may pump it.
+    host: u32,
+    /// Reasons the link is down (link, switch, flap...).
+    down_refs: u16,
+    /// The packet being serialized was caught by a failure.
+    doomed: bool,
+    /// Grey loss is configured (its probability is in `PortCold`).
+    lossy: bool,
+    ecn: bool,
+    trim: bool,
+    kind: PortKind,
     /// Serialization time per byte, ps × 2^16 (no division per packet).
     ps_per_byte_q16: u64,
     latency_ps: u64,
     /// When the link last came up (nothing that entered the wire earlier may arrive).
     last_up: u64,
-    /// Reasons the link is down (link, switch, flap...).
-    down_refs: u16,
-    /// The packet being serialized was caught by a failure.
-    doomed: bool,
-    ecn: bool,
-    trim: bool,
-    kind: PortKind,
+    low: List,
+    // Second line.
+    high: List,
+    low_bytes: u64,
+    high_bytes: u64,
     buffer: u64,
     /// Bytes the high-priority FIFO holds.
     hbuffer: u64,
     kmin: u64,
     kmax: u64,
+}
+
+/// What a port keeps that packets do not read: its configured rate and buffer (a slowed link's are derived
+/// from them) and its grey-loss probability.
+#[derive(Clone, Copy)]
+struct PortCold {
     base_rate_bps: u64,
     /// Buffer at the full rate (a slowed link may scale it).
     base_buffer: u64,
@@ -86,17 +101,19 @@ fn q16(rate_bps: u64) -> u64 {
     ((8_000_000_000_000u128 << 16) / u128::from(rate_bps.max(1))) as u64
 }
 
-/// Hot fields first: forwarding touches only the first cache line.
+/// Hot fields first: forwarding touches only the first cache line (the struct is two aligned lines; the
+/// links of the FIFO lists live apart in `Sim::next`, so appending to a list does not touch its tail packet).
 #[derive(Clone, Copy)]
-#[repr(C)]
+#[repr(C, align(64))]
 struct Pkt {
     /// When it leaves the wire it is on.
     arrive: u64,
     /// Source address of the payload (valid when `plen > 0`).
     tag: u64,
-    next: u32,
     dst: u32,
     path: u32,
+    /// The destination's location (pod, T0, slot), copied at injection so forwarding reads no table.
+    dloc: (u32, u32, u32),
     /// Wire bytes.
     wire: u32,
     src: u32,
@@ -187,8 +204,6 @@ struct Host {
     pd: Pd,
     /// Earliest pending timer event.
     timer_at: u64,
-    /// Some port had no room at the last pump.
-    blocked: bool,
     /// (local QPN, connection) sorted by QPN.
     qps: Vec<(u32, u32)>,
 }
@@ -319,7 +334,12 @@ pub struct Outcome {
 pub struct Sim {
     topo: Topology,
     ports: Vec<Port>,
+    cold: Vec<PortCold>,
     pkts: Vec<Pkt>,
+    /// Link to the next packet of the FIFO list (queue or wire) each packet is on.
+    next: Vec<u32>,
+    /// Per host: some NIC port had no room at its last pump.
+    blocked: Vec<bool>,
     free: Vec<u32>,
     big: Vec<Vec<u8>>,
     free_big: Vec<u32>,
@@ -365,7 +385,35 @@ const EV_ACTION: u64 = 3;
 const EV_START: u64 = 4;
 
 fn ev(kind: u64, id: u32) -> u64 {
-    (kind << 32) | u64::from(id)
+    (kind << 61) | u64::from(id)
+}
+
+/// Bits of a packet index an event carries as a prefetch hint.
+const HINT_MASK: u64 = (1 << 29) - 1;
+
+/// An event about port `pi` and packet `pkt`: the port is the event's subject, the packet only a hint to
+/// fetch early (the event pops the packet from the port's lists as before, so a stale or truncated hint costs
+/// a wasted fetch, never a wrong result).
+fn ev_pkt(kind: u64, pi: u32, pkt: u32) -> u64 {
+    (kind << 61) | ((u64::from(pkt) & HINT_MASK) << 32) | u64::from(pi)
+}
+
+/// Starts fetching packet `i`'s first line: an arrival or an end of serialization reads its port and then its
+/// packet, two misses in a row at 8K hosts; with the hint they overlap.
+#[inline]
+fn prefetch_pkt(pkts: &[Pkt], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(p) = pkts.get(i) {
+        // SAFETY: a prefetch is only a hint to the cache: it reads nothing into the program and cannot fault;
+        // `_mm_prefetch` needs SSE, which every x86_64 CPU has. The pointer comes from a live reference.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                (p as *const Pkt).cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (pkts, i);
 }
 
 /// Settings of one run besides topology and workload.
@@ -415,19 +463,34 @@ impl Sim {
         let planes = topo.shape.planes;
         let frame =
             u64::from(tr.mtu + tr.frame_overhead) + mrc::wire::MAX_DATA_HEADER_LEN as u64 + 4;
+        let buffer_of = |p: &crate::topo::PortSpec| {
+            if p.kind != PortKind::HostUp {
+                p.buffer
+            } else {
+                u64::MAX / 4
+            }
+        };
+        let cold: Vec<PortCold> = topo
+            .ports
+            .iter()
+            .map(|p| PortCold {
+                base_rate_bps: p.rate_bps,
+                base_buffer: buffer_of(p),
+                loss: 0.0,
+            })
+            .collect();
         let ports: Vec<Port> = topo
             .ports
             .iter()
             .map(|p| {
                 let switch = p.kind != PortKind::HostUp;
-                let buffer = if switch { p.buffer } else { u64::MAX / 4 };
+                let buffer = buffer_of(p);
                 Port {
                     to: p.to,
+                    host: if switch { NONE } else { p.from },
                     ps_per_byte_q16: q16(p.rate_bps),
-                    base_rate_bps: p.rate_bps,
                     latency_ps: p.latency_ps,
                     buffer,
-                    base_buffer: buffer,
                     hbuffer: if switch {
                         rs.header_buffer.unwrap_or(p.buffer)
                     } else {
@@ -446,7 +509,7 @@ impl Sim {
                     ecn: rs.ecn && switch && (rs.ecn_last_hop || p.kind != PortKind::T0Down),
                     trim: rs.trimming && switch,
                     kind: p.kind,
-                    loss: 0.0,
+                    lossy: false,
                     last_up: 0,
                 }
             })
@@ -465,7 +528,14 @@ impl Sim {
         let base_rtt = mrc::Duration::from_nanos(base_rtt_ns);
         let bdp = (u128::from(base_rtt_ns) * u128::from(rate) / 8_000_000_000) as u64;
         let cc = match tr.cc {
-            CcKind::Nscc => CcConfig::Nscc(NsccConfig::for_path(u64::from(tr.mtu), base_rtt, rate)),
+            CcKind::Nscc => CcConfig::Nscc({
+                let mut c = NsccConfig::for_path(u64::from(tr.mtu), base_rtt, rate);
+                let f = tr
+                    .max_cwnd_bdp
+                    .unwrap_or(crate::scenario::DEFAULT_MAX_CWND_BDP);
+                c.max_cwnd = Some(((c.bdp() as f64 * f) as u64).max(u64::from(tr.mtu)));
+                c
+            }),
             CcKind::Fixed => CcConfig::Fixed {
                 window: bdp.max(u64::from(tr.mtu)),
             },
@@ -506,7 +576,6 @@ impl Sim {
                 cq,
                 pd,
                 timer_at: u64::MAX,
-                blocked: false,
                 qps: Vec::new(),
             });
         }
@@ -555,7 +624,10 @@ impl Sim {
         let n = xfers.len();
         let mut sim = Self {
             ports,
+            cold,
             pkts: Vec::new(),
+            next: Vec::new(),
+            blocked: vec![false; hosts.len()],
             free: Vec::new(),
             big: Vec::new(),
             free_big: Vec::new(),
@@ -640,7 +712,11 @@ impl Sim {
             n += 1;
 
             let id = e as u32;
-            match e >> 32 {
+            let kind = e >> 61;
+            if kind <= EV_ARRIVE {
+                prefetch_pkt(&self.pkts, ((e >> 32) & HINT_MASK) as usize);
+            }
+            match kind {
                 EV_TXDONE => self.tx_done(id),
                 EV_ARRIVE => self.arrive(id),
                 EV_TIMER => self.timer(id),
@@ -749,6 +825,7 @@ impl Sim {
         if let Some(i) = self.free.pop() {
             return i;
         }
+        self.next.push(NONE);
         self.pkts.push(Pkt {
             hdr: [0; HDR],
             tag: 0,
@@ -756,7 +833,7 @@ impl Sim {
             src: 0,
             dst: 0,
             path: 0,
-            next: NONE,
+            dloc: (0, 0, 0),
             dlen: 0,
             poff: 0,
             plen: 0,
@@ -800,11 +877,11 @@ impl Sim {
     }
 
     fn list_push(&mut self, l: List, i: u32) -> List {
-        self.pkts[i as usize].next = NONE;
+        self.next[i as usize] = NONE;
         if l.tail == NONE {
             List { head: i, tail: i }
         } else {
-            self.pkts[l.tail as usize].next = i;
+            self.next[l.tail as usize] = i;
             List {
                 head: l.head,
                 tail: i,
@@ -817,7 +894,7 @@ impl Sim {
         if i == NONE {
             return (l, NONE);
         }
-        let next = self.pkts[i as usize].next;
+        let next = self.next[i as usize];
         let l = if next == NONE {
             List::EMPTY
         } else {
@@ -946,7 +1023,7 @@ impl Sim {
         port.tx = i;
         port.doomed = false;
         let t = self.now + ((wire * port.ps_per_byte_q16) >> 16);
-        self.push(t, ev(EV_TXDONE, pi));
+        self.push(t, ev_pkt(EV_TXDONE, pi, i));
     }
 
     fn tx_done(&mut self, pi: u32) {
@@ -959,7 +1036,7 @@ impl Sim {
         if port.doomed || port.down_refs > 0 {
             port.doomed = false;
             self.drop_pkt(i, Drop::Failure);
-        } else if port.loss > 0.0 && uniform(&mut self.rng) < port.loss {
+        } else if port.lossy && uniform(&mut self.rng) < self.cold[pi as usize].loss {
             self.drop_pkt(i, Drop::Loss);
         } else {
             let port = &self.ports[pi as usize];
@@ -970,15 +1047,13 @@ impl Sim {
             self.ports[pi as usize].wire = l;
             // One arrival event per packet, pushed now: the arrival then never reads the next packet on the
             // wire (a cache miss per packet and hop in large fabrics) to schedule it.
-            self.push(arrive, ev(EV_ARRIVE, pi));
+            self.push(arrive, ev_pkt(EV_ARRIVE, pi, i));
         }
         self.start_tx(pi);
         let port = &self.ports[pi as usize];
-        if port.kind == PortKind::HostUp {
-            let host = self.topo.ports[pi as usize].from;
-            if self.hosts[host as usize].blocked
-                && port.low_bytes + port.high_bytes < self.ready_bytes
-            {
+        if port.host != NONE {
+            let host = port.host;
+            if self.blocked[host as usize] && port.low_bytes + port.high_bytes < self.ready_bytes {
                 self.pump(host);
             }
         }
@@ -1006,7 +1081,7 @@ impl Sim {
             self.host_rx(to, i);
         } else {
             let p = &self.pkts[i as usize];
-            let out = self.topo.forward(to, p.dst, p.path);
+            let out = self.topo.forward_to(to, p.dloc, p.path);
             self.enqueue(out, i);
         }
     }
@@ -1043,7 +1118,7 @@ impl Sim {
                     };
                     let mut cur = l.head;
                     while cur != NONE {
-                        let next = self.pkts[cur as usize].next;
+                        let next = self.next[cur as usize];
                         self.drop_pkt(cur, Drop::Failure);
                         cur = next;
                     }
@@ -1086,16 +1161,18 @@ impl Sim {
             }
             Action::Loss { ports, rate } => {
                 for &p in ports {
-                    self.ports[p as usize].loss = *rate;
+                    self.cold[p as usize].loss = *rate;
+                    self.ports[p as usize].lossy = *rate > 0.0;
                 }
             }
             Action::Slow { ports, fraction } => {
                 for &p in ports {
+                    let cold = self.cold[p as usize];
                     let port = &mut self.ports[p as usize];
                     port.ps_per_byte_q16 =
-                        q16(((port.base_rate_bps as f64) * fraction).max(1.0) as u64);
+                        q16(((cold.base_rate_bps as f64) * fraction).max(1.0) as u64);
                     if self.scale_slowed_buffer && port.kind != PortKind::HostUp {
-                        let b = ((port.base_buffer as f64 * fraction.min(1.0)) as u64)
+                        let b = ((cold.base_buffer as f64 * fraction.min(1.0)) as u64)
                             .max(2 * self.ready_bytes);
                         port.buffer = b;
                         port.kmin = (b as f64 * self.kmin_frac) as u64;
@@ -1301,8 +1378,8 @@ impl Sim {
                     }
                 }
             }
+            self.blocked[h as usize] = mask != up;
             let host = &mut self.hosts[h as usize];
-            host.blocked = mask != up;
             host.mem.reads = 0;
             host.mem.read_len = 0;
             let Some(t) = host.ep.poll_transmit_on(now, mask, &mut buf, &mut host.mem) else {
@@ -1319,6 +1396,7 @@ impl Sim {
             let p = &mut self.pkts[i as usize];
             p.src = h;
             p.dst = t.peer.0;
+            p.dloc = self.topo.loc[t.peer.0 as usize];
             p.plane = t.plane;
             p.path = t.ev >> self.plane_bits;
             p.class = if data { CLASS_DATA } else { CLASS_CTRL };

@@ -571,11 +571,17 @@ impl Topology {
     /// Output port at switch `node` for a packet to host `dst` on path `path`.
     #[inline]
     pub fn forward(&self, node: u32, dst: u32, path: u32) -> u32 {
+        self.forward_to(node, self.loc[dst as usize], path)
+    }
+
+    /// `forward` with the destination's location (`loc[dst]`) given: a packet carries it, so a hop reads no
+    /// per-host table (at 8K hosts that table misses the cache).
+    #[inline]
+    pub fn forward_to(&self, node: u32, (dpod, da, slot): (u32, u32, u32), path: u32) -> u32 {
         let s = &self.shape;
         let k = (node - self.hosts) as usize;
         let id = self.sw[k];
         let fp = self.first_port[k];
-        let (dpod, da, slot) = self.loc[dst as usize];
         match id.tier {
             0 => {
                 if dpod == id.pod && da == id.index {

@@ -511,6 +511,10 @@ impl CachedCc {
         self.inner.on_loss(now, bytes);
         self.window = self.inner.window();
     }
+
+    pub(crate) fn counters(&self) -> crate::cc::CcCounters {
+        self.inner.counters()
+    }
 }
 
 /// Internal PSNs and MSNs start one wrap above the wire value so that "one before the first" never underflows.

@@ -718,7 +718,7 @@ impl Qp {
         if let Some(p) = self.sent.mark_lost(psn) {
             self.retx.push_back(psn);
             // spec: PATH-EV-4
-            let retired = self.paths.on_loss(p.ev, now);
+            let retired = self.paths.on_loss(p.ev, now, p.sent_at);
             // A loss on a path not yet measured or much slower than the QP's others may be a packet still in
             // that path's queue; the window is left to what the QP's typical paths say.
             if !self.paths.slow_or_unmeasured(p.ev, self.typical_rtt_ns()) {

@@ -387,6 +387,17 @@ impl Scenario {
                 ));
             }
         }
+        if let Some(x) = tr.max_cwnd_bdp
+            && !(x.is_finite() && (0.1..=100.0).contains(&x))
+        {
+            return Err(err(
+                "transport.max_cwnd_bdp",
+                format!(
+                    "{x}; use a number of BDPs in 0.1..=100 (or leave it out for {})",
+                    super::DEFAULT_MAX_CWND_BDP
+                ),
+            ));
+        }
         Ok(())
     }
 
