@@ -689,7 +689,8 @@ impl<P: PlaneIo> Datapath<P> {
         Ok(any)
     }
 
-    fn transmit(&mut self) -> io::Result<bool> {
+    /// Sends what the engine has ready (the end of [`Datapath::progress`]), for requests posted after it.
+    pub fn transmit(&mut self) -> io::Result<bool> {
         let r = self.transmit_batches();
         // What a full socket left behind waits beyond this call, when the application may change or free its
         // memory: it must no longer point there.

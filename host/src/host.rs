@@ -1513,6 +1513,12 @@ impl<P: PlaneIo> Inner<P> {
         busy |= self.peer_closes(c);
         busy |= deliver_completions(c);
         busy |= self.engine_events(c);
+        // Requests posted while this round read the sockets (an application answering data the round just
+        // landed, or a completion it delivered) go out now rather than a round later.
+        if self.drain_submissions(c) {
+            c.dp.transmit()?;
+            busy = true;
+        }
         Ok(busy)
     }
 
