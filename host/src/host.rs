@@ -846,7 +846,7 @@ impl<P: PlaneIo> Host<P> {
 
     /// A round from an application thread that spins anyway (polling an empty CQ, posting a lone request), as
     /// [`Host::progress`], unless the progress thread saw a QP with many bytes in flight in the last
-    /// [`DEEP_HOLD`]: then the caller is bandwidth-bound and its rounds (even its tries for the lock) only
+    /// 2 ms: then the caller is bandwidth-bound and its rounds (even its tries for the lock) only
     /// contend with the thread for the lock and, on few cores, the CPU (measured on 2 cores: ib_write_bw
     /// 0.6-0.8x with every empty poll running a round, 1.0-1.4x of mrc-perf without). A latency-bound caller
     /// (a small message in flight) still runs the round itself and sees its completion without waiting for the
@@ -864,7 +864,7 @@ impl<P: PlaneIo> Host<P> {
         self.progress()
     }
 
-    /// Whether the progress thread saw a QP with many bytes in flight in the last [`DEEP_HOLD`] (then
+    /// Whether the progress thread saw a QP with many bytes in flight in the last 2 ms (then
     /// [`Host::drive`] leaves rounds to it): a caller that spins on an empty CQ may as well sleep briefly.
     pub fn bandwidth_bound(&self) -> bool {
         let i = self.inner();
