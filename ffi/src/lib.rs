@@ -1,0 +1,5 @@
+//! What MRC's C front ends share. Each front end is a shared library inside someone else's process (the verbs
+//! shim under `LD_PRELOAD`, libmrc under a program written to the OCP headers), so none installs a global
+//! logger: each has its own [`log::Log`], named by its prefix and its environment variable.
+
+pub mod log;
