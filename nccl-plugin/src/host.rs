@@ -319,17 +319,20 @@ impl Link {
         }
     }
 
-    fn get(&self) -> &mh::Link {
-        self.link.as_ref().expect("only Drop takes the link")
+    /// The link; only Drop takes it, so every other caller finds it (an error rather than a panic otherwise).
+    fn get(&self) -> Result<&mh::Link, Error> {
+        self.link
+            .as_ref()
+            .ok_or_else(|| Error::internal("the link is already retired"))
     }
 
     /// QPs in this link.
     pub(crate) fn qps(&self) -> usize {
-        self.get().qps().len()
+        self.link.as_ref().map_or(0, |l| l.qps().len())
     }
 
     fn qp(&self, i: usize) -> Result<&mh::Qp, Error> {
-        self.get().qps().get(i).ok_or_else(|| {
+        self.get()?.qps().get(i).ok_or_else(|| {
             Error::internal(format!("QP index {i} outside a link of {}", self.qps()))
         })
     }
@@ -381,8 +384,8 @@ impl Link {
     /// Appends the completions that arrived since the last call.
     pub(crate) fn poll(&self, out: &mut Vec<Done>) -> Result<(), Error> {
         let mut wc = [Completion::default(); 64];
-        let send = self.get().send_cq();
-        let recv = self.get().recv_cq();
+        let link = self.get()?;
+        let (send, recv) = (link.send_cq(), link.recv_cq());
         for cq in [send, recv] {
             loop {
                 let n = cq.poll(&mut wc);
@@ -402,7 +405,7 @@ impl Link {
 
     fn done(&self, c: &Completion) -> Result<Done, Error> {
         // Completions name a QP by number, the protocol by its index in the link.
-        let qp = self.get().qp_index(c.qpn).ok_or_else(|| {
+        let qp = self.get()?.qp_index(c.qpn).ok_or_else(|| {
             Error::internal(format!("completion of QP {} outside this link", c.qpn))
         })?;
         Ok(Done {
