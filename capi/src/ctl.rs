@@ -60,6 +60,55 @@ fn vendor_zero(cfg: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// The part of a profile's attributes every profile kind has, and the bits of its mask that name them.
+struct ProfileStep<'a> {
+    /// "EV format", "EV" or "CC".
+    kind: &'static str,
+    id: u64,
+    cur: u32,
+    mask: c_int,
+    /// The STATE, CUR_STATE and VENDOR_CFG bits of this kind's mask.
+    bits: [c_int; 3],
+    profile_state: u32,
+    cur_profile_state: u32,
+    vendor_cfg: &'a [u8],
+}
+
+impl ProfileStep<'_> {
+    /// The checks every profile modification starts with: the caller's idea of the current state, vendor bytes
+    /// all zero, the state change asked for (`None`: the state stays).
+    fn check(&self) -> Result<Option<u32>, Error> {
+        let [state, cur_state, vendor] = self.bits;
+        if self.mask & cur_state != 0 && self.cur_profile_state != self.cur {
+            return Err(Error::inval(format!(
+                "cur_profile_state says {}, but {} profile {} is {}",
+                state_name(self.cur_profile_state),
+                self.kind,
+                self.id,
+                state_name(self.cur)
+            )));
+        }
+        if self.mask & vendor != 0 {
+            vendor_zero(self.vendor_cfg)?;
+        }
+        if self.mask & state != 0 {
+            transition(self.kind, self.cur, self.profile_state)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// An INIT profile takes configuration only in the call that moves it to OFFLINE.
+fn init_configured_to_offline(cur: u32, configuring: bool, to: Option<u32>) -> Result<(), Error> {
+    if cur == MRC_CTL_PROFILE_INIT && configuring && to != Some(MRC_CTL_PROFILE_OFFLINE) {
+        return Err(Error::inval(
+            "an INIT profile is configured by moving it to OFFLINE in the same call",
+        ));
+    }
+    Ok(())
+}
+
 /// Checks the requested state change against the profile life cycle; `None` if the state stays.
 fn transition(kind: &str, cur: u32, to: u32) -> Result<Option<u32>, Error> {
     if to > MRC_CTL_PROFILE_ONLINE {
@@ -320,28 +369,24 @@ impl State {
             | MRC_CTL_EV_FMT_VENDOR_CFG;
         check_mask("attr_mask", mask, ALL)?;
         let cur = self.fmt.get(&id).cloned().unwrap_or_default();
-        if mask & MRC_CTL_EV_FMT_PROFILE_CUR_STATE != 0 && attr.cur_profile_state != cur.state {
-            return Err(Error::inval(format!(
-                "cur_profile_state says {}, but EV format profile {id} is {}",
-                state_name(attr.cur_profile_state),
-                state_name(cur.state)
-            )));
+        let to = ProfileStep {
+            kind: "EV format",
+            id,
+            cur: cur.state,
+            mask,
+            bits: [
+                MRC_CTL_EV_FMT_PROFILE_STATE,
+                MRC_CTL_EV_FMT_PROFILE_CUR_STATE,
+                MRC_CTL_EV_FMT_VENDOR_CFG,
+            ],
+            profile_state: attr.profile_state,
+            cur_profile_state: attr.cur_profile_state,
+            vendor_cfg: &attr.vendor_cfg,
         }
-        if mask & MRC_CTL_EV_FMT_VENDOR_CFG != 0 {
-            vendor_zero(&attr.vendor_cfg)?;
-        }
-        let to = if mask & MRC_CTL_EV_FMT_PROFILE_STATE != 0 {
-            transition("EV format", cur.state, attr.profile_state)?
-        } else {
-            None
-        };
+        .check()?;
         let mut next = cur.clone();
         let configuring = mask & (MRC_CTL_EV_FMT_PROFILE_MODE | MRC_CTL_EV_FMT_PROFILE_OP) != 0;
-        if cur.state == MRC_CTL_PROFILE_INIT && configuring && to != Some(MRC_CTL_PROFILE_OFFLINE) {
-            return Err(Error::inval(
-                "an INIT profile is configured by moving it to OFFLINE in the same call",
-            ));
-        }
+        init_configured_to_offline(cur.state, configuring, to)?;
         if mask & MRC_CTL_EV_FMT_PROFILE_MODE != 0 {
             if cur.state == MRC_CTL_PROFILE_ONLINE {
                 return Err(Error::inval(
@@ -582,30 +627,26 @@ impl State {
             ));
         }
         let cur = self.ev.get(&id).cloned().unwrap_or_default();
-        if mask & MRC_CTL_EV_PROFILE_CUR_STATE != 0 && attr.cur_profile_state != cur.state {
-            return Err(Error::inval(format!(
-                "cur_profile_state says {}, but EV profile {id} is {}",
-                state_name(attr.cur_profile_state),
-                state_name(cur.state)
-            )));
+        let to = ProfileStep {
+            kind: "EV",
+            id,
+            cur: cur.state,
+            mask,
+            bits: [
+                MRC_CTL_EV_PROFILE_STATE,
+                MRC_CTL_EV_PROFILE_CUR_STATE,
+                MRC_CTL_EV_PROFILE_VENDOR_CFG,
+            ],
+            profile_state: attr.profile_state,
+            cur_profile_state: attr.cur_profile_state,
+            vendor_cfg: &attr.vendor_cfg,
         }
-        if mask & MRC_CTL_EV_PROFILE_VENDOR_CFG != 0 {
-            vendor_zero(&attr.vendor_cfg)?;
-        }
-        let to = if mask & MRC_CTL_EV_PROFILE_STATE != 0 {
-            transition("EV", cur.state, attr.profile_state)?
-        } else {
-            None
-        };
+        .check()?;
         if cur.state == MRC_CTL_PROFILE_INIT {
-            if mask & (CONFIG | MRC_CTL_EV_PROFILE_EVENT_MASK | MRC_CTL_EV_PROFILE_EV_FIELDS_OP)
-                != 0
-                && to != Some(MRC_CTL_PROFILE_OFFLINE)
-            {
-                return Err(Error::inval(
-                    "an INIT profile is configured by moving it to OFFLINE in the same call",
-                ));
-            }
+            let configuring = mask
+                & (CONFIG | MRC_CTL_EV_PROFILE_EVENT_MASK | MRC_CTL_EV_PROFILE_EV_FIELDS_OP)
+                != 0;
+            init_configured_to_offline(cur.state, configuring, to)?;
             if mask & MRC_CTL_EV_PROFILE_EV_OP != 0 {
                 return Err(Error::inval(
                     "EV operations need a configured (OFFLINE or ONLINE) profile",
@@ -989,27 +1030,23 @@ impl State {
             | MRC_CTL_CC_PROFILE_VENDOR_CFG;
         check_mask("attr_mask", mask, ALL)?;
         let cur = self.cc.get(&id).cloned().unwrap_or_default();
-        if mask & MRC_CTL_CC_PROFILE_CUR_STATE != 0 && attr.cur_profile_state != cur.state {
-            return Err(Error::inval(format!(
-                "cur_profile_state says {}, but CC profile {id} is {}",
-                state_name(attr.cur_profile_state),
-                state_name(cur.state)
-            )));
+        let to = ProfileStep {
+            kind: "CC",
+            id,
+            cur: cur.state,
+            mask,
+            bits: [
+                MRC_CTL_CC_PROFILE_STATE,
+                MRC_CTL_CC_PROFILE_CUR_STATE,
+                MRC_CTL_CC_PROFILE_VENDOR_CFG,
+            ],
+            profile_state: attr.profile_state,
+            cur_profile_state: attr.cur_profile_state,
+            vendor_cfg: &attr.vendor_cfg,
         }
-        if mask & MRC_CTL_CC_PROFILE_VENDOR_CFG != 0 {
-            vendor_zero(&attr.vendor_cfg)?;
-        }
-        let to = if mask & MRC_CTL_CC_PROFILE_STATE != 0 {
-            transition("CC", cur.state, attr.profile_state)?
-        } else {
-            None
-        };
+        .check()?;
         let configuring = mask & (MRC_CTL_CC_PROFILE_ALGORITHM | MRC_CTL_CC_PROFILE_CONFIG) != 0;
-        if cur.state == MRC_CTL_PROFILE_INIT && configuring && to != Some(MRC_CTL_PROFILE_OFFLINE) {
-            return Err(Error::inval(
-                "an INIT profile is configured by moving it to OFFLINE in the same call",
-            ));
-        }
+        init_configured_to_offline(cur.state, configuring, to)?;
         let mut next = cur.clone();
         if mask & MRC_CTL_CC_PROFILE_ALGORITHM != 0 {
             if cur.state == MRC_CTL_PROFILE_ONLINE {

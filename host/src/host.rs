@@ -856,9 +856,7 @@ impl<P: PlaneIo> Host<P> {
         if !i.driven.load(Ordering::Relaxed) {
             i.driven.store(true, Ordering::Relaxed);
         }
-        if i.mode != ProgressMode::Manual
-            && (i.epoch.elapsed().as_nanos() as u64) < i.deep_until.load(Ordering::Relaxed)
-        {
+        if self.bandwidth_bound() {
             return Ok(false);
         }
         self.progress()
