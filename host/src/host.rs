@@ -183,6 +183,9 @@ pub struct HostConfig {
     pub link_send_wr: u32,
     /// Receive queue depth of each QP of a [`Link`].
     pub link_recv_wr: u32,
+    /// A pcapng capture of every datagram (off: `None`, unless `MRC_CAPTURE` is set; see
+    /// [`CaptureConfig::from_env`](crate::capture::CaptureConfig::from_env)).
+    pub capture: Option<crate::capture::CaptureConfig>,
 }
 
 impl Default for HostConfig {
@@ -207,6 +210,7 @@ impl HostConfig {
             bootstrap_timeout: StdDuration::from_secs(10),
             link_send_wr: 1024,
             link_recv_wr: 1024,
+            capture: None,
         }
     }
 
@@ -797,10 +801,18 @@ impl<P: PlaneIo> Host<P> {
                 )
             }
         };
-        Ok(Host(Arc::new(Handle {
+        let host = Host(Arc::new(Handle {
             inner,
             thread: Mutex::new(thread),
-        })))
+        }));
+        let capture = match cfg.capture {
+            Some(c) => Some(c),
+            None => crate::capture::CaptureConfig::from_env().map_err(HostError::Invalid)?,
+        };
+        if let Some(c) = capture {
+            host.start_capture(&c)?;
+        }
+        Ok(host)
     }
 
     fn inner(&self) -> &Arc<Inner<P>> {

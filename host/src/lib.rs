@@ -13,8 +13,10 @@
 //! - [`driver`]: [`Datapath`] ([`UdpEndpoint`] over UDP), one round of progress at a time.
 //! - [`Host`] (`host.rs`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap.
 //! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
+//! - [`capture`]: pcapng of what the host sends and receives (off unless asked).
 
 pub mod bootstrap;
+pub mod capture;
 pub mod config;
 pub mod control;
 pub mod driver;
