@@ -1642,6 +1642,7 @@ impl<P: PlaneIo> Inner<P> {
                     let _ = c.dp.send_host(d.plane, d.src, &reply);
                 }
                 Msg::ResolveReply { token, planes } => {
+                    // spec: HOST-DGRAM-3
                     if c.resolving.remove(&token).is_some() {
                         let _ = self.peer_for(c, &planes);
                     }
@@ -1654,6 +1655,7 @@ impl<P: PlaneIo> Inner<P> {
                     app,
                 } => {
                     let key = (d.src, token);
+                    // spec: HOST-DGRAM-4
                     if let Some((_, (plane, bytes))) = c.accepted.iter().find(|(k, _)| *k == key) {
                         let (plane, bytes) = (*plane, bytes.clone());
                         let _ = c.dp.send_host(plane, d.src, &bytes);
@@ -2318,6 +2320,7 @@ impl<P: PlaneIo> Inner<P> {
             half.qps.push(q.sh);
         }
         if let Some((peer, r)) = remote {
+            // spec: HOST-DGRAM-5
             for (q, r) in half.qps.iter().zip(r) {
                 self.connect_locked(c, q, peer, r)?;
                 c.links.insert(
