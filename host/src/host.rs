@@ -185,6 +185,9 @@ pub struct HostConfig {
     pub link_send_wr: u32,
     /// Receive queue depth of each QP of a [`Link`].
     pub link_recv_wr: u32,
+    /// A pcapng capture of every datagram (off: `None`, unless `MRC_CAPTURE` is set; see
+    /// [`CaptureConfig::from_env`](crate::capture::CaptureConfig::from_env)).
+    pub capture: Option<crate::capture::CaptureConfig>,
 }
 
 impl Default for HostConfig {
@@ -206,6 +209,7 @@ impl HostConfig {
             bootstrap_timeout: StdDuration::from_secs(10),
             link_send_wr: 1024,
             link_recv_wr: 1024,
+            capture: None,
         }
     }
 
@@ -799,10 +803,18 @@ impl<P: PlaneIo> Host<P> {
                 )
             }
         };
-        Ok(Host(Arc::new(Handle {
+        let host = Host(Arc::new(Handle {
             inner,
             thread: Mutex::new(thread),
-        })))
+        }));
+        let capture = match cfg.capture {
+            Some(c) => Some(c),
+            None => crate::capture::CaptureConfig::from_env().map_err(HostError::Invalid)?,
+        };
+        if let Some(c) = capture {
+            host.start_capture(&c)?;
+        }
+        Ok(host)
     }
 
     fn inner(&self) -> &Arc<Inner<P>> {
@@ -1632,6 +1644,7 @@ impl<P: PlaneIo> Inner<P> {
                     let _ = c.dp.send_host(d.plane, d.src, &reply);
                 }
                 Msg::ResolveReply { token, planes } => {
+                    // spec: HOST-DGRAM-3
                     if c.resolving.remove(&token).is_some() {
                         let _ = self.peer_for(c, &planes);
                     }
@@ -1644,6 +1657,7 @@ impl<P: PlaneIo> Inner<P> {
                     app,
                 } => {
                     let key = (d.src, token);
+                    // spec: HOST-DGRAM-4
                     if let Some((_, (plane, bytes))) = c.accepted.iter().find(|(k, _)| *k == key) {
                         let (plane, bytes) = (*plane, bytes.clone());
                         let _ = c.dp.send_host(plane, d.src, &bytes);
@@ -2308,6 +2322,7 @@ impl<P: PlaneIo> Inner<P> {
             half.qps.push(q.sh);
         }
         if let Some((peer, r)) = remote {
+            // spec: HOST-DGRAM-5
             for (q, r) in half.qps.iter().zip(r) {
                 self.connect_locked(c, q, peer, r)?;
                 c.links.insert(

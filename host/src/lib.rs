@@ -14,8 +14,10 @@
 //! - [`Host`] (`host.rs`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap.
 //! - [`pmtu`]: the packet size a node's links carry (every front end's default).
 //! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
+//! - [`capture`]: pcapng of what the host sends and receives (off unless asked).
 
 pub mod bootstrap;
+pub mod capture;
 pub mod config;
 pub mod control;
 pub mod driver;
