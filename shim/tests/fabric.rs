@@ -176,9 +176,9 @@ fn stats_lines(err: &str) -> Vec<(f64, f64, Vec<f64>)> {
 #[test]
 fn write_bw_across_the_fabric_survives_a_plane_going_down() {
     if !nix_root() {
-        eprintln!(
-            "\n*** SKIPPED: write_bw_across_the_fabric_survives_a_plane_going_down needs root (network \
-             namespaces, nft, tc) ***\n"
+        mrc::testing::skip(
+            "write_bw_across_the_fabric_survives_a_plane_going_down",
+            "needs root (network namespaces, nft, tc)",
         );
         return;
     }
