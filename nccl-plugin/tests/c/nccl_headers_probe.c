@@ -4,8 +4,8 @@
  *
  *   cc -I <nccl>/plugins/net/example/nccl -o probe nccl-plugin/tests/c/nccl_headers_probe.c && ./probe
  *
- * Output: "<struct> size <n>" and "<struct>.<field> <offset>" lines; nccl-plugin/README.md ("The ABI as NCCL
- * lays it out") records a run. */
+ * Output: "<struct> size <n>" and "<struct>.<field> <offset>" lines; tests/nccl_headers.txt records a run and
+ * names the NCCL release it measured. */
 #include <stddef.h>
 #include <stdio.h>
 
