@@ -12,29 +12,12 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
+#include "check.h"
+
 #define GUARD 4096
 #define GUARD_BYTE 0xA5
 #define REGION (4 << 20)
 #define INLINE 64
-
-static int failures;
-
-static void check(int cond, const char *name, const char *detail)
-{
-	if (cond) {
-		printf("ok %s\n", name);
-	} else {
-		printf("FAIL %s: %s (errno %d)\n", name, detail, errno);
-		failures++;
-	}
-}
-
-static double now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 /* Byte i of message k: differs per message and per position, never constant over a page. */
 static uint8_t pattern(uint32_t k, size_t i)
