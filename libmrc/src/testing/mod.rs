@@ -10,6 +10,7 @@
 
 mod memory;
 mod skip;
+pub mod vectors;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
