@@ -16,6 +16,7 @@
 
 pub mod bootstrap;
 pub mod config;
+mod connect_queue;
 pub mod control;
 pub mod driver;
 mod error;

@@ -12,6 +12,8 @@ struct Vector {
     name: String,
     frame: bool,
     trimmed: bool,
+    /// The key of the AUTH tag the packet carries (`auth_key`), if it has one.
+    auth: Option<[u8; 16]>,
     bytes: Vec<u8>,
     fields: Vec<(String, String)>,
 }
@@ -31,6 +33,7 @@ fn read_vector(path: &Path) -> Vector {
         name: String::new(),
         frame: false,
         trimmed: false,
+        auth: None,
         bytes: Vec::new(),
         fields: Vec::new(),
     };
@@ -47,6 +50,19 @@ fn read_vector(path: &Path) -> Vector {
             "name" => v.name = value.to_string(),
             "frame" => v.frame = parse_bool(path, value),
             "trimmed" => v.trimmed = parse_bool(path, value),
+            "auth_key" => {
+                let digits: String = value.split_whitespace().collect();
+                let mut k = [0u8; 16];
+                for (i, b) in k.iter_mut().enumerate() {
+                    *b = digits
+                        .get(2 * i..2 * i + 2)
+                        .and_then(|d| u8::from_str_radix(d, 16).ok())
+                        .unwrap_or_else(|| {
+                            panic!("{}:{}: auth_key is 16 hex bytes", path.display(), n + 1)
+                        });
+                }
+                v.auth = Some(k);
+            }
             "hex" => {
                 let digits: String = value.split_whitespace().collect();
                 assert!(
@@ -111,8 +127,24 @@ fn check(v: &Vector) {
         assert_eq!(out, v.bytes, "{what}: re-emitted frame differs");
         return;
     }
-    let p = Packet::parse(&v.bytes, opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (p, tag) = Packet::parse_auth(&v.bytes, opts).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(owned(p.describe()), v.fields, "{what}: fields");
+    assert_eq!(tag.is_some(), v.auth.is_some(), "{what}: AUTH tag (BTH.AT)");
+    if let (Some(t), Some(k)) = (tag, v.auth) {
+        // spec: WIRE-AUTH-1 (the tag of the headers under the key), re-emitted byte for byte.
+        let key = AuthKey::new(k);
+        assert!(
+            t.proves(&key, &v.bytes),
+            "{what}: the tag does not prove auth_key"
+        );
+        let mut out = vec![0u8; p.buffer_len() + AUTH_LEN];
+        let h = p.emit_header(&mut out).unwrap();
+        let h = key.seal_headers(&mut out, h).unwrap();
+        out[h..h + p.payload().len()].copy_from_slice(p.payload());
+        let n = seal(&mut out, h + p.payload().len()).unwrap();
+        assert_eq!(out[..n], v.bytes, "{what}: re-emitted packet differs");
+        return;
+    }
     if v.trimmed {
         // Only the headers survived trimming; they re-emit byte for byte.
         let mut out = vec![0u8; p.header_len()];
