@@ -42,6 +42,7 @@ pub fn random_key() -> [u8; KEY_LEN] {
 
 /// Whether `datagram` is host-level (bootstrap) rather than MRC.
 pub fn is_host_datagram(datagram: &[u8]) -> bool {
+    // spec: HOST-DGRAM-1
     datagram.starts_with(&MSG_MAGIC)
 }
 
@@ -142,6 +143,7 @@ impl Blob {
 
     /// Reads a blob; longer input is accepted (a later version may append fields), shorter is not.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        // spec: HOST-BLOB-1
         let mut r = Reader::new(bytes);
         if r.take(4)? != BLOB_MAGIC {
             return Err(DecodeError("blob magic (not an MRC bootstrap blob)"));
@@ -353,6 +355,7 @@ impl Msg {
         let token = r.u64()?;
         Ok(match ty {
             1 => {
+                // spec: HOST-DGRAM-2
                 if bytes.len() < RESOLVE_LEN {
                     return Err(DecodeError("RESOLVE shorter than its reply could be"));
                 }

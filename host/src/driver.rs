@@ -13,6 +13,7 @@ use std::io;
 use std::net::SocketAddrV6;
 use std::os::fd::RawFd;
 
+use crate::capture::{Capture, CaptureStats};
 use crate::config::{NodeConfig, PeerPlane};
 use crate::memory::HostMemory;
 use crate::plane::{PlaneIo, UdpPlanes};
@@ -142,6 +143,8 @@ pub struct Datapath<P: PlaneIo = UdpPlanes> {
     host_rx: Vec<HostDatagram>,
     /// Carrier changes the plane I/O reported (already applied to the engine), for the host to announce.
     port_changes: Vec<(u8, bool)>,
+    /// The pcapng capture, when one is on: tested once per batch.
+    capture: Option<Box<Capture>>,
     /// A receive failed with an error an ICMP message queued: read the error queues this round.
     errors_due: bool,
     /// Rounds since the error queues were last read (they are read every [`ERROR_QUEUE_EVERY`] rounds anyway).
@@ -257,6 +260,7 @@ impl<P: PlaneIo> Datapath<P> {
             errors_age: 0,
             host_rx: Vec::new(),
             port_changes: Vec::new(),
+            capture: None,
         })
     }
 
@@ -417,6 +421,17 @@ impl<P: PlaneIo> Datapath<P> {
         self.stats
     }
 
+    /// Starts writing what this endpoint sends and receives to `capture` (replacing a capture already on, which
+    /// is returned unfinished), or stops with `None`.
+    pub fn set_capture(&mut self, capture: Option<Capture>) -> Option<Capture> {
+        std::mem::replace(&mut self.capture, capture.map(Box::new)).map(|b| *b)
+    }
+
+    /// What the capture wrote so far, if one is on.
+    pub fn capture_stats(&self) -> Option<CaptureStats> {
+        self.capture.as_ref().map(|c| c.stats())
+    }
+
     /// Descriptors to wait on (one per plane).
     pub fn fds(&self) -> Vec<RawFd> {
         (0..self.planes).map(|p| self.io.fd(p)).collect()
@@ -518,6 +533,9 @@ impl<P: PlaneIo> Datapath<P> {
             }
             Err(e) => return Err(e),
         };
+        if let Some(c) = &mut self.capture {
+            c.received(plane, &self.rx, n);
+        }
         let now = self.now();
         for i in 0..n {
             let (payload, src, tc, cut) = self.rx.get(i);
@@ -719,6 +737,9 @@ impl<P: PlaneIo> Datapath<P> {
             // spec: HOST-IO-1
             match self.io.send(plane, &mut self.tx[plane]) {
                 Ok(n) => {
+                    if let Some(c) = &mut self.capture {
+                        c.sent(plane, &self.tx[plane], n);
+                    }
                     self.stats.tx_datagrams += n as u64;
                     self.stats.tx_batches += 1;
                     self.tx[plane].consume(n);
@@ -760,6 +781,9 @@ impl<P: PlaneIo> Datapath<P> {
         let mut buf = bytes.to_vec();
         batch.push(&mut buf, bytes.len(), dest, 0);
         self.io.send(plane, &mut batch)?;
+        if let Some(c) = &mut self.capture {
+            c.sent_one(plane, dest, bytes);
+        }
         self.stats.tx_host += 1;
         Ok(())
     }

@@ -75,7 +75,9 @@ pub enum ProgressMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QpProfile {
-    /// Payload bytes per packet.
+    /// Payload bytes per packet; 0 (the default): the largest the planes carry ([`PlaneIo::payload_mtu`]; over
+    /// UDP [`pmtu::payload_mtu`](crate::pmtu::payload_mtu): 60000 on loopback, the link MTU less headers on a
+    /// fabric).
     pub mtu: u32,
     /// Active EVs (paths) per plane.
     pub evs_per_plane: u16,
@@ -99,7 +101,7 @@ pub struct QpProfile {
 impl Default for QpProfile {
     fn default() -> Self {
         Self {
-            mtu: 4096,
+            mtu: 0,
             evs_per_plane: 4,
             window_packets: 64,
             rate_bps: None,
@@ -192,6 +194,9 @@ pub struct HostConfig {
     pub link_send_wr: u32,
     /// Receive queue depth of each QP of a [`Link`].
     pub link_recv_wr: u32,
+    /// A pcapng capture of every datagram (off: `None`, unless `MRC_CAPTURE` is set; see
+    /// [`CaptureConfig::from_env`](crate::capture::CaptureConfig::from_env)).
+    pub capture: Option<crate::capture::CaptureConfig>,
 }
 
 impl Default for HostConfig {
@@ -206,16 +211,14 @@ impl HostConfig {
         Self {
             node: NodeConfig::loopback(planes),
             progress: ProgressMode::Thread,
-            profile: QpProfile {
-                mtu: 8192,
-                ..QpProfile::default()
-            },
+            profile: QpProfile::default(),
             max_qps: 4096,
             max_mrs: 1 << 16,
             socket_buffer: 8 << 20,
             bootstrap_timeout: StdDuration::from_secs(10),
             link_send_wr: 1024,
             link_recv_wr: 1024,
+            capture: None,
         }
     }
 
@@ -739,7 +742,10 @@ impl<P: PlaneIo> Host<P> {
     /// Starts a host whose datagrams travel over `io` (which carries as many planes as `cfg.node` has; the
     /// node gives T0s and the uSID plan, `io` the addresses), the engine and (unless [`ProgressMode::Manual`])
     /// the progress thread. [`start`](Host::start) is this over the node's UDP sockets.
-    pub fn start_with(cfg: HostConfig, io: P) -> Result<Self, HostError> {
+    pub fn start_with(mut cfg: HostConfig, io: P) -> Result<Self, HostError> {
+        if cfg.profile.mtu == 0 {
+            cfg.profile.mtu = io.payload_mtu();
+        }
         let p = cfg.profile;
         let mut dp = Datapath::with_io(
             io,
@@ -819,10 +825,18 @@ impl<P: PlaneIo> Host<P> {
                 )
             }
         };
-        Ok(Host(Arc::new(Handle {
+        let host = Host(Arc::new(Handle {
             inner,
             thread: Mutex::new(thread),
-        })))
+        }));
+        let capture = match cfg.capture {
+            Some(c) => Some(c),
+            None => crate::capture::CaptureConfig::from_env().map_err(HostError::Invalid)?,
+        };
+        if let Some(c) = capture {
+            host.start_capture(&c)?;
+        }
+        Ok(host)
     }
 
     fn inner(&self) -> &Arc<Inner<P>> {
@@ -1681,6 +1695,7 @@ impl<P: PlaneIo> Inner<P> {
                     let _ = c.dp.send_host(d.plane, d.src, &reply);
                 }
                 Msg::ResolveReply { token, planes } => {
+                    // spec: HOST-DGRAM-3
                     if c.resolving.remove(&token).is_some() {
                         let _ = self.peer_for(c, &planes);
                     }
@@ -1710,6 +1725,7 @@ impl<P: PlaneIo> Inner<P> {
                         continue;
                     }
                     let key = (d.src, token);
+                    // spec: HOST-DGRAM-4
                     if let Some((_, (plane, bytes))) = c.accepted.iter().find(|(k, _)| *k == key) {
                         let (plane, bytes) = (*plane, bytes.clone());
                         let _ = c.dp.send_host(plane, d.src, &bytes);
@@ -2390,6 +2406,7 @@ impl<P: PlaneIo> Inner<P> {
             half.qps.push(q.sh);
         }
         if let Some((peer, r)) = remote {
+            // spec: HOST-DGRAM-5
             for (q, r) in half.qps.iter().zip(r) {
                 self.connect_locked(c, q, peer, r)?;
                 c.links.insert(

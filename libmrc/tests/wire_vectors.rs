@@ -1,102 +1,15 @@
 //! Golden vectors: every file in `spec/vectors/` parses to the fields it lists and re-emits byte for byte.
 //! Format: `spec/vectors/README.md`; the files come from `cargo run -p mrc --example gen_vectors`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use mrc::testing::vectors::{Vector, read_dir};
 use mrc::wire::*;
 
 const MIN_VECTORS: usize = 15;
 
-struct Vector {
-    path: PathBuf,
-    name: String,
-    frame: bool,
-    trimmed: bool,
-    /// The key of the AUTH tag the packet carries (`auth_key`), if it has one.
-    auth: Option<[u8; 16]>,
-    bytes: Vec<u8>,
-    fields: Vec<(String, String)>,
-}
-
-fn parse_bool(path: &Path, v: &str) -> bool {
-    match v {
-        "true" => true,
-        "false" => false,
-        _ => panic!("{}: not a boolean: {v:?}", path.display()),
-    }
-}
-
-fn read_vector(path: &Path) -> Vector {
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut v = Vector {
-        path: path.to_owned(),
-        name: String::new(),
-        frame: false,
-        trimmed: false,
-        auth: None,
-        bytes: Vec::new(),
-        fields: Vec::new(),
-    };
-    for (n, raw) in text.lines().enumerate() {
-        let line = raw.split('#').next().unwrap().trim();
-        if line.is_empty() {
-            continue;
-        }
-        let (key, value) = line
-            .split_once('=')
-            .unwrap_or_else(|| panic!("{}:{}: no `=`", path.display(), n + 1));
-        let (key, value) = (key.trim(), value.trim());
-        match key {
-            "name" => v.name = value.to_string(),
-            "frame" => v.frame = parse_bool(path, value),
-            "trimmed" => v.trimmed = parse_bool(path, value),
-            "auth_key" => {
-                let digits: String = value.split_whitespace().collect();
-                let mut k = [0u8; 16];
-                for (i, b) in k.iter_mut().enumerate() {
-                    *b = digits
-                        .get(2 * i..2 * i + 2)
-                        .and_then(|d| u8::from_str_radix(d, 16).ok())
-                        .unwrap_or_else(|| {
-                            panic!("{}:{}: auth_key is 16 hex bytes", path.display(), n + 1)
-                        });
-                }
-                v.auth = Some(k);
-            }
-            "hex" => {
-                let digits: String = value.split_whitespace().collect();
-                assert!(
-                    digits.len().is_multiple_of(2),
-                    "{}:{}: odd hex",
-                    path.display(),
-                    n + 1
-                );
-                for i in (0..digits.len()).step_by(2) {
-                    v.bytes.push(
-                        u8::from_str_radix(&digits[i..i + 2], 16).unwrap_or_else(|_| {
-                            panic!("{}:{}: bad hex {digits:?}", path.display(), n + 1)
-                        }),
-                    );
-                }
-            }
-            _ => match key.strip_prefix("field ") {
-                Some(field) => v.fields.push((field.trim().to_string(), value.to_string())),
-                None => panic!("{}:{}: unknown key {key:?}", path.display(), n + 1),
-            },
-        }
-    }
-    v
-}
-
 fn vectors() -> Vec<Vector> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors");
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "vec"))
-        .collect();
-    paths.sort();
-    paths.iter().map(|p| read_vector(p)).collect()
+    read_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors"))
 }
 
 fn owned(fields: Vec<(&'static str, String)>) -> Vec<(String, String)> {

@@ -555,7 +555,10 @@ mod tests {
         assert!(parse_htsim_cm(ok, 4).is_ok());
         for (bad, want) in [
             ("0->1 id 1 start 0 size 1000 prio 1\n", "`prio`"),
-            ("0->1 id 1 start 0 size 1000 addon 1\n", "unknown flow keyword"),
+            (
+                "0->1 id 1 start 0 size 1000 addon 1\n",
+                "unknown flow keyword",
+            ),
             ("Failures 1\n", "`Failures`"),
             (
                 "failure switch_type AGG switch_id 0 link_id 0\n",

@@ -9,6 +9,7 @@
 //! Same seed, same configuration, same calls → the same run, bit for bit; [`Net::trace_hash`] proves it.
 
 mod memory;
+pub mod vectors;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
