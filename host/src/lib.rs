@@ -14,11 +14,13 @@
 //! - [`Host`] (`host.rs`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap.
 //! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
 //! - [`capture`]: pcapng of what the host sends and receives (off unless asked).
+//! - [`counters`]: per-QP, per-plane and per-EV counters as JSON and Prometheus text, served when asked.
 
 pub mod bootstrap;
 pub mod capture;
 pub mod config;
 pub mod control;
+pub mod counters;
 pub mod driver;
 mod error;
 mod host;
