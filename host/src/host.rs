@@ -66,7 +66,9 @@ pub enum ProgressMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QpProfile {
-    /// Payload bytes per packet.
+    /// Payload bytes per packet; 0 (the default): the largest the planes carry ([`PlaneIo::payload_mtu`]; over
+    /// UDP [`pmtu::payload_mtu`](crate::pmtu::payload_mtu): 60000 on loopback, the link MTU less headers on a
+    /// fabric).
     pub mtu: u32,
     /// Active EVs (paths) per plane.
     pub evs_per_plane: u16,
@@ -90,7 +92,7 @@ pub struct QpProfile {
 impl Default for QpProfile {
     fn default() -> Self {
         Self {
-            mtu: 4096,
+            mtu: 0,
             evs_per_plane: 4,
             window_packets: 64,
             rate_bps: None,
@@ -203,10 +205,7 @@ impl HostConfig {
         Self {
             node: NodeConfig::loopback(planes),
             progress: ProgressMode::Thread,
-            profile: QpProfile {
-                mtu: 8192,
-                ..QpProfile::default()
-            },
+            profile: QpProfile::default(),
             max_qps: 4096,
             max_mrs: 1 << 16,
             socket_buffer: 8 << 20,
@@ -730,7 +729,10 @@ impl<P: PlaneIo> Host<P> {
     /// Starts a host whose datagrams travel over `io` (which carries as many planes as `cfg.node` has; the
     /// node gives T0s and the uSID plan, `io` the addresses), the engine and (unless [`ProgressMode::Manual`])
     /// the progress thread. [`start`](Host::start) is this over the node's UDP sockets.
-    pub fn start_with(cfg: HostConfig, io: P) -> Result<Self, HostError> {
+    pub fn start_with(mut cfg: HostConfig, io: P) -> Result<Self, HostError> {
+        if cfg.profile.mtu == 0 {
+            cfg.profile.mtu = io.payload_mtu();
+        }
         let p = cfg.profile;
         let mut dp = Datapath::with_io(
             io,

@@ -310,6 +310,11 @@ impl PlaneIo for MemPlanes {
         self.planes
     }
 
+    /// Packets of 8 KiB: a transfer is many packets, so a fault lands while some are in flight.
+    fn payload_mtu(&self) -> u32 {
+        8192
+    }
+
     fn local_addr(&self, plane: usize) -> SocketAddrV6 {
         addr_of(self.id, plane)
     }

@@ -34,7 +34,8 @@ pub(crate) const DEVICE: &CStr = c"mrc0";
 /// Process-wide state, set up by the first `init`.
 struct Global {
     settings: Settings,
-    host: Mutex<Option<Arc<Host>>>,
+    /// Up to `progress_threads` host instances, opened as comms need them.
+    hosts: Mutex<Vec<Arc<Host>>>,
 }
 
 static GLOBAL: OnceLock<Result<Global, Error>> = OnceLock::new();
@@ -56,15 +57,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Global {
-    /// The host layer, opened at first use and kept for the life of the process.
+    /// The host a new listen or connect goes on: the one fewest comms use, or a new one (kept for the life of
+    /// the process) while every open host is in use and fewer than `NCCL_MRC_PROGRESS_THREADS` are open. Comms
+    /// of NCCL's channels so land on different progress threads, as NCCL's Socket transport gives each its own
+    /// threads and sockets.
     fn host(&self) -> Result<Arc<Host>, Error> {
-        let mut h = lock(&self.host);
-        if let Some(h) = h.as_ref() {
-            return Ok(Arc::clone(h));
+        let mut hosts = lock(&self.hosts);
+        // Each listen comm, pending connect and comm holds one reference; the list holds one more.
+        let least = hosts.iter().min_by_key(|h| Arc::strong_count(h));
+        match least {
+            Some(h)
+                if Arc::strong_count(h) == 1 || hosts.len() >= self.settings.progress_threads =>
+            {
+                Ok(Arc::clone(h))
+            }
+            _ => {
+                let new = Host::open(&self.settings)?;
+                hosts.push(Arc::clone(&new));
+                Ok(new)
+            }
         }
-        let new = Host::open(&self.settings)?;
-        *h = Some(Arc::clone(&new));
-        Ok(new)
     }
 }
 
@@ -75,7 +87,7 @@ pub(crate) fn init(log: ncclDebugLogger_t) -> Result<(), Error> {
         Settings::from_env().map(|settings| {
             info!(
                 INIT,
-                "MRC plugin {} (protocol {}): {}, {} QP(s) per connection, maxRecvs {}",
+                "MRC plugin {} (protocol {}): {}, {} QP(s) per connection, maxRecvs {}, up to {} progress thread(s)",
                 env!("CARGO_PKG_VERSION"),
                 proto::PROTO_VERSION,
                 match &settings.node_config {
@@ -83,11 +95,12 @@ pub(crate) fn init(log: ncclDebugLogger_t) -> Result<(), Error> {
                     None => format!("{} loopback plane(s)", settings.planes),
                 },
                 settings.qps_per_conn,
-                settings.max_recvs
+                settings.max_recvs,
+                settings.progress_threads
             );
             Global {
                 settings,
-                host: Mutex::new(None),
+                hosts: Mutex::new(Vec::new()),
             }
         })
     });

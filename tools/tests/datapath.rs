@@ -549,6 +549,7 @@ fn good_hello() -> serde_json::Value {
             rkey: 1,
             len: 65536,
         },
+        bidir: None,
     };
     serde_json::to_value(&h).unwrap()
 }

@@ -12,13 +12,13 @@ use mrc_host::{
 use serde::Serialize;
 
 use super::oob::{
-    Answer, Channel, Ctl, Hello, WireRegion, conn_from_hex, conn_to_hex, hash, planes_from_wire,
-    planes_to_wire,
+    Answer, Bidir, Channel, Ctl, Hello, WireRegion, conn_from_hex, conn_to_hex, hash,
+    planes_from_wire, planes_to_wire,
 };
 use super::{Mode, Options, Test};
 
 /// Largest region one side registers; `--cycle-buffer` is cut down to fit.
-const MAX_REGION: u64 = 256 << 20;
+const MAX_REGION: u64 = 1 << 30;
 /// How long the tail of a test may take to drain before the run is declared stuck.
 const DRAIN_LIMIT: Duration = Duration::from_secs(15);
 
@@ -92,13 +92,11 @@ fn node_config(o: &Options) -> Result<NodeConfig, Failure> {
 }
 
 fn default_mtu(o: &Options, node: &NodeConfig) -> u32 {
-    o.mtu
-        .unwrap_or(if node.usid_block.is_none() && o.config.is_none() {
-            60_000
-        } else {
-            // IPv6 + UDP headers and up to 64 bytes of MRC headers.
-            o.link_mtu.saturating_sub(40 + 8 + 64).max(256)
-        })
+    match (o.mtu, o.link_mtu) {
+        (Some(m), _) => m,
+        (None, Some(link)) => mrc_host::pmtu::payload_for_link(link),
+        (None, None) => mrc_host::pmtu::payload_mtu(node),
+    }
 }
 
 /// Builds the endpoint, QPs and memory. `peer` is the other side's hello when known (server).
@@ -188,6 +186,11 @@ fn hello_of(side: &mut Side, o: &Options, p: &HelloParams, test: Test, mode: Mod
             rkey: side.region.rkey,
             len: p.qps as u64 * p.slots as u64 * p.max_size,
         },
+        bidir: o.bidir.then_some(Bidir {
+            depth: o.depth,
+            duration: o.duration,
+            bytes: o.bytes,
+        }),
     }
 }
 
@@ -561,10 +564,13 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
     let t0 = Instant::now();
     for &size in &sizes {
         ch.send(&Ctl::Size { size })?;
-        let r = match o.mode {
+        let mut r = match o.mode {
             Mode::Bw => bw(o, &mut side, &peer.region, size, t0, timeline.as_mut())?,
             Mode::Lat => lat(o, &mut side, &peer.region, size)?,
         };
+        if o.bidir {
+            add_server_half(&mut ch, &mut r)?;
+        }
         if !o.json {
             print_result(o, &r);
         }
@@ -603,6 +609,23 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
         ));
     }
     Ok(report)
+}
+
+/// `--bidir`: adds what the server sent during the same size; the rate is over the longer of the two halves.
+fn add_server_half(ch: &mut Channel, r: &mut SizeResult) -> Result<(), Failure> {
+    let (bytes, seconds) = match ch.recv()? {
+        Ctl::Sent { bytes, seconds } => (bytes, seconds),
+        Ctl::Refused { reason } => {
+            return Err(Failure::test(format!("the server refused: {reason}")));
+        }
+        _ => return Err(Failure::test("expected what the server sent")),
+    };
+    r.messages += bytes / r.size.max(1);
+    r.bytes += bytes;
+    r.seconds = r.seconds.max(seconds).max(1e-9);
+    r.gbps = r.bytes as f64 * 8.0 / r.seconds / 1e9;
+    r.mmsgs = r.messages as f64 / r.seconds / 1e6;
+    Ok(())
 }
 
 /// Hashes, per QP, the first `len` bytes of its first `slots[q]` slots.
@@ -1087,6 +1110,20 @@ fn serve(
                     return Err(refuse_ctl(&mut ch, why));
                 }
                 size = s;
+                if let Some(b) = peer.bidir {
+                    let back = Options {
+                        depth: b.depth,
+                        duration: b.duration,
+                        bytes: b.bytes,
+                        interval_ms: 0,
+                        ..so.clone()
+                    };
+                    let r = bw(&back, &mut side, &peer.region, size, Instant::now(), None)?;
+                    ch.send(&Ctl::Sent {
+                        bytes: r.bytes,
+                        seconds: r.seconds,
+                    })?;
+                }
             }
             Ok(Some(Ctl::Done {
                 verify: v,
@@ -1108,7 +1145,7 @@ fn serve(
                 verify = v.then_some((slots, len));
                 break;
             }
-            Ok(Some(Ctl::Hash { .. } | Ctl::Refused { .. })) | Ok(None) => {}
+            Ok(Some(Ctl::Hash { .. } | Ctl::Sent { .. } | Ctl::Refused { .. })) | Ok(None) => {}
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 return Err(refuse_ctl(&mut ch, format!("bad control message: {e}")));
             }
