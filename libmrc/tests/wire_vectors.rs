@@ -41,8 +41,24 @@ fn check(v: &Vector) {
         assert_eq!(out, v.bytes, "{what}: re-emitted frame differs");
         return;
     }
-    let p = Packet::parse(&v.bytes, opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (p, tag) = Packet::parse_auth(&v.bytes, opts).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(owned(p.describe()), v.fields, "{what}: fields");
+    assert_eq!(tag.is_some(), v.auth.is_some(), "{what}: AUTH tag (BTH.AT)");
+    if let (Some(t), Some(k)) = (tag, v.auth) {
+        // spec: WIRE-AUTH-1 (the tag of the headers under the key), re-emitted byte for byte.
+        let key = AuthKey::new(k);
+        assert!(
+            t.proves(&key, &v.bytes),
+            "{what}: the tag does not prove auth_key"
+        );
+        let mut out = vec![0u8; p.buffer_len() + AUTH_LEN];
+        let h = p.emit_header(&mut out).unwrap();
+        let h = key.seal_headers(&mut out, h).unwrap();
+        out[h..h + p.payload().len()].copy_from_slice(p.payload());
+        let n = seal(&mut out, h + p.payload().len()).unwrap();
+        assert_eq!(out[..n], v.bytes, "{what}: re-emitted packet differs");
+        return;
+    }
     if v.trimmed {
         // Only the headers survived trimming; they re-emit byte for byte.
         let mut out = vec![0u8; p.header_len()];

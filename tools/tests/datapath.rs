@@ -529,6 +529,7 @@ fn good_hello() -> serde_json::Value {
         },
         rkey_hint: 0,
         addr_hint: 0,
+        key: [0x11; 16],
     };
     let h = Hello {
         test: mrc_tools::perf::Test::Write,
