@@ -5,7 +5,8 @@ lines and spec/wire.md alone, and compares the result with the vector's hex.
 It shares no code with the Rust implementation (libmrc/src/wire): the opcode table, the header list of each
 opcode, the NACK reasons, the SACK marks and the endpoint ops are read from the tables and text of
 spec/wire.md; the header layouts are written here from the spec's byte diagrams; CRC32C is computed bit by
-bit from the spec's parameters (and checked against its check value first). So a vector that the Rust code
+bit from the spec's parameters (and checked against its check value first); the AUTH tag (WIRE-AUTH-1) is
+SipHash-1-3 written here from the algorithm's definition (and checked against the spec's tag vector first). So a vector that the Rust code
 wrote wrongly (a field in the wrong place, the wrong width, the ICRC over the wrong bytes) disagrees with this
 encoder even though the Rust code reads its own output back.
 
@@ -32,12 +33,55 @@ def crc32c(data):
     return crc ^ 0xFFFFFFFF
 
 
+M64 = (1 << 64) - 1
+
+
+def siphash13(key, data):
+    """SipHash-1-3 as WIRE-AUTH-1 names it: the key's 16 bytes as two little-endian words, one compression
+    round per 8-byte word, three finalization rounds; the result as a 64-bit number."""
+
+    def rotl(x, b):
+        return ((x << b) | (x >> (64 - b))) & M64
+
+    def rounds(v, n):
+        for _ in range(n):
+            v[0] = (v[0] + v[1]) & M64
+            v[1] = rotl(v[1], 13) ^ v[0]
+            v[0] = rotl(v[0], 32)
+            v[2] = (v[2] + v[3]) & M64
+            v[3] = rotl(v[3], 16) ^ v[2]
+            v[0] = (v[0] + v[3]) & M64
+            v[3] = rotl(v[3], 21) ^ v[0]
+            v[2] = (v[2] + v[1]) & M64
+            v[1] = rotl(v[1], 17) ^ v[2]
+            v[2] = rotl(v[2], 32)
+
+    k0 = int.from_bytes(key[:8], "little")
+    k1 = int.from_bytes(key[8:16], "little")
+    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D, k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573]
+    tail = len(data) % 8
+    words = [int.from_bytes(data[i : i + 8], "little") for i in range(0, len(data) - tail, 8)]
+    words.append((len(data) & 0xFF) << 56 | int.from_bytes(data[len(data) - tail :], "little"))
+    for m in words:
+        v[3] ^= m
+        rounds(v, 1)
+        v[0] ^= m
+    v[2] ^= 0xFF
+    rounds(v, 3)
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
 def read_spec(spec_dir):
     text = open(os.path.join(spec_dir, "wire.md")).read()
     check = re.search(r"check value 0x([0-9A-Fa-f]{8}) for \"123456789\"", text)
     assert check, "wire.md: no CRC check value"
     got = crc32c(b"123456789")
     assert got == int(check.group(1), 16), f"CRC32C check value {got:#010x}"
+    # Vector: key `00 01 .. 0f`, covered bytes `00 01 .. 0e` (15 bytes) → tag `56 99 51 2a 6d d8 20 d3`
+    auth = re.search(r"covered bytes\s+`00 01 \.\. 0e` \(15 bytes\) → tag `([0-9a-f ]+)`", text)
+    assert auth, "wire.md: no AUTH tag vector"
+    tag = siphash13(bytes(range(16)), bytes(range(15))).to_bytes(8, "little")
+    assert tag == bytes.fromhex(auth.group(1)), f"SipHash-1-3 vector: {tag.hex(' ')}"
     # | 0xC6 | WRITE_FIRST | METH [TSETH] RETH, payload | MRC |
     opcodes = {}
     for value, name, headers in re.findall(
@@ -127,6 +171,14 @@ def neth(f, reasons):
     )
 
 
+def auth_tag(key, headers):
+    """WIRE-AUTH-1: SipHash-1-3 of the headers so far (BTH with AT set onwards) under `key`, little-endian;
+    nothing without a key."""
+    if key is None:
+        return b""
+    return siphash13(bytes.fromhex(key), headers).to_bytes(8, "little")
+
+
 def mrc_packet(v, spec, extra_len):
     """The UDP payload the fields describe; `extra_len` payload bytes for a trimmed vector (cut, no ICRC)."""
     opcodes, reasons, marks, ops = spec
@@ -134,7 +186,8 @@ def mrc_packet(v, spec, extra_len):
     opcode, headers = opcodes[f["opcode"]]
     has_ts = "[TSETH]" in headers and f.get("ts", "none") != "none"
     # BTH: 0 opcode; 1 SE(7) RTX(6) TS(5) TVer(3..0)=1; 2-3 P_Key; 4 reserved; 5-7 DestQP; 8 A(7); 9-11 PSN
-    b1 = flag(f, "se") << 7 | flag(f, "rtx") << 6 | has_ts << 5 | 1
+    key = v.get("auth_key")
+    b1 = flag(f, "se") << 7 | flag(f, "rtx") << 6 | has_ts << 5 | (key is not None) << 4 | 1
     out = bytes([opcode, b1]) + be(num(f, "pkey"), 2) + be(num(f, "dest_qp"), 4)
     out += bytes([flag(f, "ack_req") << 7]) + be(num(f, "psn"), 3)
     for h in headers:
@@ -147,6 +200,8 @@ def mrc_packet(v, spec, extra_len):
         elif h == "ImmDt":
             out += be(num(f, "imm"), 4)
         elif h == "payload":
+            out += auth_tag(key, out)
+            key = None
             n = extra_len if v["trimmed"] else num(f, "payload_len")
             out += bytes(i % 256 for i in range(n))
         elif h == "AETH":  # 0 reserved; 1-3 CACK_PSN; 4-5 CMSN; 6-7 reserved
@@ -167,6 +222,8 @@ def mrc_packet(v, spec, extra_len):
             out += be(num(f, "ev"), 4) + be(num(f, "ts_echo"), 4)
         else:
             raise SystemExit(f"{v['name']}: header {h} of {f['opcode']} is unknown to this encoder")
+    # A packet without payload: the tag ends the headers.
+    out += auth_tag(key, out)
     if v["trimmed"]:
         return out
     return out + be(crc32c(out), 4)
