@@ -348,6 +348,18 @@ impl<P: PlaneIo> Datapath<P> {
                 ),
             ));
         }
+        // A live peer's addresses are never rebound to another (spec HOST-PEER-1): its datagrams would be
+        // taken for the newcomer's.
+        // spec: HOST-PEER-1
+        if let Some(p) = planes.iter().find(|p| {
+            self.by_source
+                .contains_key(&(u128::from(*p.addr.ip()), p.addr.port()))
+        }) {
+            return Err(ConfigError::new(
+                "peer.planes",
+                format!("{} is already a plane of another peer", p.addr),
+            ));
+        }
         let id = PeerId(self.peers.len() as u32);
         for p in &planes {
             self.by_source

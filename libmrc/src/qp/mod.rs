@@ -23,6 +23,7 @@ use crate::mem::{Access, AccessError, MrTable, Pd, Sge};
 use crate::path::{EvChange, PathSet};
 use crate::reliability::{PsnTracker, RttEstimator, SentWindow};
 use crate::time::Instant;
+use crate::wire::AuthKey;
 
 /// QP states (spec QP-STATE-1), numbered as verbs numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -527,6 +528,16 @@ impl CachedCc {
 const PSN_BASE: u64 = 1 << 24;
 const MSN_BASE: u64 = 1 << 16;
 
+/// The two keys of an authenticated connection (spec SEC-AUTH-1): one tags what this QP sends, the other
+/// checks what it receives. Drivers draw them at random and exchange them in the connection's bootstrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpKeys {
+    /// Tags this QP's packets (the peer checks them with it).
+    pub tx: AuthKey,
+    /// Checks the peer's packets.
+    pub rx: AuthKey,
+}
+
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
     pub(crate) state: QpState,
@@ -587,6 +598,8 @@ pub(crate) struct Qp {
     pub(crate) rcv_pen: u8,
     /// Consecutive CE marks per EV (direct-mapped), for ALWAYS_SKIP advice.
     pub(crate) ce_track: [(u32, u16); 16],
+    /// The connection's keys: every packet sent carries an AUTH tag, every packet taken must prove one.
+    pub(crate) auth: Option<QpKeys>,
     // outputs
     pub(crate) cqes: Vec<(CqId, Completion)>,
     pub(crate) ev_changes: Vec<EvChange>,
@@ -662,6 +675,7 @@ impl Qp {
             ack_pending: false,
             rcv_pen: 0,
             ce_track: [(0, 0); 16],
+            auth: None,
             cqes: Vec::new(),
             ev_changes: Vec::new(),
             went_to_error: false,

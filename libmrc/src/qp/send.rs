@@ -286,6 +286,7 @@ impl Qp {
             imm,
         };
         let hlen = hdr.emit(buf).ok()?;
+        let hlen = self.authenticate(buf, hlen)?;
         let total = hlen + len as usize;
         if buf.len() < total + crate::wire::ICRC_LEN {
             return None;
@@ -372,6 +373,17 @@ impl Qp {
         }
     }
 
+    /// Tags the headers at `buf[..hlen]` when the connection is authenticated (spec SEC-AUTH-1); returns where
+    /// the payload or ICRC goes.
+    #[inline]
+    pub(crate) fn authenticate(&self, buf: &mut [u8], hlen: usize) -> Option<usize> {
+        match &self.auth {
+            // spec: SEC-AUTH-1
+            Some(k) => k.tx.seal_headers(buf, hlen).ok(),
+            None => Some(hlen),
+        }
+    }
+
     /// Appends the ICRC (or four zero bytes when the QP runs without it).
     #[inline]
     pub(crate) fn seal(&self, buf: &mut [u8], len: usize) -> Option<usize> {
@@ -399,6 +411,7 @@ impl Qp {
             body: Body::Probe(Probe { ev, ts: now.ts32() }),
         };
         let hlen = pkt.emit_header(buf).ok()?;
+        let hlen = self.authenticate(buf, hlen)?;
         let n = self.seal(buf, hlen)?;
         self.stats.tx_probes += 1;
         Some(Transmit {

@@ -15,6 +15,8 @@ pub struct Vector {
     pub frame: bool,
     /// The packet was trimmed by a switch.
     pub trimmed: bool,
+    /// The key of the AUTH tag the packet carries (`auth_key`, spec WIRE-AUTH-1), if it has one.
+    pub auth: Option<[u8; 16]>,
     /// The bytes.
     pub bytes: Vec<u8>,
     /// The `field` lines, in order: (name, value).
@@ -47,6 +49,7 @@ pub fn read_vector(path: &Path) -> Vector {
         name: String::new(),
         frame: false,
         trimmed: false,
+        auth: None,
         bytes: Vec::new(),
         fields: Vec::new(),
     };
@@ -63,6 +66,19 @@ pub fn read_vector(path: &Path) -> Vector {
             "name" => v.name = value.to_string(),
             "frame" => v.frame = parse_bool(path, value),
             "trimmed" => v.trimmed = parse_bool(path, value),
+            "auth_key" => {
+                let digits: String = value.split_whitespace().collect();
+                let mut k = [0u8; 16];
+                for (i, b) in k.iter_mut().enumerate() {
+                    *b = digits
+                        .get(2 * i..2 * i + 2)
+                        .and_then(|d| u8::from_str_radix(d, 16).ok())
+                        .unwrap_or_else(|| {
+                            panic!("{}:{}: auth_key is 16 hex bytes", path.display(), n + 1)
+                        });
+                }
+                v.auth = Some(k);
+            }
             "hex" => {
                 let digits: String = value.split_whitespace().collect();
                 assert!(
