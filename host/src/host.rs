@@ -197,6 +197,9 @@ pub struct HostConfig {
     /// A pcapng capture of every datagram (off: `None`, unless `MRC_CAPTURE` is set; see
     /// [`CaptureConfig::from_env`](crate::capture::CaptureConfig::from_env)).
     pub capture: Option<crate::capture::CaptureConfig>,
+    /// Where to serve the counters over HTTP (`/metrics`, `/counters.json`); off: `None`, unless `MRC_METRICS`
+    /// is set (counters.rs).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Default for HostConfig {
@@ -219,6 +222,7 @@ impl HostConfig {
             link_send_wr: 1024,
             link_recv_wr: 1024,
             capture: None,
+            metrics: None,
         }
     }
 
@@ -688,9 +692,11 @@ struct Inner<P: PlaneIo> {
     ctl: crate::control::Ctl,
 }
 
-struct Handle<P: PlaneIo> {
+pub(crate) struct Handle<P: PlaneIo> {
     inner: Arc<Inner<P>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The counters endpoint, when one was asked for at start (counters.rs).
+    pub(crate) counters: Mutex<Option<crate::counters::CountersServer>>,
 }
 
 impl<P: PlaneIo> Drop for Handle<P> {
@@ -828,6 +834,7 @@ impl<P: PlaneIo> Host<P> {
         let host = Host(Arc::new(Handle {
             inner,
             thread: Mutex::new(thread),
+            counters: Mutex::new(None),
         }));
         let capture = match cfg.capture {
             Some(c) => Some(c),
@@ -836,7 +843,30 @@ impl<P: PlaneIo> Host<P> {
         if let Some(c) = capture {
             host.start_capture(&c)?;
         }
+        let metrics = match cfg.metrics {
+            Some(a) => Some(a),
+            None => crate::counters::metrics_from_env()?,
+        };
+        if let Some(addr) = metrics {
+            let server = host.serve_counters_from(addr)?;
+            *lock(&host.0.counters) = Some(server);
+        }
         Ok(host)
+    }
+
+    /// A reference that does not keep the host alive (the counters endpoint's).
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Handle<P>> {
+        Arc::downgrade(&self.0)
+    }
+
+    /// The shared part (counters.rs reads its endpoint).
+    pub(crate) fn handle(&self) -> &Handle<P> {
+        &self.0
+    }
+
+    /// The host a [`downgrade`](Self::downgrade)d reference upgraded to.
+    pub(crate) fn from_handle(h: Arc<Handle<P>>) -> Self {
+        Host(h)
     }
 
     fn inner(&self) -> &Arc<Inner<P>> {

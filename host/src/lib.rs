@@ -15,12 +15,14 @@
 //! - [`pmtu`]: the packet size a node's links carry (every front end's default).
 //! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
 //! - [`capture`]: pcapng of what the host sends and receives (off unless asked).
+//! - [`counters`]: per-QP, per-plane and per-EV counters as JSON and Prometheus text, served when asked.
 
 pub mod bootstrap;
 pub mod capture;
 pub mod config;
 mod connect_queue;
 pub mod control;
+pub mod counters;
 pub mod driver;
 mod error;
 mod host;

@@ -7,14 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use mrc::wire::{Ipv6Header, Packet, ParseOptions, UdpHeader};
-use mrc::{Access, SendOp, Sge, WcStatus};
 use mrc_host::capture::CaptureConfig;
-use mrc_host::{Host, HostConfig, ProgressMode, SendRequest};
+use mrc_host::{Host, HostConfig, ProgressMode};
 use pcap_file::pcapng::{Block, PcapNgReader};
 
 mod common;
 
-use common::{LIMIT, link};
+use common::{LIMIT, link, write_and_check};
 
 /// What a capture file holds: per packet (interface, direction flags, frame).
 struct Captured {
@@ -85,53 +84,8 @@ fn host(capture: Option<CaptureConfig>) -> Host {
 /// A link of two QPs, one 16 KiB WRITE on its second QP, and a graceful close, both hosts driven here.
 fn write_and_close(a: &Host, b: &Host) {
     let (la, lb) = link(a, b, 2);
-    let len = 16 << 10;
-    let mut src: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
-    let mut dst = vec![0u8; len];
-    // SAFETY: both vectors outlive their registrations (deregistered below before they drop).
-    let (ms, md) = unsafe {
-        (
-            a.reg_mr(a.default_pd(), src.as_mut_ptr(), len, Access::LOCAL_WRITE)
-                .unwrap(),
-            b.reg_mr(
-                b.default_pd(),
-                dst.as_mut_ptr(),
-                len,
-                Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            )
-            .unwrap(),
-        )
-    };
-    let sge = [Sge {
-        addr: ms.addr,
-        len: len as u32,
-        lkey: ms.lkey,
-    }];
-    la.qps()[1]
-        .post_send(&SendRequest {
-            wr_id: 1,
-            op: SendOp::Write {
-                remote_addr: md.addr,
-                rkey: md.rkey,
-            },
-            sges: &sge,
-            inline: None,
-            signaled: true,
-            solicited: false,
-            fence: false,
-        })
-        .unwrap();
+    write_and_check(a, b, &la.qps()[1], la.send_cq(), 16 << 10);
     let start = Instant::now();
-    let mut out = [mrc::Completion::default(); 1];
-    while la.send_cq().poll(&mut out) == 0 {
-        assert!(start.elapsed() < LIMIT, "no completion");
-        a.progress().unwrap();
-        b.progress().unwrap();
-    }
-    assert_eq!(out[0].status, WcStatus::Success);
-    assert_eq!(dst, src);
-    b.dereg_mr(&md).unwrap();
-    a.dereg_mr(&ms).unwrap();
     let mut closing = la.close();
     drop(lb);
     while !closing.poll().unwrap() {

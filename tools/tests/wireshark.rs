@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use mrc::testing::vectors::{Vector, read_dir};
 use mrc::wire::{Packet, ParseOptions, TrafficClass, traffic_class};
+use mrc_host::bootstrap::Msg;
 use mrc_host::capture::{Datagram, Direction, PcapngFile};
 
 fn root() -> PathBuf {
@@ -36,7 +37,7 @@ fn tshark_present(test: &str) -> Option<()> {
         std::env::var_os("CI").is_none(),
         "tshark is missing: apt-get install tshark"
     );
-    eprintln!("SKIPPED {test}: tshark is missing (apt-get install tshark)");
+    mrc::testing::skip(test, "tshark is missing (apt-get install tshark)");
     None
 }
 
@@ -361,6 +362,122 @@ fn read_frames(path: &Path) -> Vec<Vec<u8>> {
     out
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What mrc-host's own decoder reads from a host datagram, as (tshark field, values in order).
+fn host_fields(msg: &Msg) -> Vec<(&'static str, Vec<String>)> {
+    let qps = |qps: &[mrc_host::bootstrap::QpHalf]| {
+        vec![
+            ("mrch.qpn", qps.iter().map(|q| q.qpn.to_string()).collect()),
+            ("mrch.psn", qps.iter().map(|q| q.psn.to_string()).collect()),
+            ("mrch.key", qps.iter().map(|q| hex(&q.key)).collect()),
+        ]
+    };
+    let planes = |p: &[mrc_host::PeerPlane]| {
+        vec![
+            (
+                "mrch.plane.addr",
+                p.iter().map(|x| x.addr.ip().to_string()).collect(),
+            ),
+            (
+                "mrch.plane.port",
+                p.iter().map(|x| x.addr.port().to_string()).collect(),
+            ),
+            (
+                "mrch.plane.t0",
+                p.iter().map(|x| x.t0.to_string()).collect(),
+            ),
+        ]
+    };
+    let (ty, token, mut rest): (u8, u64, Vec<(&'static str, Vec<String>)>) = match msg {
+        Msg::ResolveRequest { token } => (1, *token, vec![]),
+        Msg::ResolveReply { token, planes: p } => (2, *token, planes(p)),
+        Msg::Connect {
+            token,
+            listener,
+            planes: p,
+            qps: q,
+            app,
+            mac,
+        } => {
+            let mut v = vec![
+                ("mrch.listener", vec![listener.to_string()]),
+                ("mrch.app_len", vec![app.len().to_string()]),
+                ("mrch.tag", vec![hex(mac)]),
+            ];
+            v.extend(planes(p));
+            v.extend(qps(q));
+            (3, *token, v)
+        }
+        Msg::Accept {
+            token,
+            planes: p,
+            qps: q,
+            app,
+        } => {
+            let mut v = vec![("mrch.app_len", vec![app.len().to_string()])];
+            v.extend(planes(p));
+            v.extend(qps(q));
+            (4, *token, v)
+        }
+        Msg::Refuse { token, reason } => (
+            5,
+            *token,
+            vec![("mrch.refuse_reason", vec![reason.to_string()])],
+        ),
+        Msg::Close { token, pairs, mac } => (
+            6,
+            *token,
+            vec![
+                ("mrch.qpn", pairs.iter().map(|p| p.0.to_string()).collect()),
+                (
+                    "mrch.peer_qpn",
+                    pairs.iter().map(|p| p.1.to_string()).collect(),
+                ),
+                ("mrch.tag", vec![hex(mac)]),
+            ],
+        ),
+        Msg::Closed { token } => (7, *token, vec![]),
+    };
+    rest.push(("mrch.type", vec![ty.to_string()]));
+    rest.push(("mrch.token", vec![token.to_string()]));
+    rest
+}
+
+/// Checks a host datagram's dissection against mrc-host's decoder: every field, every repetition, in order.
+fn compare_host(what: &str, payload: &[u8], got: &[Field]) -> Vec<String> {
+    let msg = match Msg::decode(payload) {
+        Ok(m) => m,
+        Err(e) => return vec![format!("{what}: mrc-host cannot decode it: {e:?}")],
+    };
+    let mut bad = Vec::new();
+    for (name, want) in host_fields(&msg) {
+        let shown: Vec<String> = got
+            .iter()
+            .filter(|f| f.name == name)
+            .map(|f| match name {
+                // Byte fields show as "99:44:41:...".
+                "mrch.key" | "mrch.tag" => f.show.replace(':', ""),
+                _ => f.show.clone(),
+            })
+            .collect();
+        let same = shown.len() == want.len()
+            && shown.iter().zip(&want).all(|(s, w)| {
+                s == w
+                    || number(s).is_some_and(|a| Some(a) == number(w))
+                    || s.parse::<Ipv6Addr>().is_ok_and(|a| w.parse() == Ok(a))
+            });
+        if !same {
+            bad.push(format!(
+                "{what}: {name} = {want:?}, dissector shows {shown:?}"
+            ));
+        }
+    }
+    bad
+}
+
 fn check_capture(path: &Path) {
     let what = path.file_name().unwrap().to_string_lossy().into_owned();
     let frames = read_frames(path);
@@ -377,6 +494,7 @@ fn check_capture(path: &Path) {
         );
         if fields.iter().any(|f| f.name == "mrch.type") {
             host_packets += 1;
+            bad.extend(compare_host(&what, &frame[48..], fields));
             continue;
         }
         let tclass = (frame[0] & 0x0F) << 4 | frame[1] >> 4;

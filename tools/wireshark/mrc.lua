@@ -53,7 +53,7 @@ local DSCP_NAMES = { [10] = "DATA", [12] = "DATA_RETX", [14] = "NO_TRIM", [46] =
 -- spec/host.md "Host datagrams"
 local HOST_TYPES = { [1] = "RESOLVE", [2] = "RESOLVE-REPLY", [3] = "CONNECT", [4] = "ACCEPT", [5] = "REFUSE",
     [6] = "CLOSE", [7] = "CLOSED" }
-local REFUSE_REASONS = { [1] = "no such listener", [2] = "malformed or mismatched" }
+local REFUSE_REASONS = { [1] = "the listener closed", [2] = "malformed or mismatched (plane count, a live peer's address)" }
 local ICRC_STATUS = { [0] = "Good", [1] = "Bad", [2] = "Unverified" }
 
 local H, D = base.HEX, base.DEC
@@ -138,6 +138,8 @@ local HF = {
     cap_read = ProtoField.bool("mrch.caps.read", "READ", 8, nil, 0x02),
     app_len = ProtoField.uint16("mrch.app_len", "Application data length", D),
     app = ProtoField.bytes("mrch.app", "Application data"),
+    key = ProtoField.bytes("mrch.key", "Receive key (tags what the peer's QP sends to it)"),
+    tag = ProtoField.bytes("mrch.tag", "Tag (SipHash-1-3 of the datagram before it, spec HOST-AUTH-1/2)"),
     refuse = ProtoField.uint8("mrch.refuse_reason", "Refuse reason", D, REFUSE_REASONS),
     padding = ProtoField.bytes("mrch.padding", "Padding"),
     request_in = ProtoField.framenum("mrch.request_in", "Request in", base.NONE, frametype.REQUEST),
@@ -784,9 +786,9 @@ local function link_body(ctx, tvb)
     ctx.off = ctx.off + 1
     local qpns = {}
     for i = 1, n do
-        if not hneed(ctx, 9) then return qpns end
+        if not hneed(ctx, 25) then return qpns end
         local o = ctx.off
-        local t = qt:add(mrch, tvb(o, 9))
+        local t = qt:add(mrch, tvb(o, 25))
         t:set_text(string.format("QP %d: QPN 0x%06x, first PSN 0x%06x", i - 1, tvb(o, 4):uint(),
             band(tvb(o + 4, 4):uint(), 0xFFFFFF)))
         t:add(HF.qpn, tvb(o, 4))
@@ -794,8 +796,9 @@ local function link_body(ctx, tvb)
         local c = t:add(HF.caps, tvb(o + 8, 1))
         c:add(HF.cap_send, tvb(o + 8, 1))
         c:add(HF.cap_read, tvb(o + 8, 1))
+        t:add(HF.key, tvb(o + 9, 16))
         qpns[i] = tvb(o, 4):uint()
-        ctx.off = o + 9
+        ctx.off = o + 25
     end
     if not hneed(ctx, 2) then return qpns end
     local app = tvb(ctx.off, 2):uint()
@@ -836,6 +839,10 @@ local function dissect_host(tvb, pinfo, root)
             tree:add(HF.listener, tvb(16, 8))
             ctx.off = 24
             local qpns = link_body(ctx, tvb)
+            if not ctx.bad and hneed(ctx, 8) then
+                tree:add(HF.tag, tvb(ctx.off, 8))
+                ctx.off = ctx.off + 8
+            end
             if not pinfo.visited then st.connect_qps[token] = qpns end
             info = info .. string.format(" %d QP%s", #qpns, #qpns == 1 and "" or "s")
         end
@@ -866,6 +873,10 @@ local function dissect_host(tvb, pinfo, root)
                     tvb(ctx.off + 4, 4):uint()))
                 t:add(HF.qpn, tvb(ctx.off, 4))
                 t:add(HF.peer_qpn, tvb(ctx.off + 4, 4))
+                ctx.off = ctx.off + 8
+            end
+            if not ctx.bad and hneed(ctx, 8) then
+                tree:add(HF.tag, tvb(ctx.off, 8))
                 ctx.off = ctx.off + 8
             end
         end
