@@ -146,14 +146,27 @@ fn connect_to_nobody_times_out() {
     let blob = b.listen().unwrap().blob();
     drop(b); // its sockets close: nothing answers
     let mut c = a.connect(&blob, 1, b"").unwrap();
+    let start = Instant::now();
     let e = loop {
         match c.poll() {
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                assert!(
+                    start.elapsed() < LIMIT,
+                    "no ETIMEDOUT {LIMIT:?} after a 300 ms bootstrap timeout"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
             Ok(Some(_)) => panic!("connected to nobody"),
             Err(e) => break e,
         }
     };
     assert_eq!(e.errno(), libc::ETIMEDOUT, "{e}");
+    // The bootstrap timeout, not the test's limit, ended it.
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 /// A verbs program: its own CQs and QPs, GID/LID/QPN/PSN exchanged by hand, stepwise modify; the host finds the
@@ -262,8 +275,23 @@ fn verbs_style_bring_up_and_completion_channel() {
     assert_eq!(c.wr_id, 10);
     assert_ne!(c.status, WcStatus::Success);
     let _ = cb;
-    // Both sides resolved each other once and cached it.
-    assert!(a.stats().datapath.rx_host >= 1);
+    // Each side resolved the other in band (a RESOLVE answered)...
+    let (sa, sb) = (a.stats().datapath, b.stats().datapath);
+    assert!(
+        sa.tx_host >= 1 && sa.rx_host >= 1 && sb.tx_host >= 1 && sb.rx_host >= 1,
+        "{sa:?} {sb:?}"
+    );
+    // ...and cached it: a second QP pair between the same hosts asks nothing and is answered nothing.
+    let (_, _, qa2) = mk(&a);
+    let (_, _, qb2) = mk(&b);
+    bring_up(&qa2, &a, &b, &qb2);
+    bring_up(&qb2, &b, &a, &qa2);
+    let (sa2, sb2) = (a.stats().datapath, b.stats().datapath);
+    assert_eq!(
+        (sa2.tx_host, sa2.rx_host, sb2.tx_host, sb2.rx_host),
+        (sa.tx_host, sa.rx_host, sb.tx_host, sb.rx_host),
+        "host datagrams for a peer already resolved"
+    );
 }
 
 #[test]

@@ -105,7 +105,7 @@ fn main() {
     let p32 = pattern(32);
     let p16 = pattern(16);
     let p8 = pattern(8);
-    let p4 = [0xde, 0xad, 0xbe, 0xef];
+    let p4 = pattern(4);
     let big = pattern(200);
     let reth = |off: u64, dma_len: u32| Reth {
         va: base + off,

@@ -2,7 +2,7 @@
 //! SRv6 uSID fabric of network namespaces built by mrc-fabric, under faults applied while data moves. Every
 //! transfer is verified (the server hashes what landed in its memory, the client compares).
 //!
-//! The fabric tests need root (namespaces, nft, tc); without it they print a loud SKIPPED line and pass.
+//! The fabric tests need root (namespaces, nft, tc); without it they say SKIPPED (`mrc::testing::skip`) and pass.
 
 mod common;
 
@@ -21,8 +21,9 @@ fn skip_unless_root(test: &str) -> bool {
     if is_root() {
         return false;
     }
-    eprintln!(
-        "\n*** SKIPPED: {test} needs root (network namespaces, nft, tc); run the suite as root ***\n"
+    mrc::testing::skip(
+        test,
+        "needs root (network namespaces, nft, tc); run the suite as root",
     );
     true
 }
@@ -385,8 +386,9 @@ fn fabric_overloaded_trimming_port() {
             .is_ok_and(|o| o.status.success())
     };
     if !have("clang") || !have("bpftool") {
-        eprintln!(
-            "\n*** SKIPPED: fabric_overloaded_trimming_port needs clang and bpftool (apt-get install clang bpftool) ***\n"
+        mrc::testing::skip(
+            "fabric_overloaded_trimming_port",
+            "needs clang and bpftool (apt-get install clang bpftool)",
         );
         return;
     }

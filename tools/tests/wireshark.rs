@@ -37,7 +37,7 @@ fn tshark_present(test: &str) -> Option<()> {
         std::env::var_os("CI").is_none(),
         "tshark is missing: apt-get install tshark"
     );
-    eprintln!("SKIPPED {test}: tshark is missing (apt-get install tshark)");
+    mrc::testing::skip(test, "tshark is missing (apt-get install tshark)");
     None
 }
 

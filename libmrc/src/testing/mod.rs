@@ -9,6 +9,7 @@
 //! Same seed, same configuration, same calls → the same run, bit for bit; [`Net::trace_hash`] proves it.
 
 mod memory;
+mod skip;
 pub mod vectors;
 
 use std::cmp::Reverse;
@@ -18,6 +19,7 @@ use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 pub use memory::{GUARD, GUARD_LEN, VecMemory, pattern_byte};
+pub use skip::{SKIP_LOG, skip};
 
 use crate::config::{EndpointConfig, QpConfig};
 use crate::endpoint::{Endpoint, QpEnd, RecvMeta, TrimMark, connect_pair};

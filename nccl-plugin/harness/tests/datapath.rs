@@ -5,8 +5,8 @@
 //!   32-request window, the optional-completion hint (v9+) — with the NULL-request retry, close and finalize;
 //! - two processes meeting through the handle printed by `listen` (as two ranks on two nodes do);
 //! - across the kernel fabric of `mrc-fabric` (8 planes of network namespaces), 1 GiB verified while a plane
-//!   is cut mid-run. That test needs root and the `mrc-fabric` binary; without either it prints a loud
-//!   SKIPPED line and passes.
+//!   is cut mid-run. That test needs root and the `mrc-fabric` binary; without either it says SKIPPED
+//!   (`mrc::testing::skip`) and passes.
 //!
 //! No announcement may lean on an RNR retry (spec: NCCL-CONN-3): each closed comm logs how many writes its QPs
 //! refused for want of a posted receive, and every run here checks that all of them say `rnr 0`.
@@ -322,15 +322,17 @@ impl Drop for Fabric {
 fn one_gib_verified_across_the_kernel_fabric_with_a_plane_cut_mid_run() {
     let test = "one_gib_verified_across_the_kernel_fabric_with_a_plane_cut_mid_run";
     if !is_root() {
-        eprintln!(
-            "\n*** SKIPPED: {test} needs root (network namespaces, nft); run the suite as root ***\n"
+        mrc::testing::skip(
+            test,
+            "needs root (network namespaces, nft); run the suite as root",
         );
         return;
     }
     let Some(bin) = fabric_bin() else {
-        eprintln!(
-            "\n*** SKIPPED: {test} needs mrc-fabric next to this test: `cargo build -p mrc-tools` (or run \
-             `cargo test --workspace`) first ***\n"
+        mrc::testing::skip(
+            test,
+            "needs mrc-fabric next to this test: `cargo build -p mrc-tools` (or run `cargo test --workspace`) \
+             first",
         );
         return;
     };
