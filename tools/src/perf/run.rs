@@ -429,6 +429,10 @@ pub struct DatapathLine {
     pub unreachable: u64,
     /// Datagrams dropped as malformed, oversized, spoofed, from a stranger's address or for no QP.
     pub rx_dropped: u64,
+    /// Of those, the datagrams from an address that belongs to no peer (the engine never saw them).
+    pub rx_unknown_source: u64,
+    /// Of those, the datagrams from a peer's address that the engine parsed, counted and dropped.
+    pub rx_engine_dropped: u64,
 }
 
 fn plane_lines(ep: &UdpEndpoint, qps: &[u32]) -> Vec<PlaneLine> {
@@ -468,23 +472,25 @@ fn plane_lines(ep: &UdpEndpoint, qps: &[u32]) -> Vec<PlaneLine> {
 fn datapath_line(ep: &UdpEndpoint) -> DatapathLine {
     let s = ep.stats();
     let e = ep.endpoint_ref().stats();
+    let engine_dropped = e.rx_truncated
+        + e.rx_bad_version
+        + e.rx_unknown_opcode
+        + e.rx_bad_icrc
+        + e.rx_unknown_qp
+        + e.rx_bad_pkey
+        + e.rx_wrong_peer
+        + e.rx_bad_auth
+        + e.rx_bad_port_status
+        + e.rx_malformed;
     DatapathLine {
         tx_datagrams: s.tx_datagrams,
         rx_datagrams: s.rx_datagrams,
         tx_errors: s.tx_errors,
         rx_trimmed: s.rx_trimmed,
         unreachable: s.unreachable,
-        rx_dropped: s.rx_unknown_source
-            + s.rx_oversize
-            + e.rx_truncated
-            + e.rx_bad_version
-            + e.rx_unknown_opcode
-            + e.rx_bad_icrc
-            + e.rx_unknown_qp
-            + e.rx_bad_pkey
-            + e.rx_wrong_peer
-            + e.rx_bad_port_status
-            + e.rx_malformed,
+        rx_dropped: s.rx_unknown_source + s.rx_oversize + engine_dropped,
+        rx_unknown_source: s.rx_unknown_source,
+        rx_engine_dropped: engine_dropped,
     }
 }
 
