@@ -1,6 +1,7 @@
 //! MRC over real UDP: mrc-perf server and client as separate processes, over loopback and across an 8-plane
 //! SRv6 uSID fabric of network namespaces built by mrc-fabric, under faults applied while data moves. Every
-//! transfer is verified (the server hashes what landed in its memory, the client compares).
+//! transfer is verified, every message of it (the client reads each back from the server's memory as it
+//! completes; the server also hashes its slots at the end).
 //!
 //! The fabric tests need root (namespaces, nft, tc); without it they say SKIPPED (`mrc::testing::skip`) and pass.
 
@@ -181,12 +182,28 @@ fn transfer(
     let c = finish(client, Duration::from_secs(60), "client");
     let s = finish(server, Duration::from_secs(10), "server");
     let (c, s) = (json(&c, "client"), json(&s, "server"));
+    assert_verified(&c);
+    (c, s)
+}
+
+/// The client verified its data, every message of it (read back from the server as it completed).
+fn assert_verified(c: &serde_json::Value) {
     assert_eq!(
         c["verified"],
         serde_json::Value::Bool(true),
         "data verified: {c}"
     );
-    (c, s)
+    let sent: u64 = c["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["messages"].as_u64().unwrap())
+        .sum();
+    assert!(
+        sent > 0 && c["verified_messages"].as_u64() == Some(sent),
+        "{sent} messages, {} checked one by one: {c}",
+        c["verified_messages"]
+    );
 }
 
 fn gbps(r: &serde_json::Value) -> f64 {
@@ -226,7 +243,7 @@ fn loopback_write_imm_and_send_verified() {
         let client = loopback_client(port, &["--test", test, "--bytes", "64m", "--size", "256k"]);
         let c = json(&finish(client, Duration::from_secs(60), "client"), "client");
         json(&finish(server, Duration::from_secs(10), "server"), "server");
-        assert_eq!(c["verified"], serde_json::Value::Bool(true), "{test}: {c}");
+        assert_verified(&c);
         assert!(
             c["results"][0]["bytes"].as_u64().unwrap() >= 64 << 20,
             "{test}: {c}"
