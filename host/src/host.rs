@@ -16,6 +16,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration as StdDuration, Instant as WallClock};
 
 use crossbeam_queue::ArrayQueue;
+
+use crate::share::WindowShare;
 use mrc::endpoint::EndpointStats;
 use mrc::{
     Access, Caps, Completion, CqId, EndpointConfig, EvState, Event, Pd, PeerId, PostError,
@@ -659,6 +661,8 @@ struct Core<P: PlaneIo> {
     /// thread spins as long).
     last_busy: WallClock,
     busy_poll: StdDuration,
+    /// How the fixed-window QPs share one in-flight budget ([`crate::share`]).
+    share: Option<WindowShare>,
 }
 
 struct Inner<P: PlaneIo> {
@@ -765,6 +769,7 @@ impl<P: PlaneIo> Host<P> {
             },
         )?;
         let default_pd = dp.endpoint().alloc_pd();
+        let share = WindowShare::new(&p, cfg.node.plane_count(), dp.io().receive_buffer());
         let local_planes = dp.local_planes();
         let local = LocalInfo {
             planes: local_planes.iter().map(|p| p.addr).collect(),
@@ -796,6 +801,7 @@ impl<P: PlaneIo> Host<P> {
                 scratch: vec![Completion::default(); 64],
                 last_busy: WallClock::now(),
                 busy_poll: StdDuration::from_micros(200),
+                share,
             }),
             mode: cfg.progress,
             profile: p,
@@ -1320,6 +1326,7 @@ impl<P: PlaneIo> Inner<P> {
         });
         c.qps.insert(qpn, Arc::clone(&sh));
         c.qp_list.push(Arc::clone(&sh));
+        c.reshare();
         Ok(Qp {
             host: Arc::clone(self),
             sh,
@@ -1490,6 +1497,16 @@ impl<P: PlaneIo> Core<P> {
         Ok(())
     }
 
+    /// Resizes every fixed-window QP's share of the in-flight budget for the QPs there are now.
+    fn reshare(&mut self) {
+        let Some(s) = self.share else { return };
+        let window = s.window(self.qps.len());
+        for &qpn in self.qps.keys() {
+            // QPs the controller moved to NSCC size their own windows: refused, and that is right.
+            let _ = self.dp.endpoint().set_qp_window(qpn, window);
+        }
+    }
+
     fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.dp
             .endpoint()
@@ -1501,6 +1518,7 @@ impl<P: PlaneIo> Core<P> {
         }
         self.stalled.remove(&qpn);
         self.links.remove(&qpn);
+        self.reshare();
         if let Some(a) = self.inline.remove(&qpn) {
             if let Some(k) = self.dp.mem.bytes(a.addr).map(|_| a.lkey) {
                 let _ = self.dp.endpoint().dereg_mr(k);

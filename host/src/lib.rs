@@ -30,6 +30,7 @@ pub mod mem_plane;
 pub mod memory;
 pub mod plane;
 pub mod pmtu;
+mod share;
 pub mod socket;
 
 pub use bootstrap::{Blob, BlobKind};
