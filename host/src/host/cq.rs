@@ -26,7 +26,8 @@ impl Cq {
     }
 
     /// Moves up to `out.len()` completions into `out`; never waits for a progress round (in
-    /// [`ProgressMode::Manual`] call [`Host::progress`] to fill the ring).
+    /// [`ProgressMode::Manual`](crate::ProgressMode::Manual) call [`Host::progress`](crate::Host::progress) to fill
+    /// the ring).
     pub fn poll(&self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         while n < out.len() {
