@@ -166,6 +166,8 @@ local E = {
     bad_tver = ProtoExpert.new("mrc.expert.bad_tver", "Unknown transport version", G.PROTOCOL, S.ERROR),
     unknown_opcode = ProtoExpert.new("mrc.expert.unknown_opcode", "Unknown opcode", G.PROTOCOL, S.ERROR),
     malformed = ProtoExpert.new("mrc.expert.malformed", "Malformed MRC packet", G.MALFORMED, S.ERROR),
+    snapped = ProtoExpert.new("mrc.expert.snapped", "Headers cut by the capture's snap length", G.UNDECODED,
+        S.NOTE),
 }
 mrc.experts = E
 local HE = {
@@ -335,6 +337,14 @@ local function need(ctx, n)
         ctx.bad = true
         return false
     end
+    if ctx.off + n > ctx.cap then
+        -- The packet is whole on the wire; the capture kept less of it (snap length).
+        ctx.tree:add_proto_expert_info(E.snapped, string.format(
+            "The capture kept %d bytes: %s headers cut at offset %d", ctx.cap, ctx.opname, ctx.off))
+        ctx.bad = true
+        ctx.snapped = true
+        return false
+    end
     return true
 end
 
@@ -377,7 +387,8 @@ local function data_headers(ctx, tvb, flags)
     if ctx.trimmed then
         -- spec WIRE-ICRC-2: nothing after the headers of a trimmed packet is data.
         gen(t, F.payload_len, 0)
-        if rest > 0 then t:add(F.trim_remnant, tvb(ctx.off, rest)) end
+        local kept = math.min(rest, ctx.cap - ctx.off)
+        if kept > 0 then t:add(F.trim_remnant, tvb(ctx.off, kept)) end
         ctx.off = ctx.len
         ctx.payload = 0
         return
@@ -392,7 +403,11 @@ local function data_headers(ctx, tvb, flags)
         return
     end
     gen(t, F.payload_len, rest)
-    if rest > 0 then t:add(F.payload, tvb(ctx.off, rest)) end
+    local kept = math.min(rest, ctx.cap - ctx.off)
+    if kept > 0 then
+        local item = t:add(F.payload, tvb(ctx.off, kept))
+        if kept < rest then item:append_text(string.format(" (%d of %d bytes captured)", kept, rest)) end
+    end
     ctx.payload = rest
     ctx.off = ctx.len
 end
@@ -652,11 +667,11 @@ local function check_icrc(ctx, tvb)
         return
     end
     if n < 16 then return end
-    local icrc_item = t:add(F.icrc, tvb(n - 4, 4))
-    if tvb:len() < tvb:reported_len() then
-        gen(icrc_item, F.icrc_status, 2):append_text(" (capture cut the packet)")
+    if tvb:len() < n then
+        gen(t, F.icrc_status, 2):append_text(" (the capture cut the packet)")
         return
     end
+    local icrc_item = t:add(F.icrc, tvb(n - 4, 4))
     if not mrc.prefs.check_icrc then return end
     local want = crc32c(tvb(0, n - 4):raw())
     if want == tvb(n - 4, 4):uint() then
@@ -676,14 +691,19 @@ local function dissect_mrc(tvb, pinfo, root)
         tree:add_proto_expert_info(E.malformed, "Shorter than the 12-byte BTH")
         return len
     end
+    if tvb:len() < 12 then
+        tree:add_proto_expert_info(E.snapped, string.format("The capture kept %d bytes of the BTH", tvb:len()))
+        return len
+    end
     local opcode, flags, dest_qp, psn = dissect_bth(tvb, tree)
     local opname = OPCODES[opcode] or string.format("UNKNOWN(0x%02x)", opcode)
     if not pinfo.visited then st.frames[pinfo.number] = {} end
     local a = st.frames[pinfo.number] or {}
     local trim = trim_state()
-    local ctx = { tree = tree, off = 12, opcode = opcode, opname = opname, a = a, trimmed = trim ~= nil }
+    local ctx = { tree = tree, off = 12, opcode = opcode, opname = opname, a = a, trimmed = trim ~= nil,
+        cap = tvb:len() }
     -- The ICRC (4 bytes) ends every packet that was not trimmed.
-    ctx.len = trim and math.min(len, tvb:len()) or len - 4
+    ctx.len = trim and len or len - 4
     if band(flags, 0x0F) ~= TVER then
         tree:add_proto_expert_info(E.bad_tver, string.format("TVer %d: receivers drop it", band(flags, 0x0F)))
     end
@@ -758,6 +778,12 @@ local function hneed(ctx, n)
         ctx.bad = true
         return false
     end
+    if ctx.off + n > ctx.cap then
+        ctx.tree:add_proto_expert_info(E.snapped, string.format("The capture kept %d bytes: %s cut at offset %d",
+            ctx.cap, ctx.what, ctx.off))
+        ctx.bad = true
+        return false
+    end
     return true
 end
 
@@ -816,7 +842,7 @@ local function dissect_host(tvb, pinfo, root)
     pinfo.cols.protocol = "MRC-HOST"
     local len = tvb:reported_len()
     local tree = root:add(mrch, tvb())
-    local ctx = { tree = tree, off = 0, len = len, what = "header" }
+    local ctx = { tree = tree, off = 0, len = len, cap = tvb:len(), what = "header" }
     if not hneed(ctx, 16) then return len end
     tree:add(HF.magic, tvb(0, 4))
     tree:add(HF.version, tvb(4, 1))
@@ -830,7 +856,7 @@ local function dissect_host(tvb, pinfo, root)
     ctx.what = name
     local info = string.format("%s token 0x%s", name, token)
     if ty == 1 then
-        if len > 16 then tree:add(HF.padding, tvb(16, len - 16)) end
+        if ctx.cap > 16 then tree:add(HF.padding, tvb(16, ctx.cap - 16)) end
         ctx.off = len
     elseif ty == 2 then
         plane_list(ctx, tvb)
@@ -932,8 +958,8 @@ local function heuristic(tvb, pinfo, root)
     end
     local n = tvb:len()
     if n < 16 or not OPCODES[tvb(0, 1):uint()] or band(tvb(1, 1):uint(), 0x0F) ~= TVER then return false end
-    if not trim_state() then
-        if n < tvb:reported_len() then return false end
+    -- A packet the capture cut (snap length) has no ICRC to check: opcode and TVer must do.
+    if not trim_state() and n == tvb:reported_len() then
         if crc32c(tvb(0, n - 4):raw()) ~= tvb(n - 4, 4):uint() then return false end
     end
     dissect_mrc(tvb, pinfo, root)
