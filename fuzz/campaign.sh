@@ -15,7 +15,7 @@ endpoint_secs=${2:-10800}
 shift $(( $# > 2 ? 2 : $# ))
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(endpoint wire frame usid_ev node_config scenario)
+    targets=(endpoint wire frame usid_ev node_config scenario bootstrap host)
 fi
 
 cargo +nightly fuzz build -a >/dev/null || exit 1

@@ -21,42 +21,41 @@ use mrc_benches::{Arena, NoCopy};
 const MESSAGES: u32 = 16;
 const MESSAGE_LEN: u32 = 1 << 20;
 
-/// One configuration of the pair: ICRC on or off, payload copied or not.
+/// One configuration of the pair: ICRC on or off, payload copied or not, keyed (AUTH tags) or not.
 #[derive(Debug, Clone, Copy)]
 struct Case {
     name: &'static str,
     icrc: bool,
     copy: bool,
+    auth: bool,
 }
 
-const CASES: [Case; 4] = [
+const fn case(name: &'static str, icrc: bool, copy: bool, auth: bool) -> Case {
     Case {
-        name: "nocopy",
-        icrc: false,
-        copy: false,
-    },
-    Case {
-        name: "nocopy_icrc",
-        icrc: true,
-        copy: false,
-    },
-    Case {
-        name: "copy",
-        icrc: false,
-        copy: true,
-    },
-    Case {
-        name: "copy_icrc",
-        icrc: true,
-        copy: true,
-    },
+        name,
+        icrc,
+        copy,
+        auth,
+    }
+}
+
+const CASES: [Case; 8] = [
+    case("nocopy", false, false, false),
+    case("nocopy_icrc", true, false, false),
+    case("copy", false, true, false),
+    case("copy_icrc", true, true, false),
+    case("nocopy_auth", false, false, true),
+    case("nocopy_icrc_auth", true, false, true),
+    case("copy_auth", false, true, true),
+    case("copy_icrc_auth", true, true, true),
 ];
 
-fn scenario(icrc: bool) -> Scenario {
+fn scenario(case: Case) -> Scenario {
     Scenario {
         messages: MESSAGES,
         message_len: MESSAGE_LEN,
-        icrc,
+        icrc: case.icrc,
+        auth: case.auth,
     }
 }
 
@@ -66,7 +65,7 @@ fn arena(s: &Scenario) -> Arena {
 
 /// Records the case, proves a replay reproduces it, and prints what the trace holds.
 fn recorded(case: Case) -> Recording {
-    let s = scenario(case.icrc);
+    let s = scenario(case);
     let rec = if case.copy {
         let r = record(&s, &mut [arena(&s), arena(&s)]);
         verify(&r, |_| arena(&s));
@@ -170,7 +169,7 @@ fn bench_transfer(c: &mut Criterion) {
     let mut g = c.benchmark_group("engine/transfer_16MiB");
     g.sample_size(10);
     g.measurement_time(Duration::from_secs(5));
-    let s = scenario(false);
+    let s = scenario(CASES[0]);
     g.throughput(Throughput::BytesDecimal(s.bytes()));
     let mut wire = Wire::default();
     g.bench_function("protocol_only", |b| {
@@ -191,7 +190,7 @@ fn bench_transfer(c: &mut Criterion) {
             total
         })
     });
-    let s = scenario(true);
+    let s = scenario(CASES[3]);
     let mut mems = [arena(&s), arena(&s)];
     g.bench_function("copy_icrc", |b| {
         b.iter_custom(|iters| {

@@ -20,11 +20,13 @@ fn main() {
     let runs: u64 = args.get(1).map_or(100, |r| r.parse().expect("runs"));
     let icrc = args.iter().any(|a| a == "icrc");
     let copy = args.iter().any(|a| a == "copy");
+    let auth = args.iter().any(|a| a == "auth");
     let check = !args.iter().any(|a| a == "noverify");
     let s = Scenario {
         messages: 16,
         message_len: 1 << 20,
         icrc,
+        auth,
     };
     let arena = || Arena::new(REGION_BASE, s.bytes() as usize);
     let (elapsed, units) = if copy {

@@ -14,10 +14,10 @@ use std::collections::VecDeque;
 use std::time::Instant as WallClock;
 
 use mrc::QpStats;
-use mrc::wire::TrafficClass;
+use mrc::wire::{AuthKey, TrafficClass};
 use mrc::{
     Access, CqId, Duration, Endpoint, EndpointConfig, Instant, Memory, MrKeys, PeerId, QpConfig,
-    QpEnd, QpInit, RecvMeta, SendOp, SendWr, Sge, Transmit, connect_pair,
+    QpEnd, QpInit, QpKeys, RecvMeta, SendOp, SendWr, Sge, Transmit, connect_pair,
 };
 
 /// Payload bytes per packet.
@@ -38,6 +38,9 @@ pub struct Scenario {
     pub message_len: u32,
     /// Whether the QPs compute and check the ICRC.
     pub icrc: bool,
+    /// Whether the QPs have keys: every packet carries an AUTH tag and every packet taken is checked (spec
+    /// SEC-AUTH-1).
+    pub auth: bool,
 }
 
 impl Scenario {
@@ -103,6 +106,14 @@ pub fn build_pair(s: &Scenario) -> [Side; 2] {
         sq_psn: start_psn(k),
     };
     let (a_end, b_end) = (end(&a, 0), end(&b, 1));
+    if s.auth {
+        // spec: SEC-AUTH-1
+        let (ab, ba) = (AuthKey::new([0xA5; 16]), AuthKey::new([0x5A; 16]));
+        let keys = [QpKeys { tx: ab, rx: ba }, QpKeys { tx: ba, rx: ab }];
+        for (side, k) in [&mut a, &mut b].into_iter().zip(keys) {
+            side.ep.set_qp_keys(side.qpn, Some(k)).expect("keys");
+        }
+    }
     connect_pair(Instant::ZERO, &mut a.ep, a_end, &mut b.ep, b_end).expect("connect");
     [a, b]
 }

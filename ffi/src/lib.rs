@@ -1,5 +1,7 @@
 //! What MRC's C front ends share. Each front end is a shared library inside someone else's process (the verbs
 //! shim under `LD_PRELOAD`, libmrc under a program written to the OCP headers), so none installs a global
-//! logger: each has its own [`log::Log`], named by its prefix and its environment variable.
+//! logger: each has its own [`log::Log`], named by its prefix and its environment variable. Each checks the
+//! pointers C callers hand back against its own [`registry::Registry`].
 
 pub mod log;
+pub mod registry;

@@ -363,6 +363,90 @@ fn endpoint_seeds() -> Vec<(&'static str, Vec<u8>)> {
     out
 }
 
+/// A blob of each kind and every host datagram (spec/host.md), CONNECT and CLOSE tagged with a key.
+fn bootstrap_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use mrc_host::bootstrap::{Msg, QpHalf, seal};
+    use mrc_host::{Blob, BlobKind, PeerPlane};
+    let plane0 = std::net::SocketAddrV6::new(Ipv6Addr::LOCALHOST, 4791, 0, 0);
+    let blob = |kind| Blob {
+        planes: 2,
+        usid: false,
+        plane0,
+        t0: 0,
+        kind,
+        rkey_hint: 0,
+        addr_hint: 0,
+        key: [9; 16],
+    };
+    let planes = vec![PeerPlane { addr: plane0, t0: 0 }; 2];
+    let qps = vec![QpHalf {
+        qpn: 0x12_3456,
+        psn: 0x10,
+        caps: mrc::Caps::ALL,
+        key: [5; 16],
+    }];
+    let key = mrc::wire::AuthKey::new([9; 16]);
+    vec![
+        ("blob-listener", blob(BlobKind::Listener { id: 42 }).encode()),
+        (
+            "blob-qp",
+            blob(BlobKind::Qp {
+                qpn: 0x12_3456,
+                psn: 1,
+                caps: mrc::Caps::ALL,
+                mtu: 4096,
+            })
+            .encode(),
+        ),
+        ("resolve", Msg::ResolveRequest { token: 1 }.encode()),
+        (
+            "resolve-reply",
+            Msg::ResolveReply {
+                token: 1,
+                planes: planes.clone(),
+            }
+            .encode(),
+        ),
+        (
+            "connect",
+            seal(
+                &Msg::Connect {
+                    token: 2,
+                    listener: 42,
+                    planes: planes.clone(),
+                    qps: qps.clone(),
+                    app: b"app".to_vec(),
+                    mac: [0; 8],
+                },
+                &key,
+            ),
+        ),
+        (
+            "accept",
+            Msg::Accept {
+                token: 2,
+                planes,
+                qps,
+                app: Vec::new(),
+            }
+            .encode(),
+        ),
+        ("refuse", Msg::Refuse { token: 2, reason: 2 }.encode()),
+        (
+            "close",
+            seal(
+                &Msg::Close {
+                    token: 3,
+                    pairs: vec![(0x10, 0x20)],
+                    mac: [0; 8],
+                },
+                &key,
+            ),
+        ),
+        ("closed", Msg::Closed { token: 3 }.encode()),
+    ]
+}
+
 fn main() {
     if Path::new("fuzz/corpus").exists() {
         fs::remove_dir_all("fuzz/corpus").expect("clear the old corpus");
@@ -436,6 +520,14 @@ fn main() {
     for (name, seed) in endpoint_seeds() {
         write("endpoint", name, &seed);
     }
+    for (name, seed) in bootstrap_seeds() {
+        write("bootstrap", name, &seed);
+    }
+    // The whole-host target decodes any bytes into an attack; seeds of a few lengths and patterns.
+    for (name, len, mul) in [("short", 16usize, 7u8), ("medium", 256, 13), ("long", 2048, 29)] {
+        let seed: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(mul)).collect();
+        write("host", name, &seed);
+    }
     for t in [
         "wire",
         "frame",
@@ -443,6 +535,8 @@ fn main() {
         "node_config",
         "scenario",
         "endpoint",
+        "bootstrap",
+        "host",
     ] {
         let n = fs::read_dir(Path::new("fuzz/corpus").join(t)).map_or(0, |d| d.count());
         println!("{t}: {n} seeds");

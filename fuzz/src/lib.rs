@@ -10,6 +10,8 @@
 //! - at the end, after both QPs are moved to ERROR, every signaled send and every receive has completed exactly
 //!   once (unless its completion queue overran, which loses completions by design).
 
+pub mod host;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use arbitrary::Arbitrary;

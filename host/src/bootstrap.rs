@@ -12,6 +12,7 @@
 use std::net::{Ipv6Addr, SocketAddrV6};
 
 use mrc::Caps;
+use mrc::wire::{AUTH_LEN, AuthKey};
 
 use crate::config::{MAX_PLANES, PeerPlane};
 
@@ -19,11 +20,29 @@ use crate::config::{MAX_PLANES, PeerPlane};
 const BLOB_MAGIC: [u8; 4] = *b"MRCb";
 /// First bytes of a host-level datagram.
 const MSG_MAGIC: [u8; 4] = *b"MRCH";
-/// The version this code writes and reads.
+/// The version of host datagrams this code writes and reads.
 pub const VERSION: u8 = 1;
+/// The version of blobs this code writes and reads (2: with a key).
+pub const BLOB_VERSION: u8 = 2;
+/// Bytes of a secret key (a listener's, a QP's).
+pub const KEY_LEN: usize = 16;
+
+/// 128 random bits from the OS: a listener's or a QP's key (spec SEC-AUTH-1, HOST-AUTH-1). Should the OS have
+/// none to give, the clock and the process id mixed: distinct across runs, though guessable then.
+pub fn random_key() -> [u8; KEY_LEN] {
+    let mut k = [0u8; KEY_LEN];
+    if getrandom::fill(&mut k).is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        k = (t ^ u128::from(std::process::id()) << 96).to_le_bytes();
+    }
+    k
+}
 
 /// Whether `datagram` is host-level (bootstrap) rather than MRC.
 pub fn is_host_datagram(datagram: &[u8]) -> bool {
+    // spec: HOST-DGRAM-1
     datagram.starts_with(&MSG_MAGIC)
 }
 
@@ -78,11 +97,14 @@ pub struct Blob {
     pub rkey_hint: u32,
     /// The address that goes with `rkey_hint`.
     pub addr_hint: u64,
+    /// The secret that proves a peer was handed this blob: a listener's key (it tags CONNECTs) or a QP's
+    /// receive key (it tags what the peer's QP sends to it). Keep the blob as secret as a password.
+    pub key: [u8; KEY_LEN],
 }
 
 impl Blob {
     /// Encoded size (every kind encodes to the same size).
-    pub const LEN: usize = 64;
+    pub const LEN: usize = 80;
     /// The most any version will ever need: what an NCCL handle or a verbs exchange must have room for.
     pub const MAX_LEN: usize = 128;
 
@@ -90,7 +112,7 @@ impl Blob {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(Self::LEN);
         b.extend_from_slice(&BLOB_MAGIC);
-        b.push(VERSION);
+        b.push(BLOB_VERSION);
         let (kind, id, qpn, psn, caps, mtu) = match self.kind {
             BlobKind::Listener { id } => (1u8, id, 0, 0, Caps::default(), 0),
             BlobKind::Qp {
@@ -114,18 +136,22 @@ impl Blob {
         b.extend_from_slice(&mtu.to_be_bytes());
         b.extend_from_slice(&self.rkey_hint.to_be_bytes());
         b.extend_from_slice(&self.addr_hint.to_be_bytes());
-        b.resize(Self::LEN, 0);
+        b.resize(64, 0);
+        b.extend_from_slice(&self.key);
         b
     }
 
     /// Reads a blob; longer input is accepted (a later version may append fields), shorter is not.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
+        // spec: HOST-BLOB-1
         let mut r = Reader::new(bytes);
         if r.take(4)? != BLOB_MAGIC {
             return Err(DecodeError("blob magic (not an MRC bootstrap blob)"));
         }
-        if r.u8()? != VERSION {
-            return Err(DecodeError("blob version (this host reads version 1)"));
+        if r.u8()? != BLOB_VERSION {
+            return Err(DecodeError(
+                "blob version (this host reads version 2, which carries a key)",
+            ));
         }
         let kind = r.u8()?;
         let planes = r.u8()?;
@@ -144,6 +170,8 @@ impl Blob {
         let mtu = r.u32()?;
         let rkey_hint = r.u32()?;
         let addr_hint = r.u64()?;
+        r.u16()?;
+        let key = r.key()?;
         let kind = match kind {
             1 => BlobKind::Listener { id },
             2 => BlobKind::Qp {
@@ -162,6 +190,7 @@ impl Blob {
             kind,
             rkey_hint,
             addr_hint,
+            key,
         })
     }
 }
@@ -186,6 +215,8 @@ pub struct QpHalf {
     pub psn: u32,
     /// Extensions it accepts.
     pub caps: Caps,
+    /// Its receive key: the other side's QP tags what it sends with it.
+    pub key: [u8; KEY_LEN],
 }
 
 /// Most QPs one link may have.
@@ -222,6 +253,8 @@ pub enum Msg {
         qps: Vec<QpHalf>,
         /// Application data (e.g. NCCL's connection info).
         app: Vec<u8>,
+        /// Tag of everything before it with the listener's key (spec HOST-AUTH-1).
+        mac: [u8; AUTH_LEN],
     },
     /// The listener's side: its QPs are in RTS.
     Accept {
@@ -248,6 +281,8 @@ pub enum Msg {
         token: u64,
         /// (the closer's QPN, the receiver's QPN) per QP of the link.
         pairs: Vec<(u32, u32)>,
+        /// Tag of everything before it with the receive key of the receiver's first QP (spec HOST-AUTH-2).
+        mac: [u8; AUTH_LEN],
     },
     /// The receiver drained and destroyed its QPs of the link (or had none left).
     Closed {
@@ -282,21 +317,24 @@ impl Msg {
                 planes,
                 qps,
                 app,
+                mac,
                 ..
             } => {
                 b.extend_from_slice(&listener.to_be_bytes());
                 put_link(&mut b, planes, qps, app);
+                b.extend_from_slice(mac);
             }
             Msg::Accept {
                 planes, qps, app, ..
             } => put_link(&mut b, planes, qps, app),
             Msg::Refuse { reason, .. } => b.push(*reason),
-            Msg::Close { pairs, .. } => {
+            Msg::Close { pairs, mac, .. } => {
                 b.push(pairs.len().min(MAX_LINK_QPS) as u8);
                 for (mine, yours) in pairs.iter().take(MAX_LINK_QPS) {
                     b.extend_from_slice(&mine.to_be_bytes());
                     b.extend_from_slice(&yours.to_be_bytes());
                 }
+                b.extend_from_slice(mac);
             }
             Msg::Closed { .. } => {}
         }
@@ -317,6 +355,7 @@ impl Msg {
         let token = r.u64()?;
         Ok(match ty {
             1 => {
+                // spec: HOST-DGRAM-2
                 if bytes.len() < RESOLVE_LEN {
                     return Err(DecodeError("RESOLVE shorter than its reply could be"));
                 }
@@ -335,6 +374,7 @@ impl Msg {
                     planes,
                     qps,
                     app,
+                    mac: r.mac()?,
                 }
             }
             4 => {
@@ -358,11 +398,34 @@ impl Msg {
                 let pairs = (0..n)
                     .map(|_| Ok((r.u32()?, r.u32()?)))
                     .collect::<Result<Vec<_>, DecodeError>>()?;
-                Msg::Close { token, pairs }
+                Msg::Close {
+                    token,
+                    pairs,
+                    mac: r.mac()?,
+                }
             }
             7 => Msg::Closed { token },
             _ => return Err(DecodeError("datagram type (1..=7)")),
         })
+    }
+}
+
+/// Encodes a CONNECT or CLOSE with its tag made with `key` (its `mac` field is ignored): the tag covers every
+/// byte before it (spec HOST-AUTH-1, HOST-AUTH-2).
+pub fn seal(msg: &Msg, key: &AuthKey) -> Vec<u8> {
+    let mut b = msg.encode();
+    if let Some(n) = b.len().checked_sub(AUTH_LEN) {
+        let tag = key.tag(&b[..n]);
+        b[n..].copy_from_slice(&tag);
+    }
+    b
+}
+
+/// Whether the datagram `bytes` (a CONNECT or CLOSE, as received) ends with the tag `key` makes of the rest.
+pub fn proves(bytes: &[u8], key: &AuthKey) -> bool {
+    match bytes.split_last_chunk::<AUTH_LEN>() {
+        Some((covered, tag)) if covered.len() >= 16 => key.verify(covered, tag),
+        _ => false,
     }
 }
 
@@ -402,6 +465,7 @@ fn put_link(b: &mut Vec<u8>, planes: &[PeerPlane], qps: &[QpHalf], app: &[u8]) {
         b.extend_from_slice(&q.qpn.to_be_bytes());
         b.extend_from_slice(&q.psn.to_be_bytes());
         b.push(caps_bits(q.caps));
+        b.extend_from_slice(&q.key);
     }
     let app = &app[..app.len().min(MAX_APP)];
     b.extend_from_slice(&(app.len() as u16).to_be_bytes());
@@ -422,6 +486,7 @@ fn get_link(r: &mut Reader<'_>) -> Result<Link, DecodeError> {
                 qpn: r.u32()?,
                 psn: r.u32()? & mrc::wire::PSN_MASK,
                 caps: caps_from(r.u8()?),
+                key: r.key()?,
             })
         })
         .collect::<Result<Vec<_>, DecodeError>>()?;
@@ -473,6 +538,18 @@ impl<'a> Reader<'a> {
         Ok(u64::from_be_bytes(a))
     }
 
+    fn key(&mut self) -> Result<[u8; KEY_LEN], DecodeError> {
+        let mut a = [0u8; KEY_LEN];
+        a.copy_from_slice(self.take(KEY_LEN)?);
+        Ok(a)
+    }
+
+    fn mac(&mut self) -> Result<[u8; AUTH_LEN], DecodeError> {
+        let mut a = [0u8; AUTH_LEN];
+        a.copy_from_slice(self.take(AUTH_LEN)?);
+        Ok(a)
+    }
+
     fn ipv6(&mut self) -> Result<Ipv6Addr, DecodeError> {
         let mut a = [0u8; 16];
         a.copy_from_slice(self.take(16)?);
@@ -501,6 +578,7 @@ mod tests {
             },
             rkey_hint: 0xDEAD_BEEF,
             addr_hint: 0x1122_3344_5566_7788,
+            key: *b"0123456789abcdef",
         }
     }
 
@@ -511,7 +589,7 @@ mod tests {
         let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
         let want = concat!(
             "4d524362",                         // magic "MRCb"
-            "01",                               // version
+            "02",                               // version
             "02",                               // kind: QP
             "04",                               // planes
             "00",                               // flags: plain addressing
@@ -527,6 +605,7 @@ mod tests {
             "deadbeef",                         // rkey hint
             "1122334455667788",                 // address hint
             "0000",                             // padding to 64 bytes
+            "30313233343536373839616263646566", // key "0123456789abcdef"
         );
         assert_eq!(hex, want);
         assert_eq!(b.len(), Blob::LEN);
@@ -538,15 +617,15 @@ mod tests {
     fn blob_rejects_garbage_without_panicking() {
         let good = qp_blob().encode();
         for n in 0..good.len() {
-            if n < 62 {
+            if n < Blob::LEN {
                 assert!(Blob::decode(&good[..n]).is_err(), "prefix {n}");
             }
         }
         let mut bad = good.clone();
-        bad[4] = 2;
+        bad[4] = 1;
         assert_eq!(
             Blob::decode(&bad).unwrap_err().0,
-            "blob version (this host reads version 1)"
+            "blob version (this host reads version 2, which carries a key)"
         );
         let mut bad = good.clone();
         bad[6] = 17;
@@ -583,6 +662,7 @@ mod tests {
                 qpn: 0x10,
                 psn: 5,
                 caps: Caps::default(),
+                key: [7; KEY_LEN],
             };
             2
         ];
@@ -598,6 +678,7 @@ mod tests {
                 planes: planes.clone(),
                 qps: qps.clone(),
                 app: b"hello".to_vec(),
+                mac: [1; AUTH_LEN],
             },
             Msg::Accept {
                 token: 9,
@@ -612,6 +693,7 @@ mod tests {
             Msg::Close {
                 token: 11,
                 pairs: vec![(0x10, 0x20), (0x11, 0x21)],
+                mac: [2; AUTH_LEN],
             },
             Msg::Closed { token: 11 },
         ];

@@ -13,6 +13,7 @@ use std::io;
 use std::net::SocketAddrV6;
 use std::os::fd::RawFd;
 
+use crate::capture::{Capture, CaptureStats};
 use crate::config::{NodeConfig, PeerPlane};
 use crate::memory::HostMemory;
 use crate::plane::{PlaneIo, UdpPlanes};
@@ -142,6 +143,8 @@ pub struct Datapath<P: PlaneIo = UdpPlanes> {
     host_rx: Vec<HostDatagram>,
     /// Carrier changes the plane I/O reported (already applied to the engine), for the host to announce.
     port_changes: Vec<(u8, bool)>,
+    /// The pcapng capture, when one is on: tested once per batch.
+    capture: Option<Box<Capture>>,
     /// A receive failed with an error an ICMP message queued: read the error queues this round.
     errors_due: bool,
     /// Rounds since the error queues were last read (they are read every [`ERROR_QUEUE_EVERY`] rounds anyway).
@@ -257,6 +260,7 @@ impl<P: PlaneIo> Datapath<P> {
             errors_age: 0,
             host_rx: Vec::new(),
             port_changes: Vec::new(),
+            capture: None,
         })
     }
 
@@ -344,6 +348,18 @@ impl<P: PlaneIo> Datapath<P> {
                 ),
             ));
         }
+        // A live peer's addresses are never rebound to another (spec HOST-PEER-1): its datagrams would be
+        // taken for the newcomer's.
+        // spec: HOST-PEER-1
+        if let Some(p) = planes.iter().find(|p| {
+            self.by_source
+                .contains_key(&(u128::from(*p.addr.ip()), p.addr.port()))
+        }) {
+            return Err(ConfigError::new(
+                "peer.planes",
+                format!("{} is already a plane of another peer", p.addr),
+            ));
+        }
         let id = PeerId(self.peers.len() as u32);
         for p in &planes {
             self.by_source
@@ -403,6 +419,17 @@ impl<P: PlaneIo> Datapath<P> {
     /// Counters of the socket layer.
     pub fn stats(&self) -> DatapathStats {
         self.stats
+    }
+
+    /// Starts writing what this endpoint sends and receives to `capture` (replacing a capture already on, which
+    /// is returned unfinished), or stops with `None`.
+    pub fn set_capture(&mut self, capture: Option<Capture>) -> Option<Capture> {
+        std::mem::replace(&mut self.capture, capture.map(Box::new)).map(|b| *b)
+    }
+
+    /// What the capture wrote so far, if one is on.
+    pub fn capture_stats(&self) -> Option<CaptureStats> {
+        self.capture.as_ref().map(|c| c.stats())
     }
 
     /// Descriptors to wait on (one per plane).
@@ -506,6 +533,9 @@ impl<P: PlaneIo> Datapath<P> {
             }
             Err(e) => return Err(e),
         };
+        if let Some(c) = &mut self.capture {
+            c.received(plane, &self.rx, n);
+        }
         let now = self.now();
         for i in 0..n {
             let (payload, src, tc, cut) = self.rx.get(i);
@@ -707,6 +737,9 @@ impl<P: PlaneIo> Datapath<P> {
             // spec: HOST-IO-1
             match self.io.send(plane, &mut self.tx[plane]) {
                 Ok(n) => {
+                    if let Some(c) = &mut self.capture {
+                        c.sent(plane, &self.tx[plane], n);
+                    }
                     self.stats.tx_datagrams += n as u64;
                     self.stats.tx_batches += 1;
                     self.tx[plane].consume(n);
@@ -748,6 +781,9 @@ impl<P: PlaneIo> Datapath<P> {
         let mut buf = bytes.to_vec();
         batch.push(&mut buf, bytes.len(), dest, 0);
         self.io.send(plane, &mut batch)?;
+        if let Some(c) = &mut self.capture {
+            c.sent_one(plane, dest, bytes);
+        }
         self.stats.tx_host += 1;
         Ok(())
     }

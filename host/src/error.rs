@@ -38,6 +38,8 @@ pub enum HostError {
     Unsupported(&'static str),
     /// The progress thread stopped on an error (`EIO`).
     Stopped,
+    /// The object is in use in a way that forbids this (`EBUSY`): e.g. denying the last EV a live QP has.
+    Busy(&'static str),
 }
 
 impl HostError {
@@ -63,6 +65,7 @@ impl HostError {
             HostError::Timeout(_) => libc::ETIMEDOUT,
             HostError::Unsupported(_) => libc::EOPNOTSUPP,
             HostError::Stopped => libc::EIO,
+            HostError::Busy(_) => libc::EBUSY,
         }
     }
 }
@@ -85,6 +88,7 @@ impl std::fmt::Display for HostError {
             HostError::Timeout(what) => write!(f, "the peer did not answer in time: {what}"),
             HostError::Unsupported(what) => write!(f, "not supported: {what}"),
             HostError::Stopped => write!(f, "the progress thread stopped on a socket error"),
+            HostError::Busy(why) => write!(f, "busy: {why}"),
         }
     }
 }

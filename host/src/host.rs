@@ -16,6 +16,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration as StdDuration, Instant as WallClock};
 
 use crossbeam_queue::ArrayQueue;
+
+use crate::share::WindowShare;
 use mrc::endpoint::EndpointStats;
 use mrc::{
     Access, Caps, Completion, CqId, EndpointConfig, EvState, Event, Pd, PeerId, PostError,
@@ -23,12 +25,19 @@ use mrc::{
 };
 use smallvec::SmallVec;
 
-use crate::bootstrap::{Blob, BlobKind, MAX_APP, MAX_LINK_QPS, Msg, QpHalf};
+use crate::bootstrap::{
+    Blob, BlobKind, KEY_LEN, MAX_APP, MAX_LINK_QPS, Msg, QpHalf, proves, random_key, seal,
+};
 use crate::config::{NodeConfig, PeerPlane};
-use crate::driver::{Datapath, DatapathConfig, DatapathStats, initial_psn, software_cc};
+use crate::connect_queue::{ConnectQueues, Known, PendingConnect};
+use crate::driver::{
+    Datapath, DatapathConfig, DatapathStats, HostDatagram, initial_psn, software_cc,
+};
 use crate::error::HostError;
 use crate::plane::{PlaneIo, UdpPlanes};
 use crate::socket::{EventFd, wait};
+use mrc::QpKeys;
+use mrc::wire::{AUTH_LEN, AuthKey};
 
 /// Longest sleep of the progress thread between rounds (timers and the doorbell usually end it sooner).
 const MAX_SLEEP: StdDuration = StdDuration::from_millis(5);
@@ -47,6 +56,8 @@ const RETRY_FIRST: StdDuration = StdDuration::from_millis(20);
 const ACCEPT_CACHE: usize = 1024;
 /// Async events kept until [`Host::poll_event`]; more are counted and dropped.
 const EVENT_QUEUE: usize = 1024;
+/// Links closed by peers whose CLOSE key is kept, to answer a repeated CLOSE (its CLOSED was lost).
+const CLOSED_LINKS: usize = 1024;
 
 /// How the progress loop runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,7 +77,9 @@ pub enum ProgressMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QpProfile {
-    /// Payload bytes per packet.
+    /// Payload bytes per packet; 0 (the default): the largest the planes carry ([`PlaneIo::payload_mtu`]; over
+    /// UDP [`pmtu::payload_mtu`](crate::pmtu::payload_mtu): 60000 on loopback, the link MTU less headers on a
+    /// fabric).
     pub mtu: u32,
     /// Active EVs (paths) per plane.
     pub evs_per_plane: u16,
@@ -90,7 +103,7 @@ pub struct QpProfile {
 impl Default for QpProfile {
     fn default() -> Self {
         Self {
-            mtu: 4096,
+            mtu: 0,
             evs_per_plane: 4,
             window_packets: 64,
             rate_bps: None,
@@ -183,6 +196,12 @@ pub struct HostConfig {
     pub link_send_wr: u32,
     /// Receive queue depth of each QP of a [`Link`].
     pub link_recv_wr: u32,
+    /// A pcapng capture of every datagram (off: `None`, unless `MRC_CAPTURE` is set; see
+    /// [`CaptureConfig::from_env`](crate::capture::CaptureConfig::from_env)).
+    pub capture: Option<crate::capture::CaptureConfig>,
+    /// Where to serve the counters over HTTP (`/metrics`, `/counters.json`); off: `None`, unless `MRC_METRICS`
+    /// is set (counters.rs).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl Default for HostConfig {
@@ -197,16 +216,15 @@ impl HostConfig {
         Self {
             node: NodeConfig::loopback(planes),
             progress: ProgressMode::Thread,
-            profile: QpProfile {
-                mtu: 8192,
-                ..QpProfile::default()
-            },
+            profile: QpProfile::default(),
             max_qps: 4096,
             max_mrs: 1 << 16,
             socket_buffer: 8 << 20,
             bootstrap_timeout: StdDuration::from_secs(10),
             link_send_wr: 1024,
             link_recv_wr: 1024,
+            capture: None,
+            metrics: None,
         }
     }
 
@@ -307,6 +325,13 @@ pub struct HostStats {
     pub events_dropped: u64,
     /// Completions lost because a completion ring was full (the CQ is then in error).
     pub cq_overruns: u64,
+    /// Host datagrams dropped unanswered because they did not prove a secret (a CONNECT without its listener's
+    /// key, a CLOSE without its link's) or named nothing this host has (spec HOST-AUTH-1, HOST-AUTH-2).
+    pub bootstrap_rejected: u64,
+    /// Waiting CONNECTs dropped because their listener's queue or the host's was full (spec HOST-QUEUE-1).
+    pub connects_dropped: u64,
+    /// CONNECTs refused by `poll_accept` (plane count, a peer address that belongs to another peer).
+    pub connects_refused: u64,
 }
 
 /// Something that happened outside any work request (verbs async events).
@@ -552,6 +577,8 @@ impl CqShared {
 struct QpShared {
     qpn: u32,
     psn: u32,
+    /// Receive key: the peer's QP tags what it sends here with it (spec SEC-AUTH-1).
+    key: [u8; KEY_LEN],
     mtu: u32,
     caps: Caps,
     sq: ArrayQueue<SendItem>,
@@ -574,15 +601,6 @@ struct InlineArena {
     next: usize,
 }
 
-struct PendingConnect {
-    src: SocketAddrV6,
-    plane: usize,
-    token: u64,
-    planes: Vec<PeerPlane>,
-    qps: Vec<QpHalf>,
-    app: Vec<u8>,
-}
-
 enum ConnectReply {
     Waiting,
     Accepted(Vec<PeerPlane>, Vec<QpHalf>, Vec<u8>),
@@ -593,6 +611,8 @@ enum ConnectReply {
 struct LinkPeer {
     peer: PeerId,
     remote_qpn: u32,
+    /// The peer QP's receive key: tags the CLOSE sent to it (spec HOST-AUTH-2).
+    remote_key: [u8; KEY_LEN],
 }
 
 /// A peer's CLOSE waiting for this host's QPs of the link to drain.
@@ -601,6 +621,8 @@ struct PeerClose {
     plane: usize,
     token: u64,
     qpns: Vec<u32>,
+    /// The key the CLOSE proved, kept to answer its repeats once the QPs are gone.
+    key: AuthKey,
     /// Destroy the QPs and answer even if they have not drained by then.
     deadline: WallClock,
 }
@@ -617,7 +639,7 @@ struct Core<P: PlaneIo> {
     inline: BTreeMap<u32, InlineArena>,
     cqs: BTreeMap<u32, Arc<CqShared>>,
     cq_list: Vec<Arc<CqShared>>,
-    listeners: BTreeMap<u64, VecDeque<PendingConnect>>,
+    listeners: ConnectQueues,
     accepted: VecDeque<AcceptedEntry>,
     connecting: BTreeMap<u64, ConnectReply>,
     resolving: BTreeMap<u64, SocketAddrV6>,
@@ -627,12 +649,20 @@ struct Core<P: PlaneIo> {
     closing: BTreeMap<u64, bool>,
     /// CLOSEs from peers whose QPs are still draining here.
     peer_closes: Vec<PeerClose>,
+    /// Peers' CLOSEs done here: (source, token) and the key they proved, to answer a repeat.
+    closed_links: VecDeque<(SocketAddrV6, u64, AuthKey)>,
+    /// Host datagrams dropped unanswered ([`HostStats::bootstrap_rejected`]).
+    rejected: u64,
+    /// CONNECTs refused by `poll_accept`.
+    refused: u64,
     mrs: u32,
     scratch: Vec<Completion>,
     /// Manual mode: when the last busy round ended, and how long to keep spinning after it (the progress
     /// thread spins as long).
     last_busy: WallClock,
     busy_poll: StdDuration,
+    /// How the fixed-window QPs share one in-flight budget ([`crate::share`]).
+    share: Option<WindowShare>,
 }
 
 struct Inner<P: PlaneIo> {
@@ -666,9 +696,11 @@ struct Inner<P: PlaneIo> {
     ctl: crate::control::Ctl,
 }
 
-struct Handle<P: PlaneIo> {
+pub(crate) struct Handle<P: PlaneIo> {
     inner: Arc<Inner<P>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The counters endpoint, when one was asked for at start (counters.rs).
+    pub(crate) counters: Mutex<Option<crate::counters::CountersServer>>,
 }
 
 impl<P: PlaneIo> Drop for Handle<P> {
@@ -720,7 +752,10 @@ impl<P: PlaneIo> Host<P> {
     /// Starts a host whose datagrams travel over `io` (which carries as many planes as `cfg.node` has; the
     /// node gives T0s and the uSID plan, `io` the addresses), the engine and (unless [`ProgressMode::Manual`])
     /// the progress thread. [`start`](Host::start) is this over the node's UDP sockets.
-    pub fn start_with(cfg: HostConfig, io: P) -> Result<Self, HostError> {
+    pub fn start_with(mut cfg: HostConfig, io: P) -> Result<Self, HostError> {
+        if cfg.profile.mtu == 0 {
+            cfg.profile.mtu = io.payload_mtu();
+        }
         let p = cfg.profile;
         let mut dp = Datapath::with_io(
             io,
@@ -734,6 +769,7 @@ impl<P: PlaneIo> Host<P> {
             },
         )?;
         let default_pd = dp.endpoint().alloc_pd();
+        let share = WindowShare::new(&p, cfg.node.plane_count(), dp.io().receive_buffer());
         let local_planes = dp.local_planes();
         let local = LocalInfo {
             planes: local_planes.iter().map(|p| p.addr).collect(),
@@ -751,17 +787,21 @@ impl<P: PlaneIo> Host<P> {
                 inline: BTreeMap::new(),
                 cqs: BTreeMap::new(),
                 cq_list: Vec::new(),
-                listeners: BTreeMap::new(),
+                listeners: ConnectQueues::default(),
                 accepted: VecDeque::new(),
                 connecting: BTreeMap::new(),
                 resolving: BTreeMap::new(),
                 links: BTreeMap::new(),
                 closing: BTreeMap::new(),
                 peer_closes: Vec::new(),
+                closed_links: VecDeque::new(),
+                rejected: 0,
+                refused: 0,
                 mrs: 0,
                 scratch: vec![Completion::default(); 64],
                 last_busy: WallClock::now(),
                 busy_poll: StdDuration::from_micros(200),
+                share,
             }),
             mode: cfg.progress,
             profile: p,
@@ -797,10 +837,42 @@ impl<P: PlaneIo> Host<P> {
                 )
             }
         };
-        Ok(Host(Arc::new(Handle {
+        let host = Host(Arc::new(Handle {
             inner,
             thread: Mutex::new(thread),
-        })))
+            counters: Mutex::new(None),
+        }));
+        let capture = match cfg.capture {
+            Some(c) => Some(c),
+            None => crate::capture::CaptureConfig::from_env().map_err(HostError::Invalid)?,
+        };
+        if let Some(c) = capture {
+            host.start_capture(&c)?;
+        }
+        let metrics = match cfg.metrics {
+            Some(a) => Some(a),
+            None => crate::counters::metrics_from_env()?,
+        };
+        if let Some(addr) = metrics {
+            let server = host.serve_counters_from(addr)?;
+            *lock(&host.0.counters) = Some(server);
+        }
+        Ok(host)
+    }
+
+    /// A reference that does not keep the host alive (the counters endpoint's).
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<Handle<P>> {
+        Arc::downgrade(&self.0)
+    }
+
+    /// The shared part (counters.rs reads its endpoint).
+    pub(crate) fn handle(&self) -> &Handle<P> {
+        &self.0
+    }
+
+    /// The host a [`downgrade`](Self::downgrade)d reference upgraded to.
+    pub(crate) fn from_handle(h: Arc<Handle<P>>) -> Self {
+        Host(h)
     }
 
     fn inner(&self) -> &Arc<Inner<P>> {
@@ -940,6 +1012,9 @@ impl<P: PlaneIo> Host<P> {
                 .iter()
                 .map(|q| q.overruns.load(Ordering::Relaxed))
                 .sum(),
+            bootstrap_rejected: c.rejected,
+            connects_dropped: c.listeners.dropped,
+            connects_refused: c.refused,
         }
     }
 
@@ -1027,15 +1102,16 @@ impl<P: PlaneIo> Host<P> {
     /// how to reach it.
     pub fn listen(&self) -> Result<Listener<P>, HostError> {
         let i = self.inner();
+        let key = random_key();
         let id = loop {
             let id = random_u64();
             let mut c = lock(&i.core);
-            if id != 0 && !c.listeners.contains_key(&id) {
-                c.listeners.insert(id, VecDeque::new());
+            if id != 0 && !c.listeners.taken(id) {
+                c.listeners.open(id, AuthKey::new(key));
                 break id;
             }
         };
-        let blob = i.blob(BlobKind::Listener { id });
+        let blob = i.blob(BlobKind::Listener { id }, key);
         Ok(Listener {
             host: Arc::clone(i),
             id,
@@ -1081,14 +1157,18 @@ impl<P: PlaneIo> Host<P> {
             }
             return Err(e);
         }
-        let msg = Msg::Connect {
-            token,
-            listener: id,
-            planes: i.local_planes.clone(),
-            qps: half.halves(),
-            app: app.to_vec(),
-        }
-        .encode();
+        // spec: HOST-AUTH-1
+        let msg = seal(
+            &Msg::Connect {
+                token,
+                listener: id,
+                planes: i.local_planes.clone(),
+                qps: half.halves(),
+                app: app.to_vec(),
+                mac: [0; AUTH_LEN],
+            },
+            &AuthKey::new(b.key),
+        );
         let dest = i.bootstrap_dest(&c, &b);
         c.connecting.insert(token, ConnectReply::Waiting);
         let _ = c.dp.send_host(0, dest, &msg);
@@ -1136,7 +1216,7 @@ impl<P: PlaneIo> Inner<P> {
         self.events_fd.signal();
     }
 
-    fn blob(&self, kind: BlobKind) -> Blob {
+    fn blob(&self, kind: BlobKind, key: [u8; KEY_LEN]) -> Blob {
         let p0 = self.local_planes.first().copied().unwrap_or(PeerPlane {
             addr: SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, 0),
             t0: 0,
@@ -1149,6 +1229,7 @@ impl<P: PlaneIo> Inner<P> {
             kind,
             rkey_hint: 0,
             addr_hint: 0,
+            key,
         }
     }
 
@@ -1232,6 +1313,7 @@ impl<P: PlaneIo> Inner<P> {
         let sh = Arc::new(QpShared {
             qpn,
             psn: initial_psn(),
+            key: random_key(),
             mtu,
             caps,
             sq: ArrayQueue::new(max_send_wr as usize),
@@ -1244,6 +1326,7 @@ impl<P: PlaneIo> Inner<P> {
         });
         c.qps.insert(qpn, Arc::clone(&sh));
         c.qp_list.push(Arc::clone(&sh));
+        c.reshare();
         Ok(Qp {
             host: Arc::clone(self),
             sh,
@@ -1290,6 +1373,12 @@ impl<P: PlaneIo> Inner<P> {
         info.qpn = remote.qpn;
         info.psn = remote.psn;
         info.caps = remote.caps;
+        // spec: SEC-AUTH-1
+        let keys = QpKeys {
+            tx: AuthKey::new(remote.key),
+            rx: AuthKey::new(sh.key),
+        };
+        c.dp.endpoint().set_qp_keys(sh.qpn, Some(keys))?;
         let r = c.dp.endpoint().connect_qp(sh.qpn, peer, &info, sh.psn, now);
         if let Some(s) = c.dp.endpoint_ref().qp_state(sh.qpn) {
             sh.state.store(state_code(s), Ordering::Release);
@@ -1297,12 +1386,24 @@ impl<P: PlaneIo> Inner<P> {
         r.map_err(HostError::from)
     }
 
-    /// The peer at `planes`, added to the table if new.
+    /// The peer at `planes`, added to the table if new. A live peer is never rebound: planes that are partly
+    /// another peer's are refused (spec HOST-PEER-1).
+    // spec: HOST-PEER-1
     fn peer_for(&self, c: &mut Core<P>, planes: &[PeerPlane]) -> Result<PeerId, HostError> {
         let first = planes
             .first()
             .ok_or_else(|| HostError::Invalid("a peer with no planes".into()))?;
         if let Some(id) = c.dp.peer_at(&first.addr) {
+            let same = c.dp.peer_planes(id).is_some_and(|known| {
+                known.len() == planes.len()
+                    && known.iter().zip(planes).all(|(k, p)| k.addr == p.addr)
+            });
+            if !same {
+                return Err(HostError::Invalid(
+                    "the peer's plane addresses differ from those of the live peer at its plane 0"
+                        .into(),
+                ));
+            }
             return Ok(id);
         }
         Ok(c.dp.add_peer(planes.to_vec())?)
@@ -1341,6 +1442,7 @@ impl LinkHalf {
                 qpn: q.qpn,
                 psn: q.psn,
                 caps: q.caps,
+                key: q.key,
             })
             .collect()
     }
@@ -1395,6 +1497,16 @@ impl<P: PlaneIo> Core<P> {
         Ok(())
     }
 
+    /// Resizes every fixed-window QP's share of the in-flight budget for the QPs there are now.
+    fn reshare(&mut self) {
+        let Some(s) = self.share else { return };
+        let window = s.window(self.qps.len());
+        for &qpn in self.qps.keys() {
+            // QPs the controller moved to NSCC size their own windows: refused, and that is right.
+            let _ = self.dp.endpoint().set_qp_window(qpn, window);
+        }
+    }
+
     fn destroy_qp(&mut self, qpn: u32) -> Result<(), HostError> {
         self.dp
             .endpoint()
@@ -1406,6 +1518,7 @@ impl<P: PlaneIo> Core<P> {
         }
         self.stalled.remove(&qpn);
         self.links.remove(&qpn);
+        self.reshare();
         if let Some(a) = self.inline.remove(&qpn) {
             if let Some(k) = self.dp.mem.bytes(a.addr).map(|_| a.lkey) {
                 let _ = self.dp.endpoint().dereg_mr(k);
@@ -1630,6 +1743,7 @@ impl<P: PlaneIo> Inner<P> {
                     let _ = c.dp.send_host(d.plane, d.src, &reply);
                 }
                 Msg::ResolveReply { token, planes } => {
+                    // spec: HOST-DGRAM-3
                     if c.resolving.remove(&token).is_some() {
                         let _ = self.peer_for(c, &planes);
                     }
@@ -1640,29 +1754,33 @@ impl<P: PlaneIo> Inner<P> {
                     planes,
                     qps,
                     app,
+                    ..
                 } => {
+                    // Nothing is answered, queued or looked up further before the request proves the key of
+                    // the listener it names (spec HOST-AUTH-1).
+                    // spec: HOST-AUTH-1
+                    let open = match c.listeners.lookup(listener) {
+                        Some(Known::Open(k)) if proves(&d.bytes, &k) => true,
+                        Some(Known::Closed(k)) if proves(&d.bytes, &k) => false,
+                        _ => {
+                            c.rejected += 1;
+                            continue;
+                        }
+                    };
+                    if !open {
+                        let refuse = Msg::Refuse { token, reason: 1 }.encode();
+                        let _ = c.dp.send_host(d.plane, d.src, &refuse);
+                        continue;
+                    }
                     let key = (d.src, token);
+                    // spec: HOST-DGRAM-4
                     if let Some((_, (plane, bytes))) = c.accepted.iter().find(|(k, _)| *k == key) {
                         let (plane, bytes) = (*plane, bytes.clone());
                         let _ = c.dp.send_host(plane, d.src, &bytes);
                         continue;
                     }
-                    let Some(queue) = c.listeners.get_mut(&listener) else {
-                        let refuse = Msg::Refuse { token, reason: 1 }.encode();
-                        let _ = c.dp.send_host(d.plane, d.src, &refuse);
-                        continue;
-                    };
-                    if queue.iter().any(|p| p.src == d.src && p.token == token) {
-                        continue;
-                    }
-                    queue.push_back(PendingConnect {
-                        src: d.src,
-                        plane: d.plane,
-                        token,
-                        planes,
-                        qps,
-                        app,
-                    });
+                    let p = PendingConnect::new(d.src, d.plane, token, (planes, qps, app));
+                    c.listeners.push(listener, p);
                 }
                 Msg::Accept {
                     token,
@@ -1679,7 +1797,9 @@ impl<P: PlaneIo> Inner<P> {
                         *r = ConnectReply::Refused;
                     }
                 }
-                Msg::Close { token, pairs } => self.peer_close(c, d.src, d.plane, token, &pairs),
+                Msg::Close { token, pairs, .. } => {
+                    self.peer_close(c, &d, token, &pairs);
+                }
                 Msg::Closed { token } => {
                     if let Some(done) = c.closing.get_mut(&token) {
                         *done = true;
@@ -1690,34 +1810,42 @@ impl<P: PlaneIo> Inner<P> {
         any
     }
 
-    /// A peer's CLOSE: only for QPs of a link to that peer, named with their remote QPNs (spec HOST-DGRAM-6).
+    /// A peer's CLOSE: only for QPs of a link to that peer, named with their remote QPNs, and only when it proves
+    /// the receive key of the first QP it names here; otherwise it is dropped unanswered (spec HOST-DGRAM-6,
+    /// HOST-AUTH-2).
     // spec: HOST-DGRAM-6
-    fn peer_close(
-        &self,
-        c: &mut Core<P>,
-        src: SocketAddrV6,
-        plane: usize,
-        token: u64,
-        pairs: &[(u32, u32)],
-    ) {
+    // spec: HOST-AUTH-2
+    fn peer_close(&self, c: &mut Core<P>, d: &HostDatagram, token: u64, pairs: &[(u32, u32)]) {
+        let (src, plane) = (d.src, d.plane);
         let sender = c.dp.peer_at(&src);
-        let mine: Vec<u32> = pairs
-            .iter()
-            .filter(|(theirs, ours)| {
-                c.links
-                    .get(ours)
-                    .is_some_and(|l| Some(l.peer) == sender && l.remote_qpn == *theirs)
-            })
-            .map(|&(_, ours)| ours)
-            .collect();
-        if mine.is_empty() {
-            // Nothing left to close (an earlier CLOSED was lost): answer again. QPs that exist but belong to
-            // another peer or pair are left alone, unanswered.
-            if pairs.iter().all(|(_, ours)| !c.qps.contains_key(ours)) {
+        let ours = |c: &Core<P>, theirs: u32, ours: u32| {
+            c.links
+                .get(&ours)
+                .is_some_and(|l| Some(l.peer) == sender && l.remote_qpn == theirs)
+        };
+        let key = pairs
+            .first()
+            .filter(|&&(t, o)| ours(c, t, o))
+            .and_then(|&(_, o)| c.qps.get(&o))
+            .map(|q| AuthKey::new(q.key));
+        let Some(key) = key.filter(|k| proves(&d.bytes, k)) else {
+            // An earlier CLOSED may have been lost: a repeat of a CLOSE done here proves the key it had.
+            let done = c
+                .closed_links
+                .iter()
+                .any(|(s, t, k)| *s == src && *t == token && proves(&d.bytes, k));
+            if done {
                 let _ = c.dp.send_host(plane, src, &Msg::Closed { token }.encode());
+            } else {
+                c.rejected += 1;
             }
             return;
-        }
+        };
+        let mine: Vec<u32> = pairs
+            .iter()
+            .filter(|&&(t, o)| ours(c, t, o))
+            .map(|&(_, o)| o)
+            .collect();
         if !c
             .peer_closes
             .iter()
@@ -1728,6 +1856,7 @@ impl<P: PlaneIo> Inner<P> {
                 plane,
                 token,
                 qpns: mine,
+                key,
                 deadline: WallClock::now() + self.bootstrap_timeout,
             });
         }
@@ -1756,6 +1885,10 @@ impl<P: PlaneIo> Inner<P> {
             }
             let _ =
                 c.dp.send_host(p.plane, p.src, &Msg::Closed { token: p.token }.encode());
+            if c.closed_links.len() >= CLOSED_LINKS {
+                c.closed_links.pop_front();
+            }
+            c.closed_links.push_back((p.src, p.token, p.key));
             any = true;
         }
         any
@@ -2034,7 +2167,13 @@ impl<P: PlaneIo> Qp<P> {
         let dest = i.bootstrap_dest(&lock(&i.core), remote);
         let peer = i.resolve_at(remote.plane0, dest)?;
         let mut c = lock(&i.core);
-        let r = i.connect_locked(&mut c, &self.sh, peer, &QpHalf { qpn, psn, caps });
+        let half = QpHalf {
+            qpn,
+            psn,
+            caps,
+            key: remote.key,
+        };
+        let r = i.connect_locked(&mut c, &self.sh, peer, &half);
         drop(c);
         i.kick();
         r
@@ -2058,12 +2197,15 @@ impl<P: PlaneIo> Qp<P> {
 
     /// What a peer needs to connect to this QP (≤ 128 bytes once encoded).
     pub fn blob(&self) -> Blob {
-        self.host.blob(BlobKind::Qp {
-            qpn: self.sh.qpn,
-            psn: self.sh.psn,
-            caps: self.sh.caps,
-            mtu: self.sh.mtu,
-        })
+        self.host.blob(
+            BlobKind::Qp {
+                qpn: self.sh.qpn,
+                psn: self.sh.psn,
+                caps: self.sh.caps,
+                mtu: self.sh.mtu,
+            },
+            self.sh.key,
+        )
     }
 
     /// Posts a send work request without waiting for the engine. Queue full → `ENOMEM`; QP in RESET, INIT or
@@ -2216,56 +2358,62 @@ impl<P: PlaneIo> Listener<P> {
             i.round(&mut lock(&i.core))?;
         }
         let mut c = lock(&i.core);
-        let Some(p) = c.listeners.get_mut(&self.id).and_then(VecDeque::pop_front) else {
-            return Ok(None);
-        };
-        let refuse = |c: &mut Core<P>| {
-            let m = Msg::Refuse {
+        // A request this host cannot take is refused and the next one served (spec HOST-QUEUE-1).
+        while let Some(p) = c.listeners.pop(self.id) {
+            let refuse = |c: &mut Core<P>| {
+                c.refused += 1;
+                let m = Msg::Refuse {
+                    token: p.token,
+                    reason: 2,
+                }
+                .encode();
+                let _ = c.dp.send_host(p.plane, p.src, &m);
+            };
+            if p.planes.len() != i.local_planes.len() {
+                refuse(&mut c);
+                continue;
+            }
+            let peer = match i.peer_for(&mut c, &p.planes) {
+                Ok(peer) => peer,
+                Err(_) => {
+                    refuse(&mut c);
+                    continue;
+                }
+            };
+            let mut half = i.link_half(&mut c, p.qps.len())?;
+            let link = match i.build_link(&mut c, &mut half, Some((peer, &p.qps))) {
+                Ok(l) => l,
+                Err(e) => {
+                    for q in &half.qps {
+                        let _ = c.destroy_qp(q.qpn);
+                    }
+                    refuse(&mut c);
+                    return Err(e);
+                }
+            };
+            let accept = Msg::Accept {
                 token: p.token,
-                reason: 2,
+                planes: i.local_planes.clone(),
+                qps: half.halves(),
+                app: reply.to_vec(),
             }
             .encode();
-            let _ = c.dp.send_host(p.plane, p.src, &m);
-        };
-        if p.planes.len() != i.local_planes.len() {
-            refuse(&mut c);
-            return Err(HostError::Invalid(format!(
-                "a connector with {} planes; this host has {}",
-                p.planes.len(),
-                i.local_planes.len()
-            )));
-        }
-        let peer = i.peer_for(&mut c, &p.planes)?;
-        let mut half = i.link_half(&mut c, p.qps.len())?;
-        let link = i.build_link(&mut c, &mut half, Some((peer, &p.qps)));
-        let link = match link {
-            Ok(l) => l,
-            Err(e) => {
-                refuse(&mut c);
-                return Err(e);
+            let _ = c.dp.send_host(p.plane, p.src, &accept);
+            if c.accepted.len() >= ACCEPT_CACHE {
+                c.accepted.pop_front();
             }
-        };
-        let accept = Msg::Accept {
-            token: p.token,
-            planes: i.local_planes.clone(),
-            qps: half.halves(),
-            app: reply.to_vec(),
+            c.accepted.push_back(((p.src, p.token), (p.plane, accept)));
+            drop(c);
+            i.kick();
+            return Ok(Some((link, p.app)));
         }
-        .encode();
-        let _ = c.dp.send_host(p.plane, p.src, &accept);
-        if c.accepted.len() >= ACCEPT_CACHE {
-            c.accepted.pop_front();
-        }
-        c.accepted.push_back(((p.src, p.token), (p.plane, accept)));
-        drop(c);
-        i.kick();
-        Ok(Some((link, p.app)))
+        Ok(None)
     }
 }
 
 impl<P: PlaneIo> Drop for Listener<P> {
     fn drop(&mut self) {
-        lock(&self.host.core).listeners.remove(&self.id);
+        lock(&self.host.core).listeners.close(self.id);
     }
 }
 
@@ -2306,6 +2454,7 @@ impl<P: PlaneIo> Inner<P> {
             half.qps.push(q.sh);
         }
         if let Some((peer, r)) = remote {
+            // spec: HOST-DGRAM-5
             for (q, r) in half.qps.iter().zip(r) {
                 self.connect_locked(c, q, peer, r)?;
                 c.links.insert(
@@ -2313,6 +2462,7 @@ impl<P: PlaneIo> Inner<P> {
                     LinkPeer {
                         peer,
                         remote_qpn: r.qpn,
+                        remote_key: r.key,
                     },
                 );
             }
@@ -2355,7 +2505,8 @@ impl<P: PlaneIo> std::fmt::Debug for Connecting<P> {
 
 impl<P: PlaneIo> Connecting<P> {
     /// The link (QPs in RTS) and the listener's reply once it answered; `Ok(None)` while waiting. A listener
-    /// that does not exist → `ECONNREFUSED`; no answer within the bootstrap timeout → `ETIMEDOUT`.
+    /// closed lately → `ECONNREFUSED`; no answer within the bootstrap timeout → `ETIMEDOUT` (a listener that
+    /// never existed answers nothing: spec HOST-AUTH-1).
     pub fn poll(&mut self) -> Result<Option<Accepted<P>>, HostError> {
         let i = Arc::clone(&self.host);
         if i.mode == ProgressMode::Manual {
@@ -2549,16 +2700,28 @@ impl<P: PlaneIo> Closing<P> {
                     }
                     return Ok(false);
                 }
-                let pairs = self
+                let pairs: Vec<(u32, u32)> = self
                     .qpns
                     .iter()
                     .filter_map(|&q| c.links.get(&q).map(|l| (q, l.remote_qpn)))
                     .collect();
-                let msg = Msg::Close {
-                    token: self.token,
-                    pairs,
-                }
-                .encode();
+                // Tagged with the receive key of the peer's first QP named (spec HOST-AUTH-2).
+                let Some(key) = pairs
+                    .first()
+                    .and_then(|(q, _)| c.links.get(q))
+                    .map(|l| AuthKey::new(l.remote_key))
+                else {
+                    self.finish(&mut c);
+                    return Ok(true);
+                };
+                let msg = seal(
+                    &Msg::Close {
+                        token: self.token,
+                        pairs,
+                        mac: [0; AUTH_LEN],
+                    },
+                    &key,
+                );
                 c.closing.insert(self.token, false);
                 let _ = c.dp.send_host(0, dest, &msg);
                 self.waiting = Some((dest, msg, now + RETRY_FIRST, RETRY_FIRST));

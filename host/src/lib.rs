@@ -12,17 +12,25 @@
 //!   default) implements it over the sockets, [`mem_plane`] over memory (tests).
 //! - [`driver`]: [`Datapath`] ([`UdpEndpoint`] over UDP), one round of progress at a time.
 //! - [`Host`] (`host.rs`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap.
+//! - [`pmtu`]: the packet size a node's links carry (every front end's default).
 //! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
+//! - [`capture`]: pcapng of what the host sends and receives (off unless asked).
+//! - [`counters`]: per-QP, per-plane and per-EV counters as JSON and Prometheus text, served when asked.
 
 pub mod bootstrap;
+pub mod capture;
 pub mod config;
+mod connect_queue;
 pub mod control;
+pub mod counters;
 pub mod driver;
 mod error;
 mod host;
 pub mod mem_plane;
 pub mod memory;
 pub mod plane;
+pub mod pmtu;
+mod share;
 pub mod socket;
 
 pub use bootstrap::{Blob, BlobKind};

@@ -260,6 +260,35 @@ impl MemFabric {
     pub fn stats(&self) -> MemStats {
         lock(&self.0).stats.clone()
     }
+
+    /// Puts `bytes` straight into the receive queue of plane `plane` at the node `dest` names, as if `src` had
+    /// sent them (spoofed, past a failed switch): an off-path attacker next to the victim, for tests and fuzzing.
+    /// `false` when `dest` is no attached node's plane `plane`.
+    pub fn inject(
+        &self,
+        plane: usize,
+        src: SocketAddrV6,
+        dest: SocketAddrV6,
+        bytes: &[u8],
+    ) -> bool {
+        let mut s = lock(&self.0);
+        let Some((id, p)) = node_of(&dest).filter(|&(_, p)| p == plane) else {
+            return false;
+        };
+        let Some(node) = s.nodes.get_mut(&id) else {
+            return false;
+        };
+        let Some(q) = node.rx.get_mut(p) else {
+            return false;
+        };
+        q.push_back(Datagram {
+            src,
+            tclass: 0,
+            bytes: bytes.to_vec(),
+        });
+        node.fd.signal();
+        true
+    }
 }
 
 /// One node's planes on a [`MemFabric`].
@@ -308,6 +337,11 @@ impl MemPlanes {
 impl PlaneIo for MemPlanes {
     fn planes(&self) -> usize {
         self.planes
+    }
+
+    /// Packets of 8 KiB: a transfer is many packets, so a fault lands while some are in flight.
+    fn payload_mtu(&self) -> u32 {
+        8192
     }
 
     fn local_addr(&self, plane: usize) -> SocketAddrV6 {

@@ -50,6 +50,15 @@ pub trait PlaneIo: Send + 'static {
     fn port_change(&mut self) -> Option<(usize, bool)> {
         None
     }
+    /// Payload bytes per packet every plane carries: a QP profile's MTU of 0 means this.
+    fn payload_mtu(&self) -> u32 {
+        crate::pmtu::payload_for_link(crate::pmtu::FALLBACK_LINK_MTU)
+    }
+    /// Bytes the smallest plane's receive queue holds, when bounded: the host keeps its QPs' fixed windows
+    /// within what its peer, configured alike, can queue.
+    fn receive_buffer(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The default plane I/O: one non-blocking IPv6 UDP socket per plane (`sendmmsg`/`recvmmsg`, traffic class
@@ -57,6 +66,7 @@ pub trait PlaneIo: Send + 'static {
 #[derive(Debug)]
 pub struct UdpPlanes {
     socks: Vec<PlaneSocket>,
+    payload_mtu: u32,
 }
 
 impl UdpPlanes {
@@ -68,7 +78,10 @@ impl UdpPlanes {
             .iter()
             .map(|p| PlaneSocket::bind(p.addr, zero_checksum, buffer_bytes))
             .collect::<io::Result<Vec<_>>>()?;
-        Ok(Self { socks })
+        Ok(Self {
+            socks,
+            payload_mtu: crate::pmtu::payload_mtu(node),
+        })
     }
 
     fn sock(&self, plane: usize) -> io::Result<&PlaneSocket> {
@@ -81,6 +94,19 @@ impl UdpPlanes {
 impl PlaneIo for UdpPlanes {
     fn planes(&self) -> usize {
         self.socks.len()
+    }
+
+    fn payload_mtu(&self) -> u32 {
+        self.payload_mtu
+    }
+
+    fn receive_buffer(&self) -> Option<usize> {
+        // SO_RCVBUF counts the kernel's per-datagram overhead too: half of it holds data.
+        self.socks
+            .iter()
+            .filter_map(|s| s.receive_buffer().ok())
+            .min()
+            .map(|b| b / 2)
     }
 
     fn local_addr(&self, plane: usize) -> SocketAddrV6 {

@@ -146,14 +146,27 @@ fn connect_to_nobody_times_out() {
     let blob = b.listen().unwrap().blob();
     drop(b); // its sockets close: nothing answers
     let mut c = a.connect(&blob, 1, b"").unwrap();
+    let start = Instant::now();
     let e = loop {
         match c.poll() {
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Ok(None) => {
+                assert!(
+                    start.elapsed() < LIMIT,
+                    "no ETIMEDOUT {LIMIT:?} after a 300 ms bootstrap timeout"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
             Ok(Some(_)) => panic!("connected to nobody"),
             Err(e) => break e,
         }
     };
     assert_eq!(e.errno(), libc::ETIMEDOUT, "{e}");
+    // The bootstrap timeout, not the test's limit, ended it.
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
 }
 
 /// A verbs program: its own CQs and QPs, GID/LID/QPN/PSN exchanged by hand, stepwise modify; the host finds the
@@ -262,8 +275,23 @@ fn verbs_style_bring_up_and_completion_channel() {
     assert_eq!(c.wr_id, 10);
     assert_ne!(c.status, WcStatus::Success);
     let _ = cb;
-    // Both sides resolved each other once and cached it.
-    assert!(a.stats().datapath.rx_host >= 1);
+    // Each side resolved the other in band (a RESOLVE answered)...
+    let (sa, sb) = (a.stats().datapath, b.stats().datapath);
+    assert!(
+        sa.tx_host >= 1 && sa.rx_host >= 1 && sb.tx_host >= 1 && sb.rx_host >= 1,
+        "{sa:?} {sb:?}"
+    );
+    // ...and cached it: a second QP pair between the same hosts asks nothing and is answered nothing.
+    let (_, _, qa2) = mk(&a);
+    let (_, _, qb2) = mk(&b);
+    bring_up(&qa2, &a, &b, &qb2);
+    bring_up(&qb2, &b, &a, &qa2);
+    let (sa2, sb2) = (a.stats().datapath, b.stats().datapath);
+    assert_eq!(
+        (sa2.tx_host, sa2.rx_host, sb2.tx_host, sb2.rx_host),
+        (sa.tx_host, sa.rx_host, sb.tx_host, sb.rx_host),
+        "host datagrams for a peer already resolved"
+    );
 }
 
 #[test]
@@ -314,5 +342,50 @@ fn bad_blobs_are_errors() {
     assert_eq!(
         h.connect(&l.blob(), 1, &[0; 2000]).unwrap_err().errno(),
         libc::EINVAL
+    );
+}
+
+/// Many fixed-window QPs share one in-flight budget (half of what the planes' receive buffers hold): alone a
+/// QP keeps the profile's window, as QPs are added each gets an equal, smaller share, and the shares grow
+/// back as QPs go. So NCCL's many comms cannot together overflow a peer's sockets.
+#[test]
+fn fixed_windows_share_the_receive_buffers_as_qps_come_and_go() {
+    let mut cfg = HostConfig::loopback(4);
+    cfg.progress = ProgressMode::Manual;
+    cfg.socket_buffer = 4 << 20;
+    let h = Host::start(cfg).expect("loopback sockets");
+    let cq = h.create_cq(64).unwrap();
+    let window = |q: &mrc_host::Qp| {
+        h.inspect(
+            |dp| match dp.endpoint_ref().qp_config(q.qpn()).unwrap().cc {
+                mrc::cc::CcConfig::Fixed { window } => window,
+                ref other => panic!("not a fixed window: {other:?}"),
+            },
+        )
+    };
+    let mut qps = vec![h.create_qp(QpSpec::new(h.default_pd(), &cq)).unwrap()];
+    let alone = window(&qps[0]);
+    assert_eq!(
+        alone,
+        60_000 * 64,
+        "alone: the profile's 64 packets of 60000 B"
+    );
+    while qps.len() < 32 {
+        qps.push(h.create_qp(QpSpec::new(h.default_pd(), &cq)).unwrap());
+    }
+    let shared = window(&qps[0]);
+    assert!(shared < alone / 4, "32 QPs share: {shared} of {alone}");
+    assert!(qps.iter().all(|q| window(q) == shared), "equal shares");
+    assert!(
+        shared * 32 <= 4 * (8 << 20),
+        "within the four planes' receive buffers"
+    );
+    while qps.len() > 1 {
+        h.destroy_qp(&qps.pop().unwrap()).unwrap();
+    }
+    assert_eq!(
+        window(&qps[0]),
+        alone,
+        "the last QP gets its whole window back"
     );
 }

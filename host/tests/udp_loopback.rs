@@ -406,7 +406,10 @@ impl Spoofer {
 #[test]
 fn spoofed_blind_nacks_leave_a_verified_transfer_verified() {
     let Some(spoofer) = Spoofer::open() else {
-        eprintln!("\n*** SKIPPED: spoofed_blind_nacks_... needs root for a raw socket ***\n");
+        testing::skip(
+            "spoofed_blind_nacks_leave_a_verified_transfer_verified",
+            "needs root for a raw socket",
+        );
         return;
     };
     let (a, b, sent) = transfer_under_attack(|a, b| {

@@ -15,6 +15,7 @@ struct Vector {
     about: &'static str,
     frame: bool,
     trimmed: bool,
+    auth: Option<[u8; 16]>,
     bytes: Vec<u8>,
     fields: Vec<(&'static str, String)>,
 }
@@ -64,6 +65,34 @@ fn packet_vector(name: &'static str, about: &'static str, p: Packet<'_>) -> Vect
         about,
         frame: false,
         trimmed: false,
+        auth: None,
+        fields: back.describe(),
+        bytes,
+    }
+}
+
+/// The key of the AUTH-tagged vectors: bytes 00 01 .. 0f.
+const AUTH_KEY: [u8; 16] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+
+/// `p` with an AUTH tag made with [`AUTH_KEY`] after its headers (spec WIRE-AUTH-1); checked to parse back
+/// with a tag that proves the key.
+fn auth_vector(name: &'static str, about: &'static str, p: Packet<'_>) -> Vector {
+    let key = AuthKey::new(AUTH_KEY);
+    let mut bytes = vec![0u8; p.buffer_len() + AUTH_LEN];
+    let h = p.emit_header(&mut bytes).expect("emit");
+    let h = key.seal_headers(&mut bytes, h).expect("tag");
+    bytes[h..h + p.payload().len()].copy_from_slice(p.payload());
+    let n = seal(&mut bytes, h + p.payload().len()).expect("icrc");
+    bytes.truncate(n);
+    let (back, tag) = Packet::parse_auth(&bytes, VERIFY).expect("parse");
+    assert_eq!(back, p, "{name} does not round-trip");
+    assert!(tag.expect("tagged").proves(&key, &bytes), "{name}: tag");
+    Vector {
+        name,
+        about,
+        frame: false,
+        trimmed: false,
+        auth: Some(AUTH_KEY),
         fields: back.describe(),
         bytes,
     }
@@ -76,7 +105,7 @@ fn main() {
     let p32 = pattern(32);
     let p16 = pattern(16);
     let p8 = pattern(8);
-    let p4 = [0xde, 0xad, 0xbe, 0xef];
+    let p4 = pattern(4);
     let big = pattern(200);
     let reth = |off: u64, dma_len: u32| Reth {
         va: base + off,
@@ -411,6 +440,7 @@ fn main() {
                 checksum 0.",
         frame: true,
         trimmed: false,
+        auth: None,
         fields: back.describe(),
         bytes,
     });
@@ -431,6 +461,48 @@ fn main() {
         },
     )
     .expect("trimmed parse");
+    let payload = pattern(16);
+    vectors.push(auth_vector(
+        "auth_write_only",
+        "A WRITE_ONLY of a keyed connection: BTH.AT set, the 8-byte AUTH tag (SipHash-1-3 under auth_key of the \
+         40 header bytes before it) between the RETH and the payload, then the ICRC over everything.",
+        Packet {
+            bth: bth(Opcode::WriteOnly, 0x10),
+            body: data(
+                ev,
+                3,
+                0,
+                Some(0x1234_5678),
+                Reth {
+                    va: base,
+                    rkey,
+                    dma_len: 16,
+                },
+                None,
+                &payload,
+            ),
+        },
+    ));
+    vectors.push(auth_vector(
+        "auth_sack",
+        "A SACK of a keyed connection: BTH.AT set, the AUTH tag of the 44 header bytes (BTH, SETH, CCETH) after \
+         them, then the ICRC.",
+        Packet {
+            bth: bth(Opcode::Sack, 0),
+            body: Body::Sack(Sack {
+                mark: SackMark::None,
+                probe_reply: false,
+                mpr: 8,
+                ev,
+                cack_psn: 0x10,
+                sack_base: 0x12,
+                bitmap: 0b101,
+                ts_echo: Some(0x1234_5678),
+                cwnd_pen: 0,
+                ooo_count: 2,
+            }),
+        },
+    ));
     vectors.push(Vector {
         name: "trimmed_write_first",
         about: "A WRITE_FIRST trimmed by a switch to the first 64 bytes of its UDP payload: the headers \
@@ -438,6 +510,7 @@ fn main() {
                 empty.",
         frame: false,
         trimmed: true,
+        auth: None,
         fields: trimmed.describe(),
         bytes: full,
     });
@@ -459,6 +532,10 @@ fn render(v: &Vector) -> String {
     writeln!(s, "name = {}", v.name).unwrap();
     writeln!(s, "frame = {}", v.frame).unwrap();
     writeln!(s, "trimmed = {}", v.trimmed).unwrap();
+    if let Some(k) = v.auth {
+        let hex: Vec<String> = k.iter().map(|b| format!("{b:02x}")).collect();
+        writeln!(s, "auth_key = {}", hex.join(" ")).unwrap();
+    }
     for chunk in v.bytes.chunks(16) {
         let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
         writeln!(s, "hex = {}", hex.join(" ")).unwrap();

@@ -14,13 +14,13 @@ pub use crate::io::{PayloadRef, RecvMeta, Transmit, TrimMark};
 use crate::mem::{Access, AccessError, Memory, MrKeys, MrTable, Pd};
 use crate::path::{EvChange, EvInfo, PlaneStats};
 use crate::qp::{
-    ConnInfo, ModifyError, PeerId, PostError, Qp, QpInit, QpState, QpStats, RecvWr, SendWr,
+    ConnInfo, ModifyError, PeerId, PostError, Qp, QpInit, QpKeys, QpState, QpStats, RecvWr, SendWr,
     Transition,
 };
 use crate::time::{Duration, Instant};
 use crate::wire::{
-    Body, Bth, EP_QPN, EpOp, EpRequest, EpResponse, Error as WireError, Opcode, Packet,
-    ParseOptions, TrafficClass,
+    AuthKey, AuthTag, Body, Bth, EP_QPN, EpOp, EpRequest, EpResponse, Error as WireError, Opcode,
+    Packet, ParseOptions, TrafficClass,
 };
 
 /// Asynchronous events (verbs async events and MRC's EV-event queue).
@@ -98,6 +98,8 @@ pub struct EndpointStats {
     pub rx_bad_pkey: u64,
     /// From a peer other than the QP's, or from a source the driver could not name.
     pub rx_wrong_peer: u64,
+    /// Without the AUTH tag their connection's key requires, or with a wrong one (forged: dropped unanswered).
+    pub rx_bad_auth: u64,
     /// Endpoint requests answered.
     pub rx_ep_requests: u64,
     /// PORT_STATUS reports that deny the very port they arrived through (forged: dropped).
@@ -141,6 +143,8 @@ struct EpOut {
     plane: u8,
     ev: u32,
     body: EpBody,
+    /// The receiver's QPN whose key tags the packet, and that key (spec SEC-AUTH-2).
+    auth: Option<(u32, AuthKey)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -430,7 +434,9 @@ impl Endpoint {
         }
         let mut init = old.init.clone();
         init.config = config;
+        let auth = old.auth;
         let mut qp = Qp::new(qpn, init, self.cfg.caps)?;
+        qp.auth = auth;
         for p in 0..usize::from(self.cfg.ports) {
             if self.ports_up >> p & 1 == 0 {
                 qp.paths.set_local_port(p, false);
@@ -468,7 +474,49 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Sets the window of a QP whose congestion control is a fixed window (`CcConfig::Fixed`), in any state: a
+    /// host that shares one in-flight budget among its QPs resizes their shares as QPs come and go. Packets
+    /// already in flight stay; a smaller window only holds back new ones. Refused for a QP whose controller
+    /// computes its own window.
+    pub fn set_qp_window(&mut self, qpn: u32, window: u64) -> Result<(), ConfigError> {
+        let slot = self
+            .slot_of(qpn)
+            .ok_or_else(|| ConfigError::new("qp", "no such QP"))?;
+        let Some(qp) = self.qps[slot].as_mut() else {
+            return Err(ConfigError::new("qp", "no such QP"));
+        };
+        if window == 0 {
+            return Err(ConfigError::new("qp.cc.window", "must be at least 1 byte"));
+        }
+        if !qp.cc.set_window(window) {
+            return Err(ConfigError::new(
+                "qp.cc",
+                "the QP's controller computes its own window; only a fixed window is set from outside",
+            ));
+        }
+        qp.init.config.cc = crate::cc::CcConfig::Fixed { window };
+        Ok(())
+    }
+
     /// Whether a QP has nothing left to send or to be acknowledged (its send queue is empty and every packet it
+    /// Gives QP `qpn` (in RESET or INIT, before it is connected) the keys of its connection, or takes them away:
+    /// with keys every packet it sends carries an AUTH tag and every packet it takes must prove the peer's key
+    /// (spec SEC-AUTH-1). A transition to RESET forgets them.
+    pub fn set_qp_keys(&mut self, qpn: u32, keys: Option<QpKeys>) -> Result<(), ModifyError> {
+        let slot = self.slot_of(qpn).ok_or(ModifyError::NoSuchQp)?;
+        let qp = self.qps[slot].as_mut().ok_or(ModifyError::NoSuchQp)?;
+        if !matches!(qp.state, QpState::Reset | QpState::Init) {
+            return Err(ModifyError::BadTransition(qp.state));
+        }
+        qp.auth = keys;
+        Ok(())
+    }
+
+    /// Whether QP `qpn` runs with keys.
+    pub fn qp_keyed(&self, qpn: u32) -> Option<bool> {
+        self.qp(qpn).map(|q| q.auth.is_some())
+    }
+
     /// sent is acknowledged): a graceful close waits for this before it destroys the QP.
     pub fn qp_idle(&self, qpn: u32) -> Option<bool> {
         self.qp(qpn).map(|q| !q.has_outstanding())
@@ -523,6 +571,7 @@ impl Endpoint {
         let reset = matches!(t, Transition::Reset);
         let r = qp.modify(t, now);
         if reset {
+            qp.auth = None;
             for p in 0..nports {
                 if ports_up >> p & 1 == 0 {
                     qp.paths.set_local_port(p, false);
@@ -650,13 +699,21 @@ impl Endpoint {
             verify_icrc: qp.cfg().icrc && meta.trim.is_none(),
             trimmed: meta.trim.is_some(),
         };
-        let pkt = match Packet::parse(data, opts) {
+        let (pkt, tag) = match Packet::parse_auth(data, opts) {
             Ok(p) => p,
             Err(e) => {
                 count_wire_error(&mut self.stats, e);
                 return;
             }
         };
+        // Before anything acts on it, answers it or counts it against the QP.
+        // spec: SEC-AUTH-1
+        if let Some(k) = &qp.auth
+            && !tag.is_some_and(|t| t.proves(&k.rx, data))
+        {
+            self.stats.rx_bad_auth += 1;
+            return;
+        }
         // spec: WIRE-BTH-3
         if pkt.bth.pkey != qp.cfg().pkey {
             self.stats.rx_bad_pkey += 1;
@@ -965,10 +1022,12 @@ impl Endpoint {
     ) -> u32 {
         let req_id = self.next_req_id;
         self.next_req_id = self.next_req_id.wrapping_add(1);
+        let auth = self.ep_key_for(peer);
         self.ep_out.push_back(EpOut {
             peer,
             plane,
             ev,
+            auth,
             body: EpBody::Request(EpRequest {
                 op,
                 req_id,
@@ -993,9 +1052,10 @@ impl Endpoint {
 
     /// Sends a PORT_STATUS to `peer` on `ev` that reports `mask` (bit p = our port p is up) instead of the
     /// ports' own state, as MRC's controller does (`MRC_CTL_EP_OP_PORT_STATUS_UPDATE`). The peer masks our
-    /// planes the report calls down for its QPs to us (spec PATH-PLANE-1) and answers; the answer arrives as
-    /// [`Event::PortStatusReply`]. The endpoint's own reports (on every port change, and repeated while a local
-    /// port is down) carry the real state again. Returns the request id.
+    /// planes the report calls down for its QPs to us (spec PATH-PLANE-1) until a probe of them is answered
+    /// (PATH-PLANE-3), and answers; the answer arrives as [`Event::PortStatusReply`]. The endpoint's own reports
+    /// (on every port change, and repeated while a local port is down) carry the real state again. Returns the
+    /// request id.
     pub fn send_port_status(
         &mut self,
         now: Instant,
@@ -1012,12 +1072,48 @@ impl Endpoint {
         req_id
     }
 
+    /// The key endpoint packets to `peer` are tagged with: that of the first keyed, connected QP to it, named by
+    /// the peer's QPN (spec SEC-AUTH-2). `None` when no QP to `peer` has keys.
+    fn ep_key_for(&self, peer: PeerId) -> Option<(u32, AuthKey)> {
+        self.qps.iter().flatten().find_map(|q| match &q.auth {
+            Some(k) if q.peer == Some(peer) && matches!(q.state, QpState::Rtr | QpState::Rts) => {
+                Some((q.remote_qpn, k.tx))
+            }
+            _ => None,
+        })
+    }
+
+    /// Whether an endpoint packet from `peer` may act: when any QP to `peer` has keys, it must carry a tag of
+    /// one of them, named by its PSN field; then the answer is tagged with that QP's key. `Err` when it may not.
+    // spec: SEC-AUTH-2
+    fn ep_proof(
+        &self,
+        peer: PeerId,
+        named: u32,
+        tag: Option<AuthTag>,
+        data: &[u8],
+    ) -> Result<Option<(u32, AuthKey)>, ()> {
+        let keyed = self
+            .qps
+            .iter()
+            .flatten()
+            .any(|q| q.peer == Some(peer) && q.auth.is_some());
+        if !keyed {
+            return Ok(None);
+        }
+        let q = self.qp(named).filter(|q| q.peer == Some(peer)).ok_or(())?;
+        match (&q.auth, tag) {
+            (Some(k), Some(t)) if t.proves(&k.rx, data) => Ok(Some((q.remote_qpn, k.tx))),
+            _ => Err(()),
+        }
+    }
+
     fn handle_endpoint_packet(&mut self, now: Instant, meta: RecvMeta, data: &[u8]) {
         let opts = ParseOptions {
             verify_icrc: true,
             trimmed: false,
         };
-        let pkt = match Packet::parse(data, opts) {
+        let (pkt, tag) = match Packet::parse_auth(data, opts) {
             Ok(p) => p,
             Err(e) => {
                 count_wire_error(&mut self.stats, e);
@@ -1027,6 +1123,10 @@ impl Endpoint {
         let Some(peer) = meta.peer else {
             // Endpoint packets act on the sender's QPs; an unknown sender gets nothing.
             self.stats.rx_wrong_peer += 1;
+            return;
+        };
+        let Ok(auth) = self.ep_proof(peer, pkt.bth.psn, tag, data) else {
+            self.stats.rx_bad_auth += 1;
             return;
         };
         match pkt.body {
@@ -1068,6 +1168,7 @@ impl Endpoint {
                     peer,
                     plane,
                     ev: r.ev,
+                    auth,
                     body: EpBody::Response(EpResponse {
                         op: r.op,
                         rx_port: meta.port,
@@ -1123,11 +1224,15 @@ impl Endpoint {
                 pkey: crate::wire::DEFAULT_PKEY,
                 dest_qp: EP_QPN,
                 ack_req: false,
-                psn: 0,
+                // spec: SEC-AUTH-2
+                psn: o.auth.map_or(0, |(qpn, _)| qpn),
             },
             body,
         };
-        let n = pkt.emit_header(buf).ok()?;
+        let mut n = pkt.emit_header(buf).ok()?;
+        if let Some((_, key)) = &o.auth {
+            n = key.seal_headers(buf, n).ok()?;
+        }
         let len = crate::wire::seal(buf, n).ok()?;
         Some(Transmit {
             peer: o.peer,
@@ -1151,9 +1256,9 @@ impl Endpoint {
     /// `peer` is ignored and counted: an off-path sender forging ICMP errors must know a QPN to retire paths.
     // spec: PATH-BOUNCE-1
     pub fn handle_bounce(&mut self, now: Instant, peer: PeerId, datagram: &[u8]) -> Option<u32> {
-        let ev = match Packet::parse_prefix(datagram).map(|p| (p.bth.dest_qp, p.body)) {
-            Ok((dest, body)) => {
-                let ev = match body {
+        let ev = match Packet::parse_prefix_auth(datagram) {
+            Ok((p, tag)) => {
+                let ev = match p.body {
                     Body::Data(d) => Some(d.meth.ev),
                     Body::Probe(p) => Some(p.ev),
                     Body::Sack(s) => Some(s.ev),
@@ -1162,11 +1267,27 @@ impl Endpoint {
                     Body::EpResponse(r) => Some(r.ev),
                     Body::Ack(_) => None,
                 };
-                let connected = self
+                // A keyed connection's packets carry our own tag: a quote without it is not ours.
+                // spec: SEC-AUTH-3
+                let ours = |q: &Qp| match &q.auth {
+                    None => true,
+                    Some(k) => tag.is_some_and(|t| t.proves(&k.tx, datagram)),
+                };
+                let to_peer = |q: &&Qp| q.peer == Some(peer);
+                let keyed_peer = self
                     .qps
                     .iter()
                     .flatten()
-                    .any(|q| q.peer == Some(peer) && (dest == EP_QPN || q.remote_qpn == dest));
+                    .filter(to_peer)
+                    .any(|q| q.auth.is_some());
+                let (dest, named) = (p.bth.dest_qp, p.bth.psn);
+                let connected = self.qps.iter().flatten().filter(to_peer).any(|q| {
+                    if dest != EP_QPN {
+                        q.remote_qpn == dest && ours(q)
+                    } else {
+                        !keyed_peer || (q.remote_qpn == named && q.auth.is_some() && ours(q))
+                    }
+                });
                 ev.filter(|_| connected)
             }
             Err(_) => None,
@@ -1297,7 +1418,7 @@ impl Endpoint {
             .map(|q| q.cfg().mtu as usize)
             .max()
             .unwrap_or(0);
-        mtu + crate::wire::MAX_DATA_HEADER_LEN + crate::wire::ICRC_LEN
+        mtu + crate::wire::MAX_DATA_HEADER_LEN + crate::wire::AUTH_LEN + crate::wire::ICRC_LEN
     }
 }
 

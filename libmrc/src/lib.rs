@@ -71,7 +71,7 @@ pub use error::{ConfigError, NoSuchObject};
 pub use mem::{Access, AccessError, Memory, MrKeys, NullMemory, Pd, Sge};
 pub use path::{EvChange, EvConfig, EvInfo, EvState, EvStats, MAX_EVS, PlaneStats};
 pub use qp::{
-    ConnInfo, ModifyError, PeerId, PostError, QpInit, QpState, QpStats, RecvWr, SendOp, SendWr,
-    Transition,
+    ConnInfo, ModifyError, PeerId, PostError, QpInit, QpKeys, QpState, QpStats, RecvWr, SendOp,
+    SendWr, Transition,
 };
 pub use time::{Duration, Instant};

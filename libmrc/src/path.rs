@@ -638,8 +638,15 @@ impl PathSet {
     /// Whether any plane can carry traffic now.
     #[inline]
     pub fn usable(&self) -> bool {
-        self.planes.iter().any(|p| {
-            p.up()
+        self.usable_except(u8::MAX)
+    }
+
+    /// Whether any plane but `plane` can carry traffic now.
+    #[inline]
+    pub fn usable_except(&self, plane: u8) -> bool {
+        self.planes.iter().enumerate().any(|(n, p)| {
+            n != usize::from(plane)
+                && p.up()
                 && p.active.iter().any(|&i| {
                     matches!(
                         self.evs[usize::from(i)].state,
@@ -1000,6 +1007,35 @@ impl PathSet {
     fn poll_probe_due(&mut self, now: Instant) -> Option<u16> {
         let mut found = None;
         let mut deadline = Instant::MAX;
+        // Planes the peer reported down: probed like dead planes, and back in service at the first answer,
+        // whatever the peer reports (a report may be stale, or forged).
+        // spec: PATH-PLANE-3
+        for plane in self.planes.iter_mut() {
+            if !plane.remote_down || plane.local_down {
+                continue;
+            }
+            if found.is_none() && plane.probe_at <= now {
+                if plane.probe_outstanding {
+                    plane.probe_interval = (plane.probe_interval * 2).min(self.probe_max);
+                }
+                let n = plane.members.len();
+                for _ in 0..n {
+                    let idx = plane.members[plane.probe_cursor % n];
+                    plane.probe_cursor = plane.probe_cursor.wrapping_add(1);
+                    let ev = &mut self.evs[usize::from(idx)];
+                    if ev.state != EvState::Denied {
+                        ev.probe_ts = Some(now.ts32());
+                        ev.stats.probes += 1;
+                        ev.stats.sent += 1;
+                        found = Some(idx);
+                        break;
+                    }
+                }
+                plane.probe_outstanding = found.is_some();
+                plane.probe_at = now + plane.probe_interval;
+            }
+            deadline = deadline.min(plane.probe_at);
+        }
         // Dead planes: one probe per interval each, rotating over the plane's EVs.
         // spec: PATH-PLANE-2
         for plane in self.planes.iter_mut() {
@@ -1063,6 +1099,17 @@ impl PathSet {
         self.evs[i].stats.delivered += 1;
         let p = usize::from(self.evs[i].plane);
         self.planes[p].losses_since_delivery = 0;
+        if self.planes[p].remote_down && self.evs[i].probe_ts == Some(ts) {
+            // spec: PATH-PLANE-3
+            let plane = &mut self.planes[p];
+            plane.remote_down = false;
+            plane.probe_outstanding = false;
+            plane.probe_interval = self.probe_min;
+            if self.evs[i].state != EvState::AssumedBad {
+                self.evs[i].probe_ts = None;
+                return;
+            }
+        }
         if self.evs[i].state != EvState::AssumedBad || self.evs[i].probe_ts != Some(ts) {
             return;
         }
@@ -1145,6 +1192,10 @@ impl PathSet {
             let down = i < 32 && mask >> i & 1 == 0;
             if down && !p.remote_down {
                 went_down |= 1 << i;
+                // Probed from now on (PATH-PLANE-3).
+                p.probe_at = Instant::ZERO;
+                p.probe_interval = self.probe_min;
+                p.probe_outstanding = false;
             }
             p.remote_down = down;
             p.losses_since_delivery = 0;

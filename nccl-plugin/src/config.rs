@@ -44,6 +44,16 @@ pub(crate) struct Settings {
     pub(crate) speed_mbps: Option<i32>,
     /// `NCCL_MRC_LATENCY_US`: the `latency` property.
     pub(crate) latency_us: f32,
+    /// `NCCL_MRC_PROGRESS_THREADS`: host instances, each with its own sockets and progress thread, that new
+    /// comms are spread over (NCCL opens a comm per channel and direction).
+    pub(crate) progress_threads: usize,
+}
+
+/// Progress threads when `NCCL_MRC_PROGRESS_THREADS` is unset: a quarter of the CPUs, 1 to 8. A progress
+/// thread moves every byte of its comms through the CPU (copies and the ICRC); a node usually runs a rank per
+/// GPU and each rank has its own, so a rank takes a share of the cores, not all of them.
+pub(crate) fn default_progress_threads(cpus: usize) -> usize {
+    (cpus / 4).clamp(1, 8)
 }
 
 impl Default for Settings {
@@ -61,6 +71,9 @@ impl Default for Settings {
             evs: None,
             speed_mbps: None,
             latency_us: 0.0,
+            progress_threads: default_progress_threads(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
         }
     }
 }
@@ -138,6 +151,9 @@ impl Settings {
         if let Some(v) = var("NCCL_MRC_SPEED_MBPS") {
             s.speed_mbps = Some(number("NCCL_MRC_SPEED_MBPS", &v, 1, i32::MAX)?);
         }
+        if let Some(v) = var("NCCL_MRC_PROGRESS_THREADS") {
+            s.progress_threads = number("NCCL_MRC_PROGRESS_THREADS", &v, 1, 16)?;
+        }
         if let Some(v) = var("NCCL_MRC_LATENCY_US") {
             s.latency_us = number("NCCL_MRC_LATENCY_US", &v, 0.0, 1e6)?;
         }
@@ -177,8 +193,10 @@ mod tests {
             ("NCCL_MRC_PLANES", "8"),
             ("NCCL_MRC_TIMEOUT", "14"),
             ("NCCL_MRC_RETRY_CNT", "3"),
+            ("NCCL_MRC_PROGRESS_THREADS", "6"),
         ])
         .unwrap();
+        assert_eq!(s.progress_threads, 6);
         assert_eq!(
             (
                 s.qps_per_conn,
@@ -200,6 +218,17 @@ mod tests {
             4,
             "empty means unset"
         );
+    }
+
+    #[test]
+    fn progress_threads_follow_the_machine() {
+        let d: Vec<usize> = [1, 2, 4, 16, 64, 192]
+            .iter()
+            .map(|&c| default_progress_threads(c))
+            .collect();
+        assert_eq!(d, [1, 1, 1, 4, 8, 8]);
+        assert!(parse(&[("NCCL_MRC_PROGRESS_THREADS", "0")]).is_err());
+        assert!(parse(&[("NCCL_MRC_PROGRESS_THREADS", "17")]).is_err());
     }
 
     #[test]

@@ -115,12 +115,12 @@ mod common {
 
     pub(super) unsafe extern "C" fn close_send(comm: *mut c_void) -> ncclResult_t {
         // SAFETY: NCCL passes a send comm and uses it no more.
-        call("closeSend", || unsafe { net::close(comm) })
+        call("closeSend", || unsafe { net::close(comm, true) })
     }
 
     pub(super) unsafe extern "C" fn close_recv(comm: *mut c_void) -> ncclResult_t {
         // SAFETY: NCCL passes a receive comm and uses it no more.
-        call("closeRecv", || unsafe { net::close(comm) })
+        call("closeRecv", || unsafe { net::close(comm, false) })
     }
 
     pub(super) unsafe extern "C" fn close_listen(comm: *mut c_void) -> ncclResult_t {

@@ -33,6 +33,11 @@ pub(crate) fn host_config(s: &Settings) -> Result<mh::HostConfig, Error> {
                 path.to_string_lossy()
             ))
         })?;
+        // Every rank of a node, and each of a rank's progress threads, binds the node's plane addresses:
+        // ephemeral ports let them share them (peers learn the ports from the bootstrap).
+        for p in &mut cfg.node.planes {
+            p.addr.set_port(0);
+        }
     }
     // NCCL's proxy thread polls `test` in a loop; the host's own thread moves the packets.
     cfg.progress = mh::ProgressMode::Thread;

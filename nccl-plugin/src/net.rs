@@ -2,8 +2,9 @@
 //! form (the per-version adapters in `exports` convert sizes and pick the context), over [`crate::host`] and
 //! the rendezvous in [`crate::proto`].
 //!
-//! Objects handed to NCCL (contexts, comms, memory handles, requests) are boxes with a magic word checked
-//! on every use, so a NULL, a pointer of the wrong kind or a closed comm gets an error code, not a crash.
+//! Objects handed to NCCL (comms, memory handles, requests) are recorded in a registry of live objects
+//! (`mrc_ffi::registry`, as the verbs shim's) and checked there before every use, so a NULL, a pointer of the
+//! wrong kind, a closed comm or a request of a closed comm gets an error code and is never dereferenced.
 #![allow(
     unsafe_code,
     reason = "NCCL hands over raw pointers to its arrays, handles and out-parameters"
@@ -11,8 +12,10 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, c_int, c_void};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use mrc_ffi::registry::{Refusal, Registry};
 
 use crate::abi::{NET_HANDLE_MAXSIZE, PTR_HOST, ncclDebugLogger_t, ncclNetCommConfig_t};
 use crate::config::Settings;
@@ -34,7 +37,8 @@ pub(crate) const DEVICE: &CStr = c"mrc0";
 /// Process-wide state, set up by the first `init`.
 struct Global {
     settings: Settings,
-    host: Mutex<Option<Arc<Host>>>,
+    /// Up to `progress_threads` host instances, opened as comms need them.
+    hosts: Mutex<Vec<Arc<Host>>>,
 }
 
 static GLOBAL: OnceLock<Result<Global, Error>> = OnceLock::new();
@@ -56,15 +60,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Global {
-    /// The host layer, opened at first use and kept for the life of the process.
+    /// The host a new listen or connect goes on: the one fewest comms use, or a new one (kept for the life of
+    /// the process) while every open host is in use and fewer than `NCCL_MRC_PROGRESS_THREADS` are open. Comms
+    /// of NCCL's channels so land on different progress threads, as NCCL's Socket transport gives each its own
+    /// threads and sockets.
     fn host(&self) -> Result<Arc<Host>, Error> {
-        let mut h = lock(&self.host);
-        if let Some(h) = h.as_ref() {
-            return Ok(Arc::clone(h));
+        let mut hosts = lock(&self.hosts);
+        // Each listen comm, pending connect and comm holds one reference; the list holds one more.
+        let least = hosts.iter().min_by_key(|h| Arc::strong_count(h));
+        match least {
+            Some(h)
+                if Arc::strong_count(h) == 1 || hosts.len() >= self.settings.progress_threads =>
+            {
+                Ok(Arc::clone(h))
+            }
+            _ => {
+                let new = Host::open(&self.settings)?;
+                hosts.push(Arc::clone(&new));
+                Ok(new)
+            }
         }
-        let new = Host::open(&self.settings)?;
-        *h = Some(Arc::clone(&new));
-        Ok(new)
     }
 }
 
@@ -75,7 +90,7 @@ pub(crate) fn init(log: ncclDebugLogger_t) -> Result<(), Error> {
         Settings::from_env().map(|settings| {
             info!(
                 INIT,
-                "MRC plugin {} (protocol {}): {}, {} QP(s) per connection, maxRecvs {}",
+                "MRC plugin {} (protocol {}): {}, {} QP(s) per connection, maxRecvs {}, up to {} progress thread(s)",
                 env!("CARGO_PKG_VERSION"),
                 proto::PROTO_VERSION,
                 match &settings.node_config {
@@ -83,11 +98,12 @@ pub(crate) fn init(log: ncclDebugLogger_t) -> Result<(), Error> {
                     None => format!("{} loopback plane(s)", settings.planes),
                 },
                 settings.qps_per_conn,
-                settings.max_recvs
+                settings.max_recvs,
+                settings.progress_threads
             );
             Global {
                 settings,
-                host: Mutex::new(None),
+                hosts: Mutex::new(Vec::new()),
             }
         })
     });
@@ -200,6 +216,56 @@ fn check_dev(dev: c_int) -> Result<(), Error> {
     }
 }
 
+/// What a pointer handed to NCCL is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Obj {
+    Listen,
+    Send,
+    Recv,
+    Request,
+    Mr,
+}
+
+impl Obj {
+    fn name(self) -> &'static str {
+        match self {
+            Obj::Listen => "listen comm",
+            Obj::Send => "send comm",
+            Obj::Recv => "receive comm",
+            Obj::Request => "request",
+            Obj::Mr => "memory handle",
+        }
+    }
+}
+
+/// Every object of this plugin NCCL holds (spec NCCL-HANDLE-1).
+static LIVE: Registry<Obj> = Registry::new();
+
+/// `p` is a live object of one of `kinds`, or the error naming what it is instead.
+// spec: NCCL-HANDLE-1
+fn live(p: *const c_void, kinds: &[Obj], what: &str) -> Result<Obj, Error> {
+    LIVE.check_any(p as usize, kinds).map_err(|r| match r {
+        Refusal::Null => Error::invalid(format!("{what} is NULL")),
+        Refusal::Wrong(k) => Error::invalid(format!(
+            "{what} is a {}, not a {}",
+            k.name(),
+            kinds
+                .iter()
+                .map(|k| k.name())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )),
+        Refusal::NotLive => Error::invalid(format!(
+            "{what} {p:p} is no live {} of this plugin (closed, or never handed out)",
+            kinds[0].name()
+        )),
+    })
+}
+
+/// Most bytes one registration may span: the user half of a 48-bit address space (x86-64 and AArch64 Linux).
+/// A larger range cannot be memory of this process; registering it would let a peer aim at anything.
+const MAX_REG_END: u64 = 1 << 47;
+
 const LISTEN_MAGIC: u64 = 0x4d52_435f_4c53_4e31; // "MRC_LSN1"
 const COMM_MAGIC: u64 = 0x4d52_435f_434f_4d31; // "MRC_COM1"
 const MR_MAGIC: u64 = 0x4d52_435f_4d52_5f31; // "MRC_MR_1"
@@ -268,6 +334,8 @@ enum ReqKind {
 /// A registration as NCCL holds it.
 struct MrHandle {
     magic: u64,
+    /// The comm it was registered through: only that comm deregisters it.
+    comm: usize,
     addr: u64,
     len: usize,
     mr: Option<Mr>,
@@ -280,6 +348,8 @@ fn pending() -> &'static Mutex<BTreeMap<u64, PendingConn>> {
 }
 
 struct PendingConn {
+    /// The listener blob of the handle that started it: a handle with another blob cannot claim it.
+    blob: Vec<u8>,
     host: Arc<Host>,
     connecting: Connecting,
     ctrl: CtrlBlock,
@@ -317,13 +387,15 @@ pub(crate) unsafe fn listen(
     let ctrl = CtrlBlock::new(CTRL_BYTES);
     let mr = host.reg_mr(ctrl.addr(), ctrl.len(), true)?;
     handle::write_listen(h, &listener.blob())?;
-    Ok(Box::into_raw(Box::new(ListenComm {
+    let l: *mut c_void = Box::into_raw(Box::new(ListenComm {
         magic: LISTEN_MAGIC,
         host,
         listener,
         ctrl: Some((ctrl, mr)),
     }))
-    .cast())
+    .cast();
+    LIVE.insert(l as usize, Obj::Listen);
+    Ok(l)
 }
 
 /// `connect`: NULL until the connection is up; its progress is kept under a key written into the handle.
@@ -342,6 +414,7 @@ pub(crate) unsafe fn connect(
     let g = global()?;
     check_dev(dev)?;
     let (state, blob) = handle::parse(h)?;
+    let blob = blob.to_vec();
     let key = match state {
         State::Fresh => {
             let host = g.host()?;
@@ -354,12 +427,20 @@ pub(crate) unsafe fn connect(
                 fifo_rkey: mr.rkey,
             }
             .encode();
-            let connecting = host.connect(blob, qps, &app)?;
-            static NEXT: AtomicU64 = AtomicU64::new(1);
-            let key = NEXT.fetch_add(1, Ordering::Relaxed);
-            lock(pending()).insert(
+            let connecting = host.connect(&blob, qps, &app)?;
+            // A random key, so that a handle cannot name another connection by guessing it (spec NCCL-CONN-2).
+            let mut map = lock(pending());
+            let key = loop {
+                let k = mrc_host::bootstrap::random_key();
+                let k = u64::from_le_bytes(k[..8].try_into().unwrap_or_default());
+                if k != 0 && !map.contains_key(&k) {
+                    break k;
+                }
+            };
+            map.insert(
                 key,
                 PendingConn {
+                    blob: blob.clone(),
                     host,
                     connecting,
                     ctrl,
@@ -373,11 +454,16 @@ pub(crate) unsafe fn connect(
         State::Connecting(key) => key,
     };
     let mut map = lock(pending());
-    let p = map.get_mut(&key).ok_or_else(|| {
-        Error::invalid(format!(
-            "handle names connection {key}, which is not in progress"
-        ))
-    })?;
+    // spec: NCCL-CONN-2
+    let p = map
+        .get_mut(&key)
+        .filter(|p| p.blob == blob)
+        .ok_or_else(|| {
+            Error::invalid(
+                "the handle names a connection that is not in progress for its listener"
+                    .to_string(),
+            )
+        })?;
     let up = match p.connecting.poll() {
         Ok(None) => return Ok(std::ptr::null_mut()),
         Ok(Some(up)) => Ok(up),
@@ -434,9 +520,7 @@ pub(crate) unsafe fn accept(listen_comm: *mut c_void) -> Result<*mut c_void, Err
 /// # Safety
 /// `p` is NULL or a pointer `listen` returned.
 unsafe fn listen_mut<'a>(p: *mut c_void) -> Result<&'a mut ListenComm, Error> {
-    if p.is_null() {
-        return Err(Error::invalid("listen comm is NULL"));
-    }
+    live(p, &[Obj::Listen], "listen comm")?;
     // SAFETY: per the contract; NCCL uses a listen comm from one thread at a time.
     let l = unsafe { &mut *p.cast::<ListenComm>() };
     if l.magic != LISTEN_MAGIC {
@@ -446,6 +530,11 @@ unsafe fn listen_mut<'a>(p: *mut c_void) -> Result<&'a mut ListenComm, Error> {
 }
 
 fn new_comm(host: Arc<Host>, link: Link, ctrl_mr: Mr, side: Side) -> Result<*mut c_void, Error> {
+    let kind = if matches!(side, Side::Send(_)) {
+        Obj::Send
+    } else {
+        Obj::Recv
+    };
     let nsend = SLOTS * MAX_RECVS * 2;
     let c = Box::into_raw(Box::new(Comm {
         magic: COMM_MAGIC,
@@ -466,14 +555,19 @@ fn new_comm(host: Arc<Host>, link: Link, ctrl_mr: Mr, side: Side) -> Result<*mut
             seq: AtomicU32::new(0),
         })
         .collect();
+    for r in reqs.iter() {
+        LIVE.insert(std::ptr::from_ref(r) as usize, Obj::Request);
+    }
     // SAFETY: `c` was just created from a Box and is not shared yet.
     unsafe { (*c).reqs = reqs };
+    LIVE.insert(c as usize, kind);
     // Post this side's receives now, before NCCL's first call: the sender's go out ahead of its ready word, so
     // the receiver's first announcement already finds one (spec: NCCL-CONN-3).
     // SAFETY: as above; still not shared.
     let comm = unsafe { &*c };
     let first = comm.pump(&mut lock(&comm.side));
     if let Err(e) = first {
+        forget(comm);
         // SAFETY: not handed out; dropping the box drops the link and the control block.
         let c = unsafe { Box::from_raw(c) };
         c.host.dereg_mr(&c.ctrl_mr);
@@ -482,12 +576,18 @@ fn new_comm(host: Arc<Host>, link: Link, ctrl_mr: Mr, side: Side) -> Result<*mut
     Ok(c.cast())
 }
 
+/// Takes a comm and its requests out of the registry (it is being freed).
+fn forget(c: &Comm) {
+    let _ = LIVE.remove(std::ptr::from_ref(c) as usize, Obj::Send);
+    let _ = LIVE.remove(std::ptr::from_ref(c) as usize, Obj::Recv);
+    let start = c.reqs.as_ptr() as usize;
+    LIVE.remove_range(start, start + size_of_val(&*c.reqs));
+}
+
 /// # Safety
 /// `p` is NULL or a pointer `connect`/`accept` returned.
 unsafe fn comm_ref<'a>(p: *mut c_void) -> Result<&'a Comm, Error> {
-    if p.is_null() {
-        return Err(Error::invalid("comm is NULL"));
-    }
+    live(p, &[Obj::Send, Obj::Recv], "comm")?;
     // SAFETY: per the contract; the magic check catches other pointers and closed comms.
     let c = unsafe { &*p.cast::<Comm>() };
     if c.magic != COMM_MAGIC {
@@ -538,9 +638,7 @@ impl Comm {
 /// # Safety
 /// `mh` is NULL or a pointer `reg_mr` returned.
 unsafe fn mr_ref<'a>(mh: *mut c_void) -> Result<&'a MrHandle, Error> {
-    if mh.is_null() {
-        return Err(Error::invalid("memory handle is NULL"));
-    }
+    live(mh, &[Obj::Mr], "memory handle")?;
     // SAFETY: per the contract; the magic check catches other pointers.
     let m = unsafe { &*mh.cast::<MrHandle>() };
     if m.magic != MR_MAGIC {
@@ -570,19 +668,31 @@ pub(crate) unsafe fn reg_mr(
     if data.is_null() && size > 0 {
         return Err(Error::invalid("regMr of NULL"));
     }
+    // spec: NCCL-HANDLE-1
+    if (data as u64)
+        .checked_add(size as u64)
+        .is_none_or(|end| end > MAX_REG_END)
+    {
+        return Err(Error::invalid(format!(
+            "regMr of {size} bytes at {data:p}: the range leaves the process's address space"
+        )));
+    }
     let remote = matches!(*lock(&c.side), Side::Recv(_));
     let mr = if size == 0 {
         None
     } else {
         Some(c.host.reg_mr(data as u64, size, remote)?)
     };
-    Ok(Box::into_raw(Box::new(MrHandle {
+    let mh: *mut c_void = Box::into_raw(Box::new(MrHandle {
         magic: MR_MAGIC,
+        comm: comm as usize,
         addr: data as u64,
         len: size,
         mr,
     }))
-    .cast())
+    .cast();
+    LIVE.insert(mh as usize, Obj::Mr);
+    Ok(mh)
 }
 
 /// `deregMr`.
@@ -593,7 +703,14 @@ pub(crate) unsafe fn dereg_mr(comm: *mut c_void, mh: *mut c_void) -> Result<(), 
     // SAFETY: forwarded contract.
     let c = unsafe { comm_ref(comm) }?;
     // SAFETY: forwarded contract.
-    unsafe { mr_ref(mh) }?;
+    let m = unsafe { mr_ref(mh) }?;
+    if m.comm != comm as usize {
+        return Err(Error::invalid(
+            "deregMr through another comm than the one it was registered with",
+        ));
+    }
+    LIVE.remove(mh as usize, Obj::Mr)
+        .map_err(|_| Error::invalid("memory handle deregistered twice"))?;
     let mh = mh.cast::<MrHandle>();
     // SAFETY: the magic check passed, so this is a live handle from `reg_mr`; the magic is cleared before the
     // box is freed so a second deregMr of it fails its check.
@@ -730,9 +847,10 @@ pub(crate) unsafe fn test(
     done: *mut c_int,
     sizes: *mut c_int,
 ) -> Result<(), Error> {
-    crate::ffi::non_null(request, "request")?;
     crate::ffi::non_null(done, "done")?;
-    // SAFETY: per the contract; the magic check catches other pointers.
+    // A request of a closed comm left the registry with it: refused before it is read.
+    live(request, &[Obj::Request], "request")?;
+    // SAFETY: a live request (registry check above): its comm is live too.
     let req = unsafe { &*request.cast::<Request>() };
     if req.magic != REQ_MAGIC {
         return Err(Error::invalid("not a request of this plugin"));
@@ -776,9 +894,15 @@ pub(crate) fn iflush(comm: *mut c_void) -> Result<*mut c_void, Error> {
 ///
 /// # Safety
 /// `comm` as for [`comm_ref`]; no request of it is used afterwards.
-pub(crate) unsafe fn close(comm: *mut c_void) -> Result<(), Error> {
-    // SAFETY: forwarded contract.
-    unsafe { comm_ref(comm) }?;
+pub(crate) unsafe fn close(comm: *mut c_void, send: bool) -> Result<(), Error> {
+    let (kind, what) = if send {
+        (Obj::Send, "closeSend's comm")
+    } else {
+        (Obj::Recv, "closeRecv's comm")
+    };
+    live(comm, &[kind], what)?;
+    // SAFETY: forwarded contract; live per the registry.
+    forget(unsafe { comm_ref(comm) }?);
     let c = comm.cast::<Comm>();
     // SAFETY: the magic check passed: a live comm from `new_comm`. The magic is cleared before the box (and
     // with it the link and registrations) is dropped.
@@ -804,6 +928,7 @@ pub(crate) unsafe fn close(comm: *mut c_void) -> Result<(), Error> {
 pub(crate) unsafe fn close_listen(listen_comm: *mut c_void) -> Result<(), Error> {
     // SAFETY: forwarded contract.
     unsafe { listen_mut(listen_comm) }?;
+    let _ = LIVE.remove(listen_comm as usize, Obj::Listen);
     let l = listen_comm.cast::<ListenComm>();
     // SAFETY: a live listen comm from `listen`; the magic is cleared before it is freed.
     let l = unsafe {

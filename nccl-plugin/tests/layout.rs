@@ -1,6 +1,7 @@
 //! The hand-written ABI types (`src/abi/`) against two references:
-//! - the sizes and offsets measured with NCCL's own headers (`shared/design/verbs-nccl-abi.md` §4.2, copied
-//!   here as numbers, since NCCL's headers are not available at test time);
+//! - the sizes and offsets measured with NCCL's own headers: `tests/nccl_headers.txt`, the recorded output of
+//!   `tests/c/nccl_headers_probe.c` compiled against a named NCCL release (NCCL's headers are not available at
+//!   test time; the probe measures them again wherever they are);
 //! - `include/nccl_net_mrc.h`, the C rendering of the same ABI, compiled into a probe that prints every size
 //!   and offset the Rust side is checked with (so neither side can drift alone).
 
@@ -142,108 +143,59 @@ fn find(t: &[Struct], c: &str) -> (usize, Vec<(&'static str, usize)>) {
     (s.size, s.fields.iter().map(|f| (f.0, f.2)).collect())
 }
 
-/// The numbers measured with NCCL's headers (verbs-nccl-abi.md §4.2; x86_64).
+/// The Rust type (by its C name in `include/nccl_net_mrc.h`) that mirrors an NCCL type.
+fn ours(nccl: &str) -> &'static str {
+    match nccl {
+        "ncclNetProperties_v8_t" => "mrc_props_v8_t",
+        "ncclNetProperties_v9_t" | "ncclNetProperties_v10_t" => "mrc_props_v9_t",
+        "ncclNetProperties_v11_t" => "mrc_props_v11_t",
+        "ncclNetProperties_v12_t" => "mrc_props_v12_t",
+        "ncclNetVDeviceProps_v9_t" => "mrc_vdev_v9_t",
+        "ncclNetVDeviceProps_v12_t" => "mrc_vdev_v12_t",
+        "ncclNetCommConfig_v10_t" => "mrc_comm_config_t",
+        "ncclNetAttr_v11_t" => "mrc_net_attr_t",
+        "ncclNet_v8_t" => "mrc_net_v8_t",
+        "ncclNet_v9_t" => "mrc_net_v9_t",
+        "ncclNet_v10_t" => "mrc_net_v10_t",
+        "ncclNet_v11_t" => "mrc_net_v11_t",
+        "ncclNet_v12_t" => "mrc_net_v12_t",
+        _ => panic!("tests/nccl_headers.txt names {nccl}, which no Rust type mirrors"),
+    }
+}
+
+/// Every size and offset in `tests/nccl_headers.txt` (what `tests/c/nccl_headers_probe.c` printed when compiled
+/// against NCCL's own headers; the file says which release) equals the Rust type's.
 #[test]
 fn layouts_match_the_values_measured_with_nccls_headers() {
     let t = table();
-    let off = |c: &str, f: &str| {
-        find(&t, c)
-            .1
-            .iter()
-            .find(|(n, _)| *n == f)
-            .unwrap_or_else(|| panic!("{c}.{f}"))
-            .1
-    };
-    // v8: 64 bytes; name, pciPath, guid, ptrSupport, regIsGlobal at 0, 8, 16, 24, 28; speed, port, latency at
-    // 32, 36, 40; maxComms..netDeviceVersion at 44..56.
-    assert_eq!(find(&t, "mrc_props_v8_t").0, 64);
-    let v8 = [
-        ("name", 0),
-        ("pciPath", 8),
-        ("guid", 16),
-        ("ptrSupport", 24),
-        ("regIsGlobal", 28),
-        ("speed", 32),
-        ("port", 36),
-        ("latency", 40),
-        ("maxComms", 44),
-        ("maxRecvs", 48),
-        ("netDeviceType", 52),
-        ("netDeviceVersion", 56),
-    ];
-    for (f, o) in v8 {
-        assert_eq!(off("mrc_props_v8_t", f), o, "v8 {f}");
-    }
-    // v9/v10 (104) and v11 (112): forceFlush 32; speed, port, latency 36, 40, 44; maxComms..netDeviceVersion
-    // 48..60; vProps (20 bytes) 64; maxP2pBytes, maxCollBytes 88, 96; v11 maxMultiRequestSize 104.
-    assert_eq!(find(&t, "mrc_props_v9_t").0, 104);
-    assert_eq!(find(&t, "mrc_props_v11_t").0, 112);
-    assert_eq!(find(&t, "mrc_vdev_v9_t").0, 20);
-    for c in ["mrc_props_v9_t", "mrc_props_v11_t", "mrc_props_v12_t"] {
-        let later = [
-            ("name", 0),
-            ("pciPath", 8),
-            ("guid", 16),
-            ("ptrSupport", 24),
-            ("regIsGlobal", 28),
-            ("forceFlush", 32),
-            ("speed", 36),
-            ("port", 40),
-            ("latency", 44),
-            ("maxComms", 48),
-            ("maxRecvs", 52),
-            ("netDeviceType", 56),
-            ("netDeviceVersion", 60),
-            ("vProps", 64),
-        ];
-        for (f, o) in later {
-            assert_eq!(off(c, f), o, "{c} {f}");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nccl_headers.txt");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut checked = 0;
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
+        let (key, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("{path}: {line:?}"));
+        let value: usize = value.parse().unwrap_or_else(|_| panic!("{path}: {line:?}"));
+        if let Some(nccl) = key.strip_suffix(" size") {
+            assert_eq!(find(&t, ours(nccl)).0, value, "sizeof {nccl}");
+        } else {
+            let (nccl, field) = key
+                .split_once('.')
+                .unwrap_or_else(|| panic!("{path}: {line:?}"));
+            let off = find(&t, ours(nccl))
+                .1
+                .into_iter()
+                .find(|(n, _)| *n == field)
+                .unwrap_or_else(|| panic!("{nccl}.{field}: no such field in {}", ours(nccl)))
+                .1;
+            assert_eq!(off, value, "offset of {nccl}.{field}");
         }
+        checked += 1;
     }
-    for c in ["mrc_props_v9_t", "mrc_props_v11_t"] {
-        assert_eq!(off(c, "maxP2pBytes"), 88, "{c}");
-        assert_eq!(off(c, "maxCollBytes"), 96, "{c}");
-    }
-    assert_eq!(off("mrc_props_v11_t", "maxMultiRequestSize"), 104);
-    // v12 widens devs to 8 (36-byte vProps) and appends two int16 ids.
-    assert_eq!(find(&t, "mrc_vdev_v12_t").0, 36);
-    assert_eq!(off("mrc_props_v12_t", "maxP2pBytes"), 104);
-    assert_eq!(off("mrc_props_v12_t", "railId"), 124);
-    assert_eq!(off("mrc_props_v12_t", "planeId"), 126);
-    assert_eq!(find(&t, "mrc_props_v12_t").0, 128);
-    // Function tables, counting the name: v8 19 slots, v9/v10 20, v11 22 (v12 the same).
-    assert_eq!(find(&t, "mrc_net_v8_t").0, 19 * 8);
-    assert_eq!(find(&t, "mrc_net_v9_t").0, 20 * 8);
-    assert_eq!(find(&t, "mrc_net_v10_t").0, 20 * 8);
-    assert_eq!(find(&t, "mrc_net_v11_t").0, 22 * 8);
-    assert_eq!(find(&t, "mrc_net_v12_t").0, 22 * 8);
-    assert_eq!(find(&t, "mrc_comm_config_t").0, 4);
-    assert_eq!(find(&t, "mrc_net_attr_t").0, 44);
-    // The slot order after the name is the same in every version.
-    for c in [
-        "mrc_net_v8_t",
-        "mrc_net_v9_t",
-        "mrc_net_v10_t",
-        "mrc_net_v11_t",
-        "mrc_net_v12_t",
-    ] {
-        for (i, f) in [
-            "name",
-            "init",
-            "devices",
-            "getProperties",
-            "listen",
-            "connect",
-            "accept",
-            "regMr",
-        ]
-        .iter()
-        .enumerate()
-        {
-            assert_eq!(off(c, f), i * 8, "{c} {f}");
-        }
-        assert_eq!(off(c, "irecvConsumed"), 18 * 8, "{c}");
-    }
+    assert!(checked >= 190, "only {checked} sizes and offsets in {path}");
 }
 
 /// Every size and offset of the Rust types equals what C computes for `include/nccl_net_mrc.h`.

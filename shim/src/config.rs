@@ -128,18 +128,11 @@ impl DeviceConfig {
             .map_or(Ipv6Addr::LOCALHOST, |p| *p.addr.ip())
     }
 
-    /// The host layer's configuration: mrc-perf's profile (60000-byte packets on loopback, 9000-byte links
-    /// elsewhere), adjusted by the environment.
+    /// The host layer's configuration: mrc-perf's profile (packets as large as the planes' links carry),
+    /// adjusted by the environment.
     pub(crate) fn host_config(&self) -> mrc_host::HostConfig {
         let mut h = mrc_host::HostConfig::loopback(1);
         h.node = self.node.clone();
-        h.profile.mtu = if self.node.usid_block.is_none()
-            && self.node.planes.iter().all(|p| p.addr.ip().is_loopback())
-        {
-            60_000
-        } else {
-            9000 - (40 + 8 + 64)
-        };
         let t = &self.tuning;
         if let Some(m) = t.mtu {
             h.profile.mtu = m;

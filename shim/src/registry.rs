@@ -5,8 +5,7 @@
 //! instead of touching foreign memory. The data path (`ibv_post_send`, `ibv_poll_cq`) is reached only through
 //! an object's own context ops and checks for NULL only, as providers do.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+use mrc_ffi::registry::{Refusal, Registry};
 
 use crate::ffi::Error;
 
@@ -34,50 +33,36 @@ impl Kind {
     }
 }
 
-static LIVE: Mutex<BTreeMap<usize, Kind>> = Mutex::new(BTreeMap::new());
-
-fn live() -> std::sync::MutexGuard<'static, BTreeMap<usize, Kind>> {
-    // A panic while holding the lock cannot leave the map half-updated (single insert/remove calls).
-    LIVE.lock().unwrap_or_else(|p| p.into_inner())
-}
+static LIVE: Registry<Kind> = Registry::new();
 
 /// Records a new object.
 pub(crate) fn insert(addr: usize, kind: Kind) {
-    live().insert(addr, kind);
+    LIVE.insert(addr, kind);
+}
+
+fn refused(addr: usize, kind: Kind, what: &str, r: Refusal<Kind>) -> Error {
+    match r {
+        Refusal::Null => Error::inval(format!("{what} is NULL")),
+        Refusal::Wrong(k) => {
+            Error::inval(format!("{what} is a {}, not a {}", k.name(), kind.name()))
+        }
+        Refusal::NotLive => Error::inval(format!(
+            "{what} ({addr:#x}) is not a live {} of mrc-verbs-shim (already destroyed, or from another library)",
+            kind.name()
+        )),
+    }
 }
 
 /// Checks that `addr` is a live object of `kind`; `what` names the argument in the error.
 pub(crate) fn check(addr: usize, kind: Kind, what: &str) -> Result<(), Error> {
-    if addr == 0 {
-        return Err(Error::inval(format!("{what} is NULL")));
-    }
-    match live().get(&addr) {
-        Some(k) if *k == kind => Ok(()),
-        Some(k) => Err(Error::inval(format!(
-            "{what} is a {}, not a {}",
-            k.name(),
-            kind.name()
-        ))),
-        None => Err(Error::inval(format!(
-            "{what} ({addr:#x}) is not a live {} of mrc-verbs-shim (already destroyed, or from another library)",
-            kind.name()
-        ))),
-    }
+    LIVE.check(addr, kind)
+        .map_err(|r| refused(addr, kind, what, r))
 }
 
 /// Forgets an object being destroyed; fails as [`check`] does if it is not live.
 pub(crate) fn remove(addr: usize, kind: Kind, what: &str) -> Result<(), Error> {
-    let mut l = live();
-    match l.get(&addr) {
-        Some(k) if *k == kind => {
-            l.remove(&addr);
-            Ok(())
-        }
-        _ => {
-            drop(l);
-            check(addr, kind, what)
-        }
-    }
+    LIVE.remove(addr, kind)
+        .map_err(|r| refused(addr, kind, what, r))
 }
 
 #[cfg(test)]

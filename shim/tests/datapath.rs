@@ -1,5 +1,5 @@
-//! Unmodified ibverbs programs moving data over MRC on loopback, two processes each: `ibv_rc_pingpong -g 0`
-//! (polling and with `-e` completion events) and perftest's `ib_{write,send,read}_{bw,lat}` with defaults and
+//! Unmodified ibverbs programs moving data over MRC on loopback, two processes each: `ibv_rc_pingpong -g 0 -c`
+//! (polling and with `-e` completion events; the received buffer checked) and perftest's `ib_{write,send,read}_{bw,lat}` with defaults and
 //! with `-a` (all sizes). Each test checks both sides' exit status and parses their report lines, which it
 //! prints (`cargo test -p mrc-verbs-shim --test datapath -- --nocapture` shows them).
 //!
@@ -150,18 +150,24 @@ fn perftest(name: &str, port: u16, extra: &[&str], sizes: &[f64], iterations: f6
     }
 }
 
+/// `-c`: the client writes a known byte at the start of every page and the server checks each message it
+/// receives there (it prints "invalid data in page N" and still exits 0, so the output is checked).
 #[test]
 fn rc_pingpong_exchanges_1000_messages() {
     for (port, extra) in [(18801u16, &[][..]), (18802, &["-e"][..])] {
-        let mut args = vec!["-g", "0"];
+        let mut args = vec!["-g", "0", "-c", "-s", "65536"];
         args.extend_from_slice(extra);
         let r = pair("ibv_rc_pingpong", "ibverbs-utils", port, &args, &args);
         let (sout, cout) = both_ok("ibv_rc_pingpong", &r);
         for (side, out) in [("server", &sout), ("client", &cout)] {
             println!("ibv_rc_pingpong {} ({side}):\n{out}", extra.join(" "));
             assert!(
-                out.contains("8192000 bytes in") && out.contains("1000 iters in"),
+                out.contains("131072000 bytes in") && out.contains("1000 iters in"),
                 "{side} {extra:?}: no summary in\n{out}"
+            );
+            assert!(
+                !out.contains("invalid data"),
+                "{side} {extra:?}: the received buffer is wrong:\n{out}"
             );
             assert!(
                 out.contains("GID ::1"),

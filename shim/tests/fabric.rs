@@ -176,9 +176,9 @@ fn stats_lines(err: &str) -> Vec<(f64, f64, Vec<f64>)> {
 #[test]
 fn write_bw_across_the_fabric_survives_a_plane_going_down() {
     if !nix_root() {
-        eprintln!(
-            "\n*** SKIPPED: write_bw_across_the_fabric_survives_a_plane_going_down needs root (network \
-             namespaces, nft, tc) ***\n"
+        mrc::testing::skip(
+            "write_bw_across_the_fabric_survives_a_plane_going_down",
+            "needs root (network namespaces, nft, tc)",
         );
         return;
     }
@@ -254,9 +254,14 @@ fn write_bw_across_the_fabric_survives_a_plane_going_down() {
         "plane 3 still carried {:.1}% of the traffic while down",
         100.0 * share3(&during)
     );
+    // Every interval while plane 3 was down, not only the busy ones `during` keeps, moved data.
+    let stalled: Vec<_> = lines
+        .iter()
+        .filter(|l| l.0 - 0.5 >= DOWN_AT + 1.0 && l.0 <= UP_AT - 0.1 && l.1 <= 1.0)
+        .collect();
     assert!(
-        during.iter().all(|l| l.1 > 0.0) && !during.is_empty(),
-        "the other planes stopped while plane 3 was down"
+        stalled.is_empty() && !during.is_empty(),
+        "the other planes stopped while plane 3 was down: {stalled:?}\n{cerr}"
     );
     assert!(
         share3(&after) > 0.05,

@@ -1,6 +1,8 @@
 //! `mrc-sim`: a discrete-event fabric simulator that runs the real `mrc` engine on multi-plane topologies
 //! under failures, for network planners. See `sim/README.md` for the model.
 
+pub mod capture;
+pub mod drill;
 pub mod ideal;
 pub mod metrics;
 pub mod output;
@@ -17,5 +19,5 @@ pub mod workload;
 
 pub use plan::Plan;
 pub use report::Report;
-pub use run::run_scenario;
+pub use run::{run_scenario, run_scenario_captured};
 pub use scenario::{Scenario, ScenarioError};

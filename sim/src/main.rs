@@ -10,10 +10,11 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use mrc_sim::capture::CaptureSpec;
 use mrc_sim::metrics::METRICS;
 use mrc_sim::plan::{self, Plan, human_bytes};
 use mrc_sim::sweep::{self, Item};
-use mrc_sim::{Report, Scenario, run_scenario};
+use mrc_sim::{Report, Scenario, run_scenario, run_scenario_captured};
 
 #[derive(Parser)]
 #[command(
@@ -34,6 +35,63 @@ struct Limits {
     max_memory: Option<String>,
 }
 
+/// Packet capture of the failed run (`run` only; sim/README.md "Packet capture").
+#[derive(clap::Args, Clone)]
+struct CaptureArgs {
+    /// Write a pcapng of the packets of the hosts and links named below (open it with tools/wireshark).
+    #[arg(long, value_name = "FILE")]
+    capture: Option<PathBuf>,
+    /// A host whose endpoint's packets are captured, one interface per plane (repeatable).
+    #[arg(long, value_name = "HOST", requires = "capture")]
+    capture_host: Vec<u32>,
+    /// Links whose ports' departures are captured, in the scenario's syntax, e.g.
+    /// '{ tier = "t0_t1", plane = 3, t0 = 0 }' (repeatable).
+    #[arg(long, value_name = "LINK", requires = "capture")]
+    capture_link: Vec<String>,
+    /// Start of the window, µs of simulated time.
+    #[arg(long, default_value_t = 0.0, requires = "capture")]
+    capture_from_us: f64,
+    /// End of the window, µs of simulated time (default: the end of the run).
+    #[arg(long, requires = "capture")]
+    capture_until_us: Option<f64>,
+    /// Bytes kept per frame (0: whole; the simulator's payload bytes are filler).
+    #[arg(long, default_value_t = mrc_sim::capture::DEFAULT_SNAPLEN, requires = "capture")]
+    capture_snaplen: usize,
+    /// Stop writing past this many MiB (0: no cap).
+    #[arg(long, default_value_t = 256, requires = "capture")]
+    capture_max_mb: u64,
+}
+
+impl CaptureArgs {
+    fn spec(&self) -> Result<Option<CaptureSpec>, String> {
+        let Some(path) = &self.capture else {
+            return Ok(None);
+        };
+        #[derive(serde::Deserialize)]
+        struct One {
+            link: mrc_sim::scenario::LinkRef,
+        }
+        let links = self
+            .capture_link
+            .iter()
+            .map(|l| {
+                toml::from_str::<One>(&format!("link = {l}"))
+                    .map(|o| o.link)
+                    .map_err(|e| format!("--capture-link {l}: {}", e.message()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(CaptureSpec {
+            path: path.clone(),
+            hosts: self.capture_host.clone(),
+            links,
+            from_us: self.capture_from_us,
+            until_us: self.capture_until_us,
+            snaplen: self.capture_snaplen,
+            max_bytes: self.capture_max_mb.saturating_mul(1 << 20),
+        }))
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario and write report.json, summary.txt, CSVs and SVG plots.
@@ -51,6 +109,8 @@ enum Cmd {
         no_baseline: bool,
         #[command(flatten)]
         limits: Limits,
+        #[command(flatten)]
+        capture: CaptureArgs,
     },
     /// Run a scenario and compare its FCTs with the ideal (fair share of each transfer's tightest bottleneck
     /// plus one base RTT) and, when it has failures, with the same run without them.
@@ -210,11 +270,16 @@ fn events(r: &Report) -> u64 {
 
 /// Runs one scenario with a progress bar over simulated time; prints speed and memory to stderr (never to
 /// files: reports hold no wall-clock values).
-fn run_with_progress(s: &Scenario, plan: &Plan, baseline: bool) -> Result<Report, String> {
+fn run_with_progress(
+    s: &Scenario,
+    plan: &Plan,
+    baseline: bool,
+    capture: Option<&CaptureSpec>,
+) -> Result<Report, String> {
     let limit = s.run.limit_us as u64;
     let pb = bar(limit, "simulating");
     let t0 = Instant::now();
-    let r = run_scenario(s, baseline, &mut |phase, ps| {
+    let r = run_scenario_captured(s, baseline, capture, &mut |phase, ps| {
         pb.set_message(phase.to_string());
         pb.set_position(ps / 1_000_000);
         true
@@ -274,14 +339,19 @@ fn real_main() -> Result<ExitCode, String> {
             seed,
             no_baseline,
             limits,
+            capture,
         } => {
             let s = load(&scenario, seed)?;
             if no_baseline {
                 refuse_baseline_metrics(&s, "--no-baseline")?;
             }
+            let capture = capture.spec()?;
             let plan = plan_for(&scenario, &s, &memory_limit(&limits)?)?;
             prepare_out(&out, "--out")?;
-            let r = run_with_progress(&s, &plan, s.run.baseline && !no_baseline)?;
+            let r = run_with_progress(&s, &plan, s.run.baseline && !no_baseline, capture.as_ref())?;
+            if let Some(c) = &capture {
+                println!("wrote {}", c.path.display());
+            }
             r.write(&out)
                 .map_err(|e| format!("{}: {e}", out.display()))?;
             print!("{}", r.summary());
@@ -303,7 +373,7 @@ fn real_main() -> Result<ExitCode, String> {
             if let Some(o) = &out {
                 prepare_out(o, "--out")?;
             }
-            let r = run_with_progress(&s, &plan, true)?;
+            let r = run_with_progress(&s, &plan, true, None)?;
             if let Some(o) = &out {
                 r.write(o).map_err(|e| format!("{}: {e}", o.display()))?;
             }
@@ -332,7 +402,7 @@ fn real_main() -> Result<ExitCode, String> {
             }
             let mut ok = true;
             for (p, s, plan) in &loaded {
-                let r = run_with_progress(s, plan, s.run.baseline)?;
+                let r = run_with_progress(s, plan, s.run.baseline, None)?;
                 if let Some(o) = &out {
                     let d = o.join(&s.name);
                     r.write(&d).map_err(|e| format!("{}: {e}", d.display()))?;

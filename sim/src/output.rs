@@ -21,11 +21,19 @@ impl Report {
             std::fs::copy(from, dir.join(name))?;
         }
         let r = &self.run;
-        let mut f = String::from("transfer,src,dst,bytes,start_us,end_us,fct_us\n");
+        let mut f = format!(
+            "transfer,src,dst,bytes,start_us,end_us,fct_us,{}\n",
+            crate::drill::csv_header(self.planes)
+        );
+        let none = crate::drill::FlowCounters {
+            plane_bytes: vec![0; self.planes as usize],
+            ..Default::default()
+        };
         for (i, (s, e)) in r.times_us.iter().enumerate() {
             let (src, dst, b) = self.flows.get(i).copied().unwrap_or((0, 0, 0));
             let fct = if *e >= 0.0 { e - s } else { -1.0 };
-            let _ = writeln!(f, "{i},{src},{dst},{b},{s:.4},{e:.4},{fct:.4}");
+            let drill = r.flows.get(i).unwrap_or(&none).csv();
+            let _ = writeln!(f, "{i},{src},{dst},{b},{s:.4},{e:.4},{fct:.4},{drill}");
         }
         std::fs::write(dir.join("flows.csv"), f)?;
         let mut g = String::from("bin_start_us");

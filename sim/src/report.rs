@@ -54,6 +54,9 @@ pub struct RunSummary {
     /// Per transfer: (start, end) in µs; end is −1 when unfinished.
     #[serde(skip)]
     pub times_us: Vec<(f64, f64)>,
+    /// Per transfer: its QP pair's counters (flows.csv).
+    #[serde(skip)]
+    pub flows: Vec<crate::drill::FlowCounters>,
 }
 
 fn pct(sorted: &[f64], q: f64) -> f64 {
@@ -114,6 +117,7 @@ impl RunSummary {
                 .collect(),
             queue_max_bytes: o.queues.clone(),
             times_us,
+            flows: o.flows.clone(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Running a scenario: build the topology and workload, expand failures into timed actions, run the
 //! failed scenario and (optionally) its healthy baseline and the incast victim alone.
 
+use crate::capture::{CaptureSpec, SimCapture};
 use crate::plan::{Plan, frame_bytes};
 use crate::report::{Report, RunSummary};
 use crate::scenario::{
@@ -263,6 +264,17 @@ pub fn run_scenario(
     baseline: bool,
     progress: &mut dyn FnMut(&str, u64) -> bool,
 ) -> Result<Report, ScenarioError> {
+    run_scenario_captured(s, baseline, None, progress)
+}
+
+/// [`run_scenario`], capturing packets of the failed run as `capture` says (capture.rs); the report's
+/// `capture` line says what was written.
+pub fn run_scenario_captured(
+    s: &Scenario,
+    baseline: bool,
+    capture: Option<&CaptureSpec>,
+    progress: &mut dyn FnMut(&str, u64) -> bool,
+) -> Result<Report, ScenarioError> {
     let plan = Plan::new(s)?;
     let p = prepare(s, &plan)?;
     let limit = ps(s.run.limit_us);
@@ -317,9 +329,15 @@ pub fn run_scenario(
         frame_bytes(s),
         u64::from(s.transport.mtu),
     );
-    let main = run_one(p.topo, p.workload, p.actions, &p.rs, limit, &mut |t| {
-        progress("run", t)
-    })?;
+    let mut sim = Sim::new(p.topo, p.workload, p.actions, &p.rs)?;
+    if let Some(c) = capture {
+        let c = SimCapture::new(c, sim.topo())?;
+        sim.set_capture(c);
+    }
+    let main = sim.run(limit, &mut |t| progress("run", t));
+    if let Some(Err(e)) = &main.capture {
+        return Err(ScenarioError::new("capture", e.clone()));
+    }
     let main = RunSummary::new(&main, &xfers, bin);
     Ok(Report::new(
         s, hosts, planes, rtt_us, &xfers, main, base, alone, ideal,

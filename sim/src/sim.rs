@@ -18,10 +18,13 @@ use mrc::{
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::capture::{Seen, SimCapture};
+use crate::drill::FlowCounters;
 use crate::queue::EventQueue;
 use crate::scenario::{CcKind, Recovery, TransportCfg};
 use crate::topo::{PortKind, Topology};
 use crate::workload::{Transfer, Trigger, TriggerKind, Workload};
+use mrc_host::capture::Direction;
 
 const NONE: u32 = u32::MAX;
 /// Bytes of one simulated directed port (for the memory estimate).
@@ -330,6 +333,10 @@ pub struct Outcome {
     pub placed_bytes: u64,
     /// Peak memory of one QP estimate is left to the caller; EV count per QP.
     pub evs_per_qp: usize,
+    /// The capture's packets written and left out by its size cap, if one was on.
+    pub capture: Option<Result<(u64, u64), String>>,
+    /// Per transfer: its QP pair's counters (drill.rs).
+    pub flows: Vec<FlowCounters>,
 }
 
 /// The simulator.
@@ -378,6 +385,8 @@ pub struct Sim {
     rxbuf: Vec<u8>,
     cqe: Vec<mrc::Completion>,
     evs_per_qp: usize,
+    /// The pcapng capture, if asked for (capture.rs): tested once per packet and hop.
+    capture: Option<Box<SimCapture>>,
 }
 
 const EV_TXDONE: u64 = 0;
@@ -676,6 +685,7 @@ impl Sim {
                 64
             ],
             evs_per_qp,
+            capture: None,
             topo,
         };
         for i in 0..sim.actions.len() {
@@ -694,6 +704,26 @@ impl Sim {
     /// The topology.
     pub fn topo(&self) -> &Topology {
         &self.topo
+    }
+
+    /// Captures what `c` names during the run; the file is complete when the run ends.
+    pub fn set_capture(&mut self, c: SimCapture) {
+        self.capture = Some(Box::new(c));
+    }
+
+    /// The packet in slot `i` as the capture sees it, its datagram rebuilt into `rxbuf`.
+    fn seen(&mut self, i: u32) -> (Pkt, usize) {
+        let p = self.pkts[i as usize];
+        (p, self.rebuild(i))
+    }
+
+    #[cold]
+    fn capture_port(&mut self, pi: u32, i: u32) {
+        let (p, n) = self.seen(i);
+        let s = seen_of(&p, self.plane_bits, &self.rxbuf[..n]);
+        if let Some(c) = &mut self.capture {
+            c.at_port(self.now, pi, &s);
+        }
     }
 
     #[inline]
@@ -766,6 +796,29 @@ impl Sim {
         } else {
             limit_ps
         };
+        let capture = self
+            .capture
+            .take()
+            .map(|c| c.finish(end_ps).map_err(|e| e.to_string()));
+        let mut per_conn: Vec<FlowCounters> = self
+            .conns
+            .iter()
+            .map(|c| {
+                let (s, r) = (
+                    &self.hosts[c.src as usize].ep,
+                    &self.hosts[c.dst as usize].ep,
+                );
+                FlowCounters::read(s, c.sq, r, c.rq, self.planes)
+            })
+            .collect();
+        for &c in &self.xconn {
+            per_conn[c as usize].transfers += 1;
+        }
+        let flows = self
+            .xconn
+            .iter()
+            .map(|&c| per_conn[c as usize].clone())
+            .collect();
         // In flight: everything still in the arena.
         let live = self.pkts.len() - self.free.len();
         self.c.inflight_pkts = live as u64;
@@ -820,6 +873,8 @@ impl Sim {
             tx_payload_bytes: tx_payload,
             placed_bytes: placed,
             evs_per_qp: self.evs_per_qp,
+            capture,
+            flows,
         }
     }
 
@@ -1046,6 +1101,10 @@ impl Sim {
             let port = &self.ports[pi as usize];
             let arrive = self.now + port.latency_ps;
             self.pkts[i as usize].arrive = arrive;
+            if self.capture.as_ref().is_some_and(|c| c.wants_port(pi)) {
+                self.capture_port(pi, i);
+            }
+            let port = &self.ports[pi as usize];
             let l = port.wire;
             let l = self.list_push(l, i);
             self.ports[pi as usize].wire = l;
@@ -1298,12 +1357,10 @@ impl Sim {
         self.pump(h);
     }
 
-    fn host_rx(&mut self, h: u32, i: u32) {
-        let p = self.pkts[i as usize];
-        self.c.delivered_pkts += 1;
-        self.c.delivered_bytes += u64::from(p.wire);
-        let trimmed = p.flags & (F_TRIM | F_TRIM_LAST) != 0;
-        // Rebuild the datagram: stored header, then placement markers where the payload was.
+    /// Rebuilds packet `i`'s datagram into `rxbuf` (stored header, then placement markers where the payload
+    /// was) and returns its length.
+    fn rebuild(&mut self, i: u32) -> usize {
+        let p = &self.pkts[i as usize];
         let n = p.dlen as usize;
         if p.big != NONE {
             let b = &self.big[p.big as usize];
@@ -1318,6 +1375,25 @@ impl Sim {
             self.rxbuf[o..o + 8].copy_from_slice(&(p.tag ^ SALT).to_le_bytes());
             self.rxbuf[o + l - 8..o + l]
                 .copy_from_slice(&((p.tag + l as u64 - 8) ^ SALT).to_le_bytes());
+        }
+        n
+    }
+
+    fn host_rx(&mut self, h: u32, i: u32) {
+        let p = self.pkts[i as usize];
+        self.c.delivered_pkts += 1;
+        self.c.delivered_bytes += u64::from(p.wire);
+        let trimmed = p.flags & (F_TRIM | F_TRIM_LAST) != 0;
+        let n = self.rebuild(i);
+        if let Some(c) = &mut self.capture
+            && c.wants_host(h)
+        {
+            c.at_host(
+                self.now,
+                h,
+                Direction::In,
+                &seen_of(&p, self.plane_bits, &self.rxbuf[..n]),
+            );
         }
         self.release(i);
         if self.gbn && p.class == CLASS_DATA && !trimmed && n >= 12 {
@@ -1431,6 +1507,21 @@ impl Sim {
                 v.extend_from_slice(&buf[..t.len]);
                 self.pkts[i as usize].big = b;
             }
+            if let Some(c) = &mut self.capture
+                && c.wants_host(h)
+            {
+                let s = Seen {
+                    src: h,
+                    dst: t.peer.0,
+                    plane: t.plane,
+                    ev: t.ev,
+                    data,
+                    ce: false,
+                    trimmed: None,
+                    bytes: &buf[..t.len],
+                };
+                c.at_host(self.now, h, Direction::Out, &s);
+            }
             let wire = u64::from(self.pkts[i as usize].wire);
             self.c.injected_pkts += 1;
             self.c.injected_bytes += wire;
@@ -1490,6 +1581,26 @@ enum Drop {
     Failure,
     Loss,
     Overflow,
+}
+
+/// A stored packet as the capture sees it.
+fn seen_of<'a>(p: &Pkt, plane_bits: u8, bytes: &'a [u8]) -> Seen<'a> {
+    Seen {
+        src: p.src,
+        dst: p.dst,
+        plane: p.plane,
+        ev: (p.path << plane_bits) | u32::from(p.plane),
+        data: p.class == CLASS_DATA,
+        ce: p.flags & F_CE != 0,
+        trimmed: if p.flags & F_TRIM_LAST != 0 {
+            Some(true)
+        } else if p.flags & F_TRIM != 0 {
+            Some(false)
+        } else {
+            None
+        },
+        bytes,
+    }
 }
 
 fn uniform(rng: &mut Xoshiro256PlusPlus) -> f64 {

@@ -742,23 +742,23 @@ pub fn parse_htsim_topo(text: &str) -> Result<(Shape, Links), ScenarioError> {
             continue;
         }
         let ln = ln + 1;
-        let err = |what: String| {
-            ScenarioError::new(
-                format!("topology.file line {ln}"),
-                format!("{what} in `{line}`"),
-            )
-        };
+        let err = |what: String| ScenarioError::new(format!("topology.file line {ln}"), what);
         let toks: Vec<&str> = line.split_whitespace().collect();
         let key = toks[0].to_ascii_lowercase();
+        // The file's own words are never quoted back (it may be any file): only keys this reader knows.
+        let name = if ["nodes", "tiers", "podsize", "tier"].contains(&key.as_str())
+            || TOPO_TIER_KEYS.contains(&key.as_str())
+        {
+            format!("`{}`", toks[0])
+        } else {
+            "the key".to_string()
+        };
         if toks.len() != 2 {
-            return Err(err(format!("`{}` takes exactly one value", toks[0])));
+            return Err(err(format!("{name} takes exactly one value")));
         }
-        let v: u64 = toks[1].parse().map_err(|_| {
-            err(format!(
-                "`{}` needs a whole number, not `{}`",
-                toks[0], toks[1]
-            ))
-        })?;
+        let v: u64 = toks[1]
+            .parse()
+            .map_err(|_| err(format!("{name} needs a whole number")))?;
         let slot = match key.as_str() {
             "nodes" => Some(0),
             "tiers" => Some(1),
@@ -768,12 +768,11 @@ pub fn parse_htsim_topo(text: &str) -> Result<(Shape, Links), ScenarioError> {
         if let Some(i) = slot {
             if cur.is_some() {
                 return Err(err(format!(
-                    "`{}` belongs in the header, before any `Tier N`",
-                    toks[0]
+                    "{name} belongs in the header, before any `Tier N`"
                 )));
             }
             if head[i].replace(v).is_some() {
-                return Err(err(format!("`{}` given twice", toks[0])));
+                return Err(err(format!("{name} given twice")));
             }
             continue;
         }
@@ -785,18 +784,18 @@ pub fn parse_htsim_topo(text: &str) -> Result<(Shape, Links), ScenarioError> {
             continue;
         }
         let Some(k) = TOPO_TIER_KEYS.iter().position(|x| *x == key) else {
-            return Err(err(format!(
-                "unknown key `{}`; the accepted keys are Nodes, Tiers, Podsize, Tier, Downlink_speed_Gbps, \
+            return Err(err(
+                "an unknown key; the accepted keys are Nodes, Tiers, Podsize, Tier, Downlink_speed_Gbps, \
                  Radix_Up, Radix_Down, Queue_Up, Queue_Down, Oversubscribed, Bundle, Switch_Latency_ns and \
-                 Downlink_Latency_ns (see sim/README.md)",
-                toks[0]
-            )));
+                 Downlink_Latency_ns (see sim/README.md)"
+                    .into(),
+            ));
         };
         let Some(c) = cur else {
-            return Err(err(format!("`{}` before any `Tier N` line", toks[0])));
+            return Err(err(format!("{name} before any `Tier N` line")));
         };
         if tiers[c][k].replace((v, ln)).is_some() {
-            return Err(err(format!("`{}` given twice for tier {c}", toks[0])));
+            return Err(err(format!("{name} given twice for tier {c}")));
         }
     }
     let e = |f: String, m: String| Err(ScenarioError::new(format!("topology.file {f}"), m));
@@ -1076,7 +1075,7 @@ mod tests {
                     Downlink_Latency_ns 500\nTier 1\nDownlink_speed_Gbps 400\nRadix_Down 4\nDownlink_Latency_ns 500\n";
         assert!(parse_htsim_topo(base).is_ok());
         for (extra, want) in [
-            ("Tier 0\nRadix_Dn 4\n", "unknown key `Radix_Dn`"),
+            ("Tier 0\nRadix_Dn 4\n", "an unknown key"),
             ("Tier 1\nBundle 2\n", "Bundle 2"),
             ("Tier 0\nOversubscribed 3\n", "Oversubscribed"),
             ("Tier 1\nQueue_Up 1000\n", "top tier has no uplinks"),

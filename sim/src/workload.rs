@@ -247,21 +247,13 @@ pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError>
             continue;
         }
         let ln = ln + 1;
-        let err = |what: String| {
-            ScenarioError::new(
-                format!("workload.file line {ln}"),
-                format!("{what} in `{line}`"),
-            )
-        };
+        let err = |what: String| ScenarioError::new(format!("workload.file line {ln}"), what);
         let toks: Vec<&str> = line.split_whitespace().collect();
         let whole = |i: usize| -> Result<u64, ScenarioError> {
             let t = toks.get(i).copied().unwrap_or("");
-            t.parse::<u64>().map_err(|_| {
-                err(format!(
-                    "`{}` needs a whole number, not `{t}`",
-                    toks.get(i.wrapping_sub(1)).copied().unwrap_or("")
-                ))
-            })
+            // The file's own words are never quoted back (it may be any file).
+            t.parse::<u64>()
+                .map_err(|_| err(format!("word {} needs a whole number", i + 1)))
         };
         let head = match toks[0] {
             "Nodes" => Some(0),
@@ -271,7 +263,10 @@ pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError>
         };
         if let Some(k) = head {
             if toks.len() != 2 {
-                return Err(err(format!("`{}` takes one number", toks[0])));
+                return Err(err(format!(
+                    "`{}` takes one number",
+                    ["Nodes", "Connections", "Triggers"][k]
+                )));
             }
             declared[k] = Some(whole(1)?);
             continue;
@@ -304,10 +299,10 @@ pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError>
                         }
                         i += 1;
                     }
-                    k => {
-                        return Err(err(format!(
-                            "unknown trigger keyword `{k}`; use id N, oneshot, multishot, or barrier count N"
-                        )));
+                    _ => {
+                        return Err(err(
+                            "an unknown trigger keyword; use id N, oneshot, multishot, or barrier count N".into(),
+                        ));
                     }
                 }
             }
@@ -340,11 +335,11 @@ pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError>
             continue;
         }
         let Some((s, d)) = toks[0].split_once("->") else {
-            return Err(err(format!(
-                "unknown line `{}`; expected `SRC->DST ...`, `trigger ...` or a header (Nodes, Connections, \
-                 Triggers)",
-                toks[0]
-            )));
+            return Err(err(
+                "an unknown line; expected `SRC->DST ...`, `trigger ...` or a header (Nodes, Connections, \
+                 Triggers)"
+                    .into(),
+            ));
         };
         let (Ok(s), Ok(d)) = (s.parse::<u32>(), d.parse::<u32>()) else {
             return Err(err("SRC and DST must be host numbers".into()));
@@ -392,11 +387,12 @@ pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError>
                         "`prio`: flow priorities are not modelled (every QP is served alike); remove it".into(),
                     ));
                 }
-                k => {
-                    return Err(err(format!(
-                        "unknown flow keyword `{k}`; use id, start, size, trigger, send_done_trigger, \
+                _ => {
+                    return Err(err(
+                        "an unknown flow keyword; use id, start, size, trigger, send_done_trigger, \
                          recv_done_trigger"
-                    )));
+                            .into(),
+                    ));
                 }
             }
             i += 2;
@@ -559,7 +555,10 @@ mod tests {
         assert!(parse_htsim_cm(ok, 4).is_ok());
         for (bad, want) in [
             ("0->1 id 1 start 0 size 1000 prio 1\n", "`prio`"),
-            ("0->1 id 1 start 0 size 1000 addon 1\n", "`addon`"),
+            (
+                "0->1 id 1 start 0 size 1000 addon 1\n",
+                "unknown flow keyword",
+            ),
             ("Failures 1\n", "`Failures`"),
             (
                 "failure switch_type AGG switch_id 0 link_id 0\n",
@@ -571,8 +570,8 @@ mod tests {
             ("Connections 2\n0->1 id 1 start 0 size 10\n", "says 2"),
             ("0->1 id 1 trigger 7 size 10\n", "never declared"),
             ("trigger id 3 barrier\n", "count N"),
-            ("trigger id 3 sometimes\n", "`sometimes`"),
-            ("bogus 1\n", "`bogus`"),
+            ("trigger id 3 sometimes\n", "unknown trigger keyword"),
+            ("bogus 1\n", "an unknown line"),
         ] {
             let e = parse_htsim_cm(bad, 4).unwrap_err();
             assert!(e.to_string().contains(want), "{bad:?}: {e}");

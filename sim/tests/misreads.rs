@@ -369,7 +369,8 @@ fn htsim_import_refuses_unknown_syntax_and_replays() {
         (
             "fabric.topo",
             topo.replace("Queue_Up 60000", "Queue_Upp 60000"),
-            "`Queue_Upp`",
+            // The file's own words are not quoted back (SEC-FILE-1): the line number and the accepted keys.
+            "an unknown key",
         ),
         ("fabric.topo", format!("{topo}Bundle 2\n"), "Bundle 2"),
     ] {

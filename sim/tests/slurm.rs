@@ -3,11 +3,11 @@
 //! folder, and `mrc-sim merge` joins the two shards into one sweep.csv that says which check failed.
 //!
 //! Slurm needs root here (slurmd launches the job steps); without root or without the binaries the test prints
-//! a loud SKIPPED line (straight to the terminal, past the test harness's capture) and passes. `.ci/run`
+//! a loud SKIPPED line (`mrc::testing::skip`: straight to the terminal, past the test harness's capture, and
+//! counted by `.ci/run`) and passes. `.ci/run`
 //! installs slurm-wlm when it runs as root. The daemons are stopped (scontrol shutdown, then killed) however
 //! the test ends.
 
-use std::io::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -16,10 +16,7 @@ use std::time::{Duration, Instant};
 const MRC_SIM: &str = env!("CARGO_BIN_EXE_mrc-sim");
 
 fn skipped(why: &str) {
-    let line = format!("\n*** SKIPPED: slurm_job_array_runs_end_to_end: {why} ***\n");
-    // Past libtest's capture, so a skip is seen in every run.
-    let _ = std::io::stderr().write_all(line.as_bytes());
-    println!("{line}");
+    mrc::testing::skip("slurm_job_array_runs_end_to_end", why);
 }
 
 /// Finds a Slurm binary in PATH or the sbin folders a non-login shell may lack.

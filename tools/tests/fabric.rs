@@ -114,10 +114,10 @@ impl Hosts {
 #[test]
 fn fabric_end_to_end() {
     if !is_root() {
-        println!(
-            "SKIPPED: fabric_end_to_end needs root (network namespaces); run `sudo -E cargo test -p mrc-tools`"
+        mrc::testing::skip(
+            "fabric_end_to_end",
+            "needs root (network namespaces); run `sudo -E cargo test -p mrc-tools`",
         );
-        eprintln!("SKIPPED: fabric_end_to_end needs root");
         return;
     }
     let prefix = format!("ft{}", std::process::id() % 1_000_000);

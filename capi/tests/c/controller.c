@@ -143,24 +143,29 @@ int main(void)
 	check(ids == (1 << EVS) - 1, "probe_rtt_per_ev", "an EV without an RTT");
 
 	/* ---- DENY in the middle of a stream of WRITEs ---- */
-	uint8_t *src = malloc(MSG), *dst = calloc(1, MSG);
-	for (int i = 0; i < MSG; i++)
-		src[i] = (uint8_t)(i * 13 + 7);
-	struct ibv_mr *ms = ibv_reg_mr(pd, src, MSG, IBV_ACCESS_LOCAL_WRITE);
-	struct ibv_mr *md = ibv_reg_mr(pd, dst, MSG, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	/* Message k has bytes of its own and a place of its own, so a message lost or misplaced after the DENY
+	 * shows (the same bytes to the same place every time would hide it). */
+	const size_t total = (size_t)MSG * MSGS;
+	uint8_t *src = malloc(total), *dst = calloc(1, total);
+	for (size_t k = 0; k < MSGS; k++)
+		for (size_t i = 0; i < MSG; i++)
+			src[k * MSG + i] = (uint8_t)(i * 13 + 7 + k * 101);
+	struct ibv_mr *ms = ibv_reg_mr(pd, src, total, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_mr *md = ibv_reg_mr(pd, dst, total, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	check(ms && md, "reg_mr", "NULL");
 	int posted = 0, done = 0, denied = 0, errors = 0;
 	double t0 = now_s();
 	while (done < MSGS && now_s() - t0 < 30) {
 		while (posted < MSGS && posted - done < 8) {
-			struct ibv_sge sge = { .addr = (uintptr_t)src, .length = MSG, .lkey = ms->lkey };
+			size_t at = (size_t)posted * MSG;
+			struct ibv_sge sge = { .addr = (uintptr_t)(src + at), .length = MSG, .lkey = ms->lkey };
 			struct ibv_send_wr wr = { 0 }, *bad = NULL;
 			wr.wr_id = (uint64_t)posted;
 			wr.sg_list = &sge;
 			wr.num_sge = 1;
 			wr.opcode = IBV_WR_RDMA_WRITE;
 			wr.send_flags = IBV_SEND_SIGNALED;
-			wr.wr.rdma.remote_addr = (uintptr_t)dst;
+			wr.wr.rdma.remote_addr = (uintptr_t)(dst + at);
 			wr.wr.rdma.rkey = md->rkey;
 			if (mrc_post_send(a, &wr, &bad))
 				break;
@@ -182,7 +187,13 @@ int main(void)
 		}
 	}
 	check(done == MSGS && errors == 0 && denied, "writes_complete_after_deny", "the stream did not finish");
-	check(memcmp(src, dst, MSG) == 0, "bytes_after_deny", "wrong bytes");
+	int wrong = -1;
+	for (int k = MSGS - 1; k >= 0; k--)
+		if (memcmp(src + (size_t)k * MSG, dst + (size_t)k * MSG, MSG) != 0)
+			wrong = k;
+	if (wrong >= 0)
+		printf("message %d of %d: wrong bytes\n", wrong, MSGS);
+	check(wrong < 0, "bytes_after_deny", "a message's bytes are wrong (see above)");
 	/* ---- the completion channel: an armed CQ makes the fd readable on its next completion ---- */
 	int fd = -1;
 	OK(mrc_get_comp_channel_fd(ch, &fd), "channel_fd");

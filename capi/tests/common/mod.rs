@@ -128,10 +128,13 @@ fn compile_c_now(src: &str, extra: &[&str]) -> PathBuf {
     out
 }
 
-/// Runs `exe` with the installed libmrc, the shim preloaded (if `shim`), and extra environment.
+/// Runs `exe` with the installed libmrc, the shim preloaded (if `shim`), and extra environment; killed after
+/// 120 s, so that a hang fails the test (exit status 124) instead of holding it.
 pub(crate) fn run(exe: &Path, args: &[&str], shim: bool, env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(exe);
-    cmd.args(args)
+    let mut cmd = Command::new("timeout");
+    cmd.arg("120")
+        .arg(exe)
+        .args(args)
         .env("LD_LIBRARY_PATH", prefix().join("lib"))
         .env_remove("LD_PRELOAD");
     if shim {

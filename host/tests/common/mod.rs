@@ -37,3 +37,55 @@ pub(crate) fn link<P: PlaneIo>(a: &Host<P>, b: &Host<P>, qps: usize) -> (Link<P>
     }
     (la.unwrap(), lb.unwrap())
 }
+
+/// One signaled WRITE of `len` patterned bytes from `a` to fresh memory on `b` over `qp` (a QP of `a`
+/// connected to `b`, completing on `send_cq`); drives both hosts until it completes, then checks every byte.
+pub(crate) fn write_and_check<P: PlaneIo>(
+    a: &Host<P>,
+    b: &Host<P>,
+    qp: &mrc_host::Qp<P>,
+    send_cq: &mrc_host::Cq,
+    len: usize,
+) {
+    use mrc::{Access, SendOp, Sge, WcStatus};
+    let mut src: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
+    let mut dst = vec![0u8; len];
+    // SAFETY: both vectors outlive their registrations (deregistered below before they drop).
+    let (ms, md) = unsafe {
+        (
+            a.reg_mr(a.default_pd(), src.as_mut_ptr(), len, Access::LOCAL_WRITE)
+                .unwrap(),
+            b.reg_mr(b.default_pd(), dst.as_mut_ptr(), len, Access::REMOTE_WRITE)
+                .unwrap(),
+        )
+    };
+    let sges = [Sge {
+        addr: ms.addr,
+        len: len as u32,
+        lkey: ms.lkey,
+    }];
+    qp.post_send(&mrc_host::SendRequest {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_addr: md.addr,
+            rkey: md.rkey,
+        },
+        sges: &sges,
+        inline: None,
+        signaled: true,
+        solicited: false,
+        fence: false,
+    })
+    .unwrap();
+    let start = Instant::now();
+    let mut out = [mrc::Completion::default(); 1];
+    while send_cq.poll(&mut out) == 0 {
+        assert!(start.elapsed() < LIMIT, "no completion");
+        a.progress().unwrap();
+        b.progress().unwrap();
+    }
+    assert_eq!(out[0].status, WcStatus::Success);
+    b.dereg_mr(&md).unwrap();
+    a.dereg_mr(&ms).unwrap();
+    assert_eq!(dst, src, "every byte placed");
+}

@@ -23,6 +23,7 @@ use crate::mem::{Access, AccessError, MrTable, Pd, Sge};
 use crate::path::{EvChange, PathSet};
 use crate::reliability::{PsnTracker, RttEstimator, SentWindow};
 use crate::time::Instant;
+use crate::wire::AuthKey;
 
 /// QP states (spec QP-STATE-1), numbered as verbs numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -519,6 +520,12 @@ impl CachedCc {
     pub(crate) fn counters(&self) -> crate::cc::CcCounters {
         self.inner.counters()
     }
+
+    pub(crate) fn set_window(&mut self, window: u64) -> bool {
+        let set = self.inner.set_window(window);
+        self.window = self.inner.window();
+        set
+    }
 }
 
 /// Internal PSNs and MSNs start one wrap above the wire value so that "one before the first" never underflows.
@@ -536,6 +543,16 @@ pub(crate) struct TailProbe {
     pub(crate) count: u8,
     /// The EV whose delivery was acknowledged last: a path known to work now.
     pub(crate) last_delivered: Option<u16>,
+}
+
+/// The two keys of an authenticated connection (spec SEC-AUTH-1): one tags what this QP sends, the other
+/// checks what it receives. Drivers draw them at random and exchange them in the connection's bootstrap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpKeys {
+    /// Tags this QP's packets (the peer checks them with it).
+    pub tx: AuthKey,
+    /// Checks the peer's packets.
+    pub rx: AuthKey,
 }
 
 pub(crate) struct Qp {
@@ -603,6 +620,8 @@ pub(crate) struct Qp {
     pub(crate) ce_track: [(u32, u16); 16],
     /// Consecutive CE-marked data arrivals, whatever their EV.
     pub(crate) ce_run: u16,
+    /// The connection's keys: every packet sent carries an AUTH tag, every packet taken must prove one.
+    pub(crate) auth: Option<QpKeys>,
     // outputs
     pub(crate) cqes: Vec<(CqId, Completion)>,
     pub(crate) ev_changes: Vec<EvChange>,
@@ -681,6 +700,7 @@ impl Qp {
             rcv_pen: 0,
             ce_track: [(0, 0); 16],
             ce_run: 0,
+            auth: None,
             cqes: Vec::new(),
             ev_changes: Vec::new(),
             went_to_error: false,

@@ -593,6 +593,7 @@ impl Qp {
     /// that EV's plane is down here.
     fn emit_control(&mut self, pkt: &Packet<'_>, ev: u32, buf: &mut [u8]) -> Option<Transmit> {
         let n = pkt.emit_header(buf).ok()?;
+        let n = self.authenticate(buf, n)?;
         let n = self.seal(buf, n)?;
         let bits = self.cfg().ev.plane_bits;
         let mut plane = crate::wire::plane_of(ev, bits) as usize;

@@ -144,7 +144,15 @@ impl Qp {
             if !self.cwnd_allows(u64::from(p.len)) {
                 return None;
             }
-            let ev = self.choose_ev(ports_ready)?;
+            // Another plane than the one it was lost on, when one can take it now: a plane whose links die
+            // loses every packet sent into it until its paths are retired.
+            let lost_on = self.paths.plane(p.ev);
+            let ev = if self.paths.usable_except(lost_on) {
+                let mask = 1u32.checked_shl(u32::from(lost_on)).unwrap_or(0);
+                self.choose_ev(ports_ready & !mask)?
+            } else {
+                self.choose_ev(ports_ready)?
+            };
             self.retx.pop_front();
             // The first packet in flight starts the RTO timer.
             self.deadline_dirty |= self.sent.inflight_bytes() == 0;
@@ -294,6 +302,7 @@ impl Qp {
             imm,
         };
         let hlen = hdr.emit(buf).ok()?;
+        let hlen = self.authenticate(buf, hlen)?;
         let total = hlen + len as usize;
         if buf.len() < total + crate::wire::ICRC_LEN {
             return None;
@@ -380,6 +389,17 @@ impl Qp {
         }
     }
 
+    /// Tags the headers at `buf[..hlen]` when the connection is authenticated (spec SEC-AUTH-1); returns where
+    /// the payload or ICRC goes.
+    #[inline]
+    pub(crate) fn authenticate(&self, buf: &mut [u8], hlen: usize) -> Option<usize> {
+        match &self.auth {
+            // spec: SEC-AUTH-1
+            Some(k) => k.tx.seal_headers(buf, hlen).ok(),
+            None => Some(hlen),
+        }
+    }
+
     /// Appends the ICRC (or four zero bytes when the QP runs without it).
     #[inline]
     pub(crate) fn seal(&self, buf: &mut [u8], len: usize) -> Option<usize> {
@@ -407,6 +427,7 @@ impl Qp {
             body: Body::Probe(Probe { ev, ts: now.ts32() }),
         };
         let hlen = pkt.emit_header(buf).ok()?;
+        let hlen = self.authenticate(buf, hlen)?;
         let n = self.seal(buf, hlen)?;
         self.stats.tx_probes += 1;
         Some(Transmit {

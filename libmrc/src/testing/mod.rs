@@ -9,6 +9,8 @@
 //! Same seed, same configuration, same calls → the same run, bit for bit; [`Net::trace_hash`] proves it.
 
 mod memory;
+mod skip;
+pub mod vectors;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -17,6 +19,7 @@ use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 pub use memory::{GUARD, GUARD_LEN, VecMemory, pattern_byte};
+pub use skip::{SKIP_LOG, skip};
 
 use crate::config::{EndpointConfig, QpConfig};
 use crate::endpoint::{Endpoint, QpEnd, RecvMeta, TrimMark, connect_pair};
@@ -225,6 +228,7 @@ pub struct Net {
     buf: Vec<u8>,
     /// (node, QPN) → the first PSN that QP sends.
     first_psns: std::collections::BTreeMap<(usize, u32), u32>,
+    keys: std::collections::BTreeMap<(usize, u32), crate::QpKeys>,
 }
 
 impl core::fmt::Debug for Net {
@@ -258,6 +262,7 @@ impl Net {
             hash: 0xCBF2_9CE4_8422_2325,
             buf: vec![0; 70_000],
             first_psns: std::collections::BTreeMap::new(),
+            keys: std::collections::BTreeMap::new(),
         }
     }
 
@@ -316,6 +321,21 @@ impl Net {
     /// Creates a connected QP pair between nodes `a` and `b` with the given configuration; returns their QPNs.
     /// Each side's first PSN is drawn from the seed (spec SEC-PSN-1); [`first_psn`](Self::first_psn) tells it.
     pub fn connect(&mut self, a: usize, b: usize, cfg: &QpConfig) -> (u32, u32) {
+        self.connect_with(a, b, cfg, false)
+    }
+
+    /// [`connect`](Self::connect) with keys (spec SEC-AUTH-1), drawn from the seed: every packet of the pair
+    /// carries an AUTH tag. [`keys`](Self::keys) tells them.
+    pub fn connect_keyed(&mut self, a: usize, b: usize, cfg: &QpConfig) -> (u32, u32) {
+        self.connect_with(a, b, cfg, true)
+    }
+
+    /// The keys node `node`'s QP `qpn` got from [`connect_keyed`](Self::connect_keyed).
+    pub fn keys(&self, node: usize, qpn: u32) -> Option<crate::QpKeys> {
+        self.keys.get(&(node, qpn)).copied()
+    }
+
+    fn connect_with(&mut self, a: usize, b: usize, cfg: &QpConfig, keyed: bool) -> (u32, u32) {
         let now = self.now;
         let mut qpn = [0u32; 2];
         for (k, &n) in [a, b].iter().enumerate() {
@@ -334,6 +354,28 @@ impl Net {
             let salt = 0x5053_4E00 ^ ((n as u64) << 32) ^ u64::from(qpn[usize::from(n == b)]);
             self.derived(salt) as u32 & 0xFF_FFFF
         });
+        if keyed {
+            let key = |salt: u64| {
+                let mut k = [0u8; 16];
+                k[..8].copy_from_slice(&self.derived(salt).to_le_bytes());
+                k[8..].copy_from_slice(&self.derived(salt ^ 0x4B45_5931).to_le_bytes());
+                crate::wire::AuthKey::new(k)
+            };
+            // One key per direction: what a sends, b checks, and the other way round.
+            let (ab, ba) = (
+                key(0x4155_5448 ^ u64::from(qpn[0])),
+                key(0x4155_5448 ^ u64::from(qpn[1]) << 24),
+            );
+            let sides = [(a, qpn[0], ab, ba), (b, qpn[1], ba, ab)];
+            for (n, q, tx, rx) in sides {
+                let keys = crate::QpKeys { tx, rx };
+                self.nodes[n]
+                    .ep
+                    .set_qp_keys(q, Some(keys))
+                    .expect("a QP in INIT takes keys");
+                self.keys.insert((n, q), keys);
+            }
+        }
         self.connect_qps([(a, qpn[0], psns[0]), (b, qpn[1], psns[1])]);
         self.first_psns.insert((a, qpn[0]), psns[0]);
         self.first_psns.insert((b, qpn[1]), psns[1]);

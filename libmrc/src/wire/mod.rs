@@ -8,6 +8,7 @@
 //! The unit of work is [`Packet`], one UDP payload: BTH, extension headers, payload, ICRC. [`Frame`] wraps it in
 //! IPv6 and UDP for test vectors, simulator traces and pcap export.
 
+mod auth;
 mod bth;
 mod control;
 mod data;
@@ -18,6 +19,7 @@ mod opcode;
 mod packet;
 mod usid;
 
+pub use auth::{AUTH_LEN, AuthKey, AuthTag};
 pub use bth::{Bth, peek_dest_qp};
 pub use control::{
     Ack, EpOp, EpRequest, EpResponse, Nack, NackReason, Probe, SACK_LEN, Sack, SackMark,

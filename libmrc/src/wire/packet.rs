@@ -1,5 +1,6 @@
 //! A whole MRC packet, i.e. one UDP payload: BTH, the opcode's extension headers, payload, ICRC.
 
+use super::auth::{AT, AuthTag};
 use super::{
     AETH_LEN, Ack, BTH_LEN, Bth, Data, DataHeader, EETH_LEN, EpRequest, EpResponse, Error,
     ICRC_LEN, IMM_LEN, METH_LEN, Meth, NETH_LEN, Nack, OpKind, Opcode, PETH_LEN, Probe, RETH_LEN,
@@ -65,6 +66,13 @@ impl<'a> Packet<'a> {
     /// READ_REQUEST with a payload, is `Malformed`. The payload is borrowed, never copied.
     #[inline]
     pub fn parse(buf: &'a [u8], opts: ParseOptions) -> Result<Packet<'a>> {
+        Self::parse_auth(buf, opts).map(|(p, _)| p)
+    }
+
+    /// [`parse`](Self::parse), and where the AUTH tag is when BTH.AT says one follows the headers (spec
+    /// WIRE-AUTH-1): the caller checks it against the connection's key before acting on anything.
+    #[inline]
+    pub fn parse_auth(buf: &'a [u8], opts: ParseOptions) -> Result<(Packet<'a>, Option<AuthTag>)> {
         if opts.trimmed {
             // spec: WIRE-ICRC-2
             return Self::parse_headers(buf, Tail::Trimmed);
@@ -85,17 +93,34 @@ impl<'a> Packet<'a> {
     /// only its start. The ICRC is not checked and the payload is empty; bytes short of the headers are
     /// `Truncated`.
     pub fn parse_prefix(buf: &'a [u8]) -> Result<Packet<'a>> {
+        Self::parse_prefix_auth(buf).map(|(p, _)| p)
+    }
+
+    /// [`parse_prefix`](Self::parse_prefix), and the AUTH tag if the headers have one.
+    pub fn parse_prefix_auth(buf: &'a [u8]) -> Result<(Packet<'a>, Option<AuthTag>)> {
         Self::parse_headers(buf, Tail::Ignored)
     }
 
     /// Parses BTH, headers and payload of `buf` (the UDP payload without its ICRC, or what `tail` says).
     #[inline]
-    fn parse_headers(buf: &'a [u8], tail: Tail) -> Result<Packet<'a>> {
+    fn parse_headers(buf: &'a [u8], tail: Tail) -> Result<(Packet<'a>, Option<AuthTag>)> {
         let mut r = Reader::new(buf);
         let b = r.take()?;
         let op = Bth::check(b)?;
         let bth = Bth::decode_checked(op, b);
         let ts = Bth::ts(b);
+        let at = b[1] & AT != 0;
+        // spec: WIRE-AUTH-1
+        let take_tag = |r: &mut Reader<'a>| -> Result<Option<AuthTag>> {
+            if !at {
+                return Ok(None);
+            }
+            let covered = buf.len() - r.rest().len();
+            Ok(Some(AuthTag {
+                covered,
+                tag: *r.take()?,
+            }))
+        };
         if tail == Tail::Trimmed && !op.is_data() {
             return Err(Error::Malformed);
         }
@@ -114,21 +139,25 @@ impl<'a> Packet<'a> {
                 } else {
                     None
                 };
+                let auth = take_tag(&mut r)?;
                 // spec: WIRE-PAY-1
                 let payload = if tail == Tail::Whole { r.rest() } else { &[] };
                 if op == Opcode::ReadRequest && !payload.is_empty() {
                     return Err(Error::Malformed);
                 }
-                return Ok(Packet {
-                    bth,
-                    body: Body::Data(Data {
-                        meth,
-                        ts,
-                        reth,
-                        imm,
-                        payload,
-                    }),
-                });
+                return Ok((
+                    Packet {
+                        bth,
+                        body: Body::Data(Data {
+                            meth,
+                            ts,
+                            reth,
+                            imm,
+                            payload,
+                        }),
+                    },
+                    auth,
+                ));
             }
             OpKind::Sack => Body::Sack(Sack::decode(r.take()?)),
             OpKind::Nack => Body::Nack(Nack::decode(r.take()?)),
@@ -137,11 +166,12 @@ impl<'a> Packet<'a> {
             OpKind::EpRequest => Body::EpRequest(EpRequest::read(&mut r, ts)?),
             OpKind::EpResponse => Body::EpResponse(EpResponse::decode(r.take()?)),
         };
+        let auth = take_tag(&mut r)?;
         // Control packets are exactly their headers.
         if tail == Tail::Whole && !r.rest().is_empty() {
             return Err(Error::Malformed);
         }
-        Ok(Packet { bth, body })
+        Ok((Packet { bth, body }, auth))
     }
 
     /// The payload of a data packet (empty for control packets).

@@ -29,3 +29,23 @@ pub fn plugin_near(exe: &Path) -> Result<PathBuf, String> {
             )
         })
 }
+
+/// A binary of the workspace (`mrc-perf`) next to this one, or how to build it.
+pub fn sibling(name: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = exe.parent().ok_or("executable without a directory")?;
+    let dir = if dir.ends_with("deps") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    let p = dir.join(name);
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{} not found (build it with `cargo build --release -p mrc-tools`, or pass --perf PATH or --perf none)",
+            p.display()
+        ))
+    }
+}

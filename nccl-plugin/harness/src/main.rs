@@ -6,7 +6,7 @@
 //! mrc-nccl-harness suite                               NCCL's patterns over one connection (two threads)
 //! mrc-nccl-harness listen  [run options]               receiving rank: prints HANDLE <hex>, then RESULT
 //! mrc-nccl-harness connect --handle HEX [run options]  sending rank
-//! mrc-nccl-harness bench   [--sizes 4k,64k,1m,...]     Gbit/s per message size (two threads)
+//! mrc-nccl-harness bench   [--sizes 1m,16m] [--comms 1,2,4] [--ways one,both]   plugin vs mrc-perf, two ranks
 //! mrc-nccl-harness init                                init (+finalize); exit 0 or the NCCL result code
 //! ```
 
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use mrc_nccl_harness::proxy::{self, Options, Report};
-use mrc_nccl_harness::{Plugin, Version, locate};
+use mrc_nccl_harness::{Plugin, Version, bench, locate};
 
 #[derive(Parser)]
 #[command(about = "Drive libnccl-net-mrc.so as NCCL's proxy threads do")]
@@ -51,17 +51,54 @@ enum Cmd {
         #[command(flatten)]
         run: Run,
     },
-    /// Throughput per message size over one connection (two threads).
+    /// Throughput as NCCL drives the plugin: two rank processes, N comms per direction driven by one thread
+    /// per rank, one way and both ways, beside mrc-perf's equivalent; the median of `--reps` ratios per size.
     Bench {
         /// Message sizes (k, m, g suffixes).
-        #[arg(long, value_delimiter = ',', default_value = "4k,64k,256k,1m,4m,16m")]
+        #[arg(long, value_delimiter = ',', default_value = "1m,16m")]
         sizes: Vec<String>,
-        /// Bytes to move per size (at least four rounds of `depth` messages).
-        #[arg(long, default_value = "256m")]
+        /// Comms per direction (NCCL opens one per channel).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+        comms: Vec<usize>,
+        /// Directions: one, both, or one,both.
+        #[arg(long, value_delimiter = ',', default_value = "one,both")]
+        ways: Vec<String>,
+        /// Bytes per size and direction.
+        #[arg(long, default_value = "512m")]
         bytes: String,
-        /// Outstanding requests.
+        /// Outstanding requests per comm.
         #[arg(long, default_value_t = 8)]
         depth: usize,
+        /// Back-to-back repetitions (the figure is their median).
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        /// Loopback planes of both transports.
+        #[arg(long, default_value_t = 4)]
+        planes: usize,
+        /// mrc-perf to compare with (default: the one next to this binary; `none` to skip).
+        #[arg(long)]
+        perf: Option<PathBuf>,
+        /// Check every byte of every message (a test: the figures then include the checking).
+        #[arg(long)]
+        verify: bool,
+    },
+    /// One rank of `bench` (started by it; talks to it on stdin/stdout).
+    #[command(hide = true)]
+    BenchRank {
+        #[arg(long)]
+        rank: u32,
+        #[arg(long)]
+        comms: usize,
+        #[arg(long)]
+        both: bool,
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<usize>,
+        #[arg(long)]
+        depth: usize,
+        #[arg(long)]
+        bytes: usize,
+        #[arg(long)]
+        verify: bool,
     },
     /// Call init (and finalize): exit 0, or with the NCCL result code.
     Init,
@@ -202,40 +239,63 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::Bench {
             sizes,
+            comms,
+            ways,
             bytes: budget,
             depth,
+            reps,
+            planes,
+            perf,
+            verify,
         } => {
-            let budget = bytes(&budget)?;
-            let runs: Vec<Options> = sizes
+            let perf = match perf {
+                Some(p) if p.as_os_str() == "none" => None,
+                Some(p) => Some(p),
+                None => Some(locate::sibling("mrc-perf")?),
+            };
+            let ways = ways
                 .iter()
-                .map(|s| {
-                    let size = bytes(s)?;
-                    Ok(Options {
-                        // At least four passes over the `depth` buffers, so a size's figure is a steady state.
-                        messages: (budget / size.max(1)).max(4 * depth.clamp(1, 32)),
-                        size,
-                        depth: depth.clamp(1, 32),
-                        verify: false,
-                        timeout: Duration::from_secs(300),
-                        ..Options::default()
-                    })
+                .map(|w| match w.as_str() {
+                    "one" => Ok(false),
+                    "both" => Ok(true),
+                    _ => Err(format!("--ways {w}: give one, both or one,both")),
                 })
-                .collect::<Result<_, String>>()?;
-            let reps = proxy::pair(&p, &runs)?;
-            println!(
-                "{:>10} {:>10} {:>12} {:>10}",
-                "size", "messages", "Gbit/s", "NULL"
-            );
-            for (o, (r, s)) in runs.iter().zip(reps) {
-                println!(
-                    "{:>10} {:>10} {:>12.3} {:>10}",
-                    o.size,
-                    r.requests,
-                    r.gbps(),
-                    r.null_retries + s.null_retries
-                );
-            }
+                .collect::<Result<_, _>>()?;
+            bench::bench(&bench::BenchOptions {
+                comms: comms.into_iter().map(|c| c.clamp(1, 64)).collect(),
+                ways,
+                sizes: sizes.iter().map(|s| bytes(s)).collect::<Result<_, _>>()?,
+                depth: depth.clamp(1, 32),
+                bytes: bytes(&budget)?,
+                reps: reps.max(1),
+                planes,
+                perf,
+                version: cli.version,
+                lib,
+                verify,
+            })?;
         }
+        Cmd::BenchRank {
+            rank,
+            comms,
+            both,
+            sizes,
+            depth,
+            bytes,
+            verify,
+        } => bench::rank(
+            &p,
+            &bench::RankOptions {
+                rank,
+                comms,
+                both,
+                sizes,
+                depth,
+                bytes,
+                timeout: Duration::from_secs(300),
+                verify,
+            },
+        )?,
     }
     Ok(())
 }

@@ -300,7 +300,12 @@ pub fn receive(p: &Plugin, comm: Ptr, o: &Options) -> Result<Report, String> {
     rep.requests = done;
     let mut dummy = [0 as c_int; 1];
     if let Some(f) = p.iflush(comm, base, 1, mh).map_err(err("iflush"))? {
-        while !p.test(f, &mut dummy).map_err(err("test(iflush)"))? {}
+        let t = Instant::now();
+        while !p.test(f, &mut dummy).map_err(err("test(iflush)"))? {
+            if t.elapsed() > o.timeout {
+                return Err(format!("iflush not done after {:?}", o.timeout));
+            }
+        }
     }
     p.dereg_mr(comm, mh).map_err(err("deregMr"))?;
     drop(buf);

@@ -5,8 +5,8 @@
 //!   32-request window, the optional-completion hint (v9+) — with the NULL-request retry, close and finalize;
 //! - two processes meeting through the handle printed by `listen` (as two ranks on two nodes do);
 //! - across the kernel fabric of `mrc-fabric` (8 planes of network namespaces), 1 GiB verified while a plane
-//!   is cut mid-run. That test needs root and the `mrc-fabric` binary; without either it prints a loud
-//!   SKIPPED line and passes.
+//!   is cut mid-run. That test needs root and the `mrc-fabric` binary; without either it says SKIPPED
+//!   (`mrc::testing::skip`) and passes.
 //!
 //! No announcement may lean on an RNR retry (spec: NCCL-CONN-3): each closed comm logs how many writes its QPs
 //! refused for want of a posted receive, and every run here checks that all of them say `rnr 0`.
@@ -176,6 +176,37 @@ fn nccl_patterns_in_two_threads_for_every_version() {
 /// A receiving (rank 1) and a sending (rank 0) process meeting through the handle; `wrap(rank)` gives the
 /// command that runs the harness for a rank (with its environment); `during` runs while data moves. Returns
 /// both outputs and the receiver's stdout lines.
+/// NCCL's channels: two rank processes, four comms each way driven by one thread per rank, spread over three
+/// progress threads (host instances) per rank; every byte of every message checked at each size.
+#[test]
+fn comms_spread_over_progress_threads_both_ways_verified() {
+    let child = Command::new(HARNESS)
+        .args(["bench", "--perf", "none", "--reps", "1", "--comms", "4"])
+        .args([
+            "--ways", "both", "--sizes", "4k,1m", "--bytes", "16m", "--verify",
+        ])
+        .env("NCCL_MRC_PROGRESS_THREADS", "3")
+        .env("MRC_HARNESS_LOG", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the harness");
+    let out = finish(child, Duration::from_secs(120), "bench --verify");
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.contains(" both ")).collect();
+    assert_eq!(rows.len(), 2, "one row per size: {}", text(&out));
+    let log = String::from_utf8_lossy(&out.stderr);
+    // The ranks' lines may interleave: count the phrase, not lines.
+    let hosts = log.matches("MRC host up").count();
+    assert_eq!(hosts, 6, "three host instances per rank: {}", text(&out));
+    assert_eq!(
+        closed_without_rnr(&out.stderr, "bench"),
+        16,
+        "four send and four receive comms per rank closed"
+    );
+}
+
 fn two_processes(
     v: u32,
     run: &[&str],
@@ -291,15 +322,17 @@ impl Drop for Fabric {
 fn one_gib_verified_across_the_kernel_fabric_with_a_plane_cut_mid_run() {
     let test = "one_gib_verified_across_the_kernel_fabric_with_a_plane_cut_mid_run";
     if !is_root() {
-        eprintln!(
-            "\n*** SKIPPED: {test} needs root (network namespaces, nft); run the suite as root ***\n"
+        mrc::testing::skip(
+            test,
+            "needs root (network namespaces, nft); run the suite as root",
         );
         return;
     }
     let Some(bin) = fabric_bin() else {
-        eprintln!(
-            "\n*** SKIPPED: {test} needs mrc-fabric next to this test: `cargo build -p mrc-tools` (or run \
-             `cargo test --workspace`) first ***\n"
+        mrc::testing::skip(
+            test,
+            "needs mrc-fabric next to this test: `cargo build -p mrc-tools` (or run `cargo test --workspace`) \
+             first",
         );
         return;
     };

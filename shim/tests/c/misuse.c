@@ -9,17 +9,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-static int failures;
-
-static void check(int cond, const char *name, const char *detail)
-{
-	if (cond) {
-		printf("ok %s\n", name);
-	} else {
-		printf("FAIL %s: %s (errno %d)\n", name, detail, errno);
-		failures++;
-	}
-}
+#include "check.h"
 
 /* A call that must return NULL with errno `e`. */
 #define NULL_WITH(call, e, name)                                                                  \

@@ -10,27 +10,10 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
+#include "check.h"
+
 #define TIMEOUT 8 /* 4.096 us x 2^8 = 1.05 ms */
 #define RETRY_CNT 3
-
-static int failures;
-
-static void check(int cond, const char *name, const char *detail)
-{
-	if (cond) {
-		printf("ok %s\n", name);
-	} else {
-		printf("FAIL %s: %s (errno %d)\n", name, detail, errno);
-		failures++;
-	}
-}
-
-static double now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 static struct ibv_qp *make_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 {

@@ -62,13 +62,31 @@ pub(crate) fn compile_c(src: &str, extra: &[&str]) -> PathBuf {
     out
 }
 
-/// Runs `cmd` with the shim preloaded and the given extra environment.
+/// How long a program run by [`preload`] may take: a hang fails the test (exit status 124) instead of
+/// holding it forever.
+pub(crate) const RUN_LIMIT_S: &str = "120";
+
+/// Runs `cmd` with the shim preloaded and the given extra environment, killed after [`RUN_LIMIT_S`].
 pub(crate) fn preload(cmd: &mut Command, env: &[(&str, &str)]) -> Output {
-    cmd.env("LD_PRELOAD", shim_lib());
-    for (k, v) in env {
-        cmd.env(k, v);
+    let mut limited = Command::new("timeout");
+    limited
+        .arg(RUN_LIMIT_S)
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        limited.current_dir(dir);
     }
-    cmd.output().expect("run the program")
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => limited.env(k, v),
+            None => limited.env_remove(k),
+        };
+    }
+    limited.env("LD_PRELOAD", shim_lib());
+    for (k, v) in env {
+        limited.env(k, v);
+    }
+    limited.output().expect("run the program")
 }
 
 /// Path of an installed tool, or a failure naming its package.

@@ -167,8 +167,7 @@ impl LinkCfg {
 impl Scenario {
     /// Reads and checks a scenario file; `topology.file` and `workload.file` are relative to its folder.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| err(path.display().to_string(), format!("cannot read: {e}")))?;
+        let text = crate::plan::read_regular(path, "scenario", crate::plan::MAX_DATA_FILE)?;
         let mut s = Self::parse(&text)?;
         s.base_dir = Some(path.parent().unwrap_or(Path::new(".")).to_path_buf());
         Ok(s)

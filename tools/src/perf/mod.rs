@@ -6,6 +6,7 @@
 
 pub mod oob;
 pub mod run;
+mod verify;
 
 use std::path::PathBuf;
 
@@ -92,13 +93,13 @@ pub struct Options {
     /// Stop a size after this many bytes instead of after `--duration` (suffixes k, m, g).
     #[arg(long, value_parser = parse_size)]
     pub bytes: Option<u64>,
-    /// Payload bytes per MRC packet; default: the largest that fits the path MTU (1500 B on a node file that
-    /// says nothing, 9000 on the mrc-fabric default, 60000 on loopback).
+    /// Payload bytes per MRC packet; default: the largest that fits the planes' links (60000 on loopback, the
+    /// link MTU less 112 bytes of headers on a fabric: mrc-host's `pmtu::payload_mtu`).
     #[arg(long)]
     pub mtu: Option<u32>,
-    /// Path MTU of the network (the veth MTU of the fabric).
-    #[arg(long, default_value_t = 9000)]
-    pub link_mtu: u32,
+    /// Path MTU of the network, when the kernel's figure for the planes' links should not be used.
+    #[arg(long)]
+    pub link_mtu: Option<u32>,
     /// Active EVs per plane (each with two backups). A kernel fabric has as many distinct paths per plane as
     /// T1s, so a few EVs per plane cover them.
     #[arg(long, default_value_t = 4)]
@@ -115,9 +116,16 @@ pub struct Options {
     /// Write goodput per interval to this CSV file (client): t_ms,gbps,unix_ms (the bin's end).
     #[arg(long)]
     pub timeline: Option<PathBuf>,
-    /// Check the data: the server hashes what arrived, the client compares with what it sent.
+    /// Check the data, every message: each carries bytes of its own, and the client reads it back from the
+    /// server's memory as it completes (an RDMA READ; a slot is reused only once its message checked out, so
+    /// each in-flight message gets a slot of its own: `--depth` slots per QP, not `--cycle-buffer`); at the end
+    /// the server also hashes its slots. Costs bandwidth: the figures of a verified run are not comparable.
     #[arg(long)]
     pub verify: bool,
+    /// Both directions at once (perftest's `-b`): the server WRITEs to the client with the client's size,
+    /// depth and duration while the client WRITEs to it; the figure is the sum of both directions.
+    #[arg(long)]
+    pub bidir: bool,
     /// Drive the endpoint from a progress thread instead of the application loop.
     #[arg(long)]
     pub progress_thread: bool,
@@ -182,6 +190,12 @@ impl Options {
                 self.qps,
                 MAX_MEMORY >> 30
             ));
+        }
+        if self.bidir && (self.mode != Mode::Bw || self.test != Test::Write || self.verify) {
+            return Err(
+                "--bidir measures WRITE bandwidth both ways: use it with --test write --mode bw, without --verify"
+                    .into(),
+            );
         }
         if self.verify && self.mode == Mode::Lat {
             return Err("--verify checks bandwidth runs; drop it or use --mode bw".into());

@@ -60,6 +60,20 @@ pub struct Hello {
     pub conn: Vec<String>,
     /// The sender's region.
     pub region: WireRegion,
+    /// Both directions at once: how the server is to send (the client's `--bidir`).
+    #[serde(default)]
+    pub bidir: Option<Bidir>,
+}
+
+/// What a server sending back (`--bidir`) takes from the client's options.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Bidir {
+    /// Messages in flight per QP.
+    pub depth: usize,
+    /// Seconds per size.
+    pub duration: f64,
+    /// Bytes per size instead of the duration.
+    pub bytes: Option<u64>,
 }
 
 impl Hello {
@@ -142,6 +156,17 @@ impl Hello {
                 _ => return Err(format!("conn[{i}]: names a listener, not a QP")),
             }
         }
+        if let Some(b) = &self.bidir {
+            if !((1..=MAX_DEPTH).contains(&b.depth) && b.duration > 0.0 && b.duration <= 3600.0) {
+                return Err(format!(
+                    "bidir: depth {} (use 1..={MAX_DEPTH}), duration {} s (use up to 3600)",
+                    b.depth, b.duration
+                ));
+            }
+            if self.test != Test::Write || self.mode != Mode::Bw {
+                return Err("bidir: only WRITE bandwidth runs both ways".into());
+            }
+        }
         if self.region.len != len || self.region.addr.checked_add(len).is_none() {
             return Err(format!(
                 "region of {} bytes at {:#x}; it must hold qps × slots × max_size = {len} bytes",
@@ -187,6 +212,13 @@ pub enum Ctl {
     Hash {
         /// One hash per QP.
         hashes: Vec<u64>,
+    },
+    /// `--bidir`: what the server sent to the client during the last size.
+    Sent {
+        /// Payload bytes completed.
+        bytes: u64,
+        /// Seconds they took.
+        seconds: f64,
     },
     /// The server refuses a control message and ends the test.
     Refused {

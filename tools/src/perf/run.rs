@@ -12,13 +12,14 @@ use mrc_host::{
 use serde::Serialize;
 
 use super::oob::{
-    Answer, Channel, Ctl, Hello, WireRegion, conn_from_hex, conn_to_hex, hash, planes_from_wire,
-    planes_to_wire,
+    Answer, Bidir, Channel, Ctl, Hello, WireRegion, conn_from_hex, conn_to_hex, hash,
+    planes_from_wire, planes_to_wire,
 };
+use super::verify::{READ_TAG, Verifier};
 use super::{Mode, Options, Test};
 
 /// Largest region one side registers; `--cycle-buffer` is cut down to fit.
-const MAX_REGION: u64 = 256 << 20;
+const MAX_REGION: u64 = 1 << 30;
 /// How long the tail of a test may take to drain before the run is declared stuck.
 const DRAIN_LIMIT: Duration = Duration::from_secs(15);
 
@@ -32,7 +33,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn test(msg: impl Into<String>) -> Self {
+    pub(super) fn test(msg: impl Into<String>) -> Self {
         Self {
             msg: msg.into(),
             code: 1,
@@ -69,6 +70,8 @@ struct Side {
     max_size: u64,
     /// Per QP, messages of the largest size posted (slot k took message k).
     written: Vec<usize>,
+    /// `--verify` (client): checks every message as it completes.
+    verifier: Option<Verifier>,
 }
 
 impl Side {
@@ -92,13 +95,11 @@ fn node_config(o: &Options) -> Result<NodeConfig, Failure> {
 }
 
 fn default_mtu(o: &Options, node: &NodeConfig) -> u32 {
-    o.mtu
-        .unwrap_or(if node.usid_block.is_none() && o.config.is_none() {
-            60_000
-        } else {
-            // IPv6 + UDP headers and up to 64 bytes of MRC headers.
-            o.link_mtu.saturating_sub(40 + 8 + 64).max(256)
-        })
+    match (o.mtu, o.link_mtu) {
+        (Some(m), _) => m,
+        (None, Some(link)) => mrc_host::pmtu::payload_for_link(link),
+        (None, None) => mrc_host::pmtu::payload_mtu(node),
+    }
 }
 
 /// Builds the endpoint, QPs and memory. `peer` is the other side's hello when known (server).
@@ -130,8 +131,9 @@ fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
         let qp = host
             .create_qp(spec)
             .map_err(|e| Failure::usage(e.to_string()))?;
+        // REMOTE_READ: a verifying client reads every message back from the server's memory.
         qp.modify(QpTransition::Init {
-            access: Access::REMOTE_WRITE,
+            access: Access::REMOTE_WRITE | Access::REMOTE_READ,
         })?;
         qps.push(qp);
     }
@@ -148,6 +150,14 @@ fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
         .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8 ^ hello.seed)
         .collect();
     host.write_buffer(&region, 0, &pattern)?;
+    let verifier = if o.verify {
+        let check = host
+            .alloc_buffer(pd, len as usize, Access::LOCAL_WRITE)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        Some(Verifier::new(check, hello.qps, hello.slots, hello.max_size))
+    } else {
+        None
+    };
     Ok(Side {
         host,
         cq,
@@ -157,6 +167,7 @@ fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
         slots: hello.slots,
         max_size: hello.max_size,
         written: vec![0; hello.qps],
+        verifier,
     })
 }
 
@@ -188,6 +199,11 @@ fn hello_of(side: &mut Side, o: &Options, p: &HelloParams, test: Test, mode: Mod
             rkey: side.region.rkey,
             len: p.qps as u64 * p.slots as u64 * p.max_size,
         },
+        bidir: o.bidir.then_some(Bidir {
+            depth: o.depth,
+            duration: o.duration,
+            bytes: o.bytes,
+        }),
     }
 }
 
@@ -365,8 +381,11 @@ pub struct Report {
     pub datapath: DatapathLine,
     /// Transport counters summed over the QPs.
     pub transport: TransportLine,
-    /// `Some(true)` when `--verify` matched.
+    /// `Some(true)` when `--verify` matched: every message read back intact from the server as it completed,
+    /// and the server's slots at the end.
     pub verified: Option<bool>,
+    /// `--verify`: the messages read back and checked one by one.
+    pub verified_messages: Option<u64>,
 }
 
 /// Transport counters for the report, summed over the QPs.
@@ -426,6 +445,10 @@ pub struct DatapathLine {
     pub unreachable: u64,
     /// Datagrams dropped as malformed, oversized, spoofed, from a stranger's address or for no QP.
     pub rx_dropped: u64,
+    /// Of those, the datagrams from an address that belongs to no peer (the engine never saw them).
+    pub rx_unknown_source: u64,
+    /// Of those, the datagrams from a peer's address that the engine parsed, counted and dropped.
+    pub rx_engine_dropped: u64,
 }
 
 fn plane_lines(ep: &UdpEndpoint, qps: &[u32]) -> Vec<PlaneLine> {
@@ -465,23 +488,25 @@ fn plane_lines(ep: &UdpEndpoint, qps: &[u32]) -> Vec<PlaneLine> {
 fn datapath_line(ep: &UdpEndpoint) -> DatapathLine {
     let s = ep.stats();
     let e = ep.endpoint_ref().stats();
+    let engine_dropped = e.rx_truncated
+        + e.rx_bad_version
+        + e.rx_unknown_opcode
+        + e.rx_bad_icrc
+        + e.rx_unknown_qp
+        + e.rx_bad_pkey
+        + e.rx_wrong_peer
+        + e.rx_bad_auth
+        + e.rx_bad_port_status
+        + e.rx_malformed;
     DatapathLine {
         tx_datagrams: s.tx_datagrams,
         rx_datagrams: s.rx_datagrams,
         tx_errors: s.tx_errors,
         rx_trimmed: s.rx_trimmed,
         unreachable: s.unreachable,
-        rx_dropped: s.rx_unknown_source
-            + s.rx_oversize
-            + e.rx_truncated
-            + e.rx_bad_version
-            + e.rx_unknown_opcode
-            + e.rx_bad_icrc
-            + e.rx_unknown_qp
-            + e.rx_bad_pkey
-            + e.rx_wrong_peer
-            + e.rx_bad_port_status
-            + e.rx_malformed,
+        rx_dropped: s.rx_unknown_source + s.rx_oversize + engine_dropped,
+        rx_unknown_source: s.rx_unknown_source,
+        rx_engine_dropped: engine_dropped,
     }
 }
 
@@ -494,10 +519,16 @@ fn params(
     max_size: u64,
     evs: u16,
 ) -> HelloParams {
+    // A verifying client checks each message before its slot is reused: a slot per message in flight.
+    let per_qp = if o.verify {
+        o.depth as u64 * max_size
+    } else {
+        o.cycle_buffer
+    };
     let slots = if mode == Mode::Lat {
         1
     } else {
-        (o.cycle_buffer / max_size)
+        (per_qp / max_size)
             .min(MAX_REGION / (qps as u64 * max_size))
             .clamp(1, o.depth as u64) as usize
     };
@@ -561,10 +592,13 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
     let t0 = Instant::now();
     for &size in &sizes {
         ch.send(&Ctl::Size { size })?;
-        let r = match o.mode {
+        let mut r = match o.mode {
             Mode::Bw => bw(o, &mut side, &peer.region, size, t0, timeline.as_mut())?,
             Mode::Lat => lat(o, &mut side, &peer.region, size)?,
         };
+        if o.bidir {
+            add_server_half(&mut ch, &mut r)?;
+        }
         if !o.json {
             print_result(o, &r);
         }
@@ -603,6 +637,23 @@ pub fn client(o: &Options, server: &str) -> Result<Report, Failure> {
         ));
     }
     Ok(report)
+}
+
+/// `--bidir`: adds what the server sent during the same size; the rate is over the longer of the two halves.
+fn add_server_half(ch: &mut Channel, r: &mut SizeResult) -> Result<(), Failure> {
+    let (bytes, seconds) = match ch.recv()? {
+        Ctl::Sent { bytes, seconds } => (bytes, seconds),
+        Ctl::Refused { reason } => {
+            return Err(Failure::test(format!("the server refused: {reason}")));
+        }
+        _ => return Err(Failure::test("expected what the server sent")),
+    };
+    r.messages += bytes / r.size.max(1);
+    r.bytes += bytes;
+    r.seconds = r.seconds.max(seconds).max(1e-9);
+    r.gbps = r.bytes as f64 * 8.0 / r.seconds / 1e9;
+    r.mmsgs = r.messages as f64 / r.seconds / 1e6;
+    Ok(())
 }
 
 /// Hashes, per QP, the first `len` bytes of its first `slots[q]` slots.
@@ -668,6 +719,12 @@ fn bw(
             for q in 0..nq {
                 while in_flight[q] < o.depth && o.bytes.is_none_or(|b| posted_bytes < b) {
                     let k = next[q];
+                    if let Some(v) = side.verifier.as_mut() {
+                        if !v.slot_free(q, k as u64) {
+                            break;
+                        }
+                        v.prepare(&side.host, &side.region, q, k as u64, size)?;
+                    }
                     post(&side.qps[q], region, q, k, o.test, size, remote, k as u64)?;
                     next[q] += 1;
                     in_flight[q] += 1;
@@ -683,7 +740,15 @@ fn bw(
                     c.status, c.qpn, c.wr_id
                 )));
             }
-            if let Some(q) = side.q_of(c.qpn) {
+            let q = side.q_of(c.qpn);
+            if let (Some(v), Some(q)) = (side.verifier.as_mut(), q) {
+                if c.wr_id & READ_TAG != 0 {
+                    v.read_back(&side.host, q, c.wr_id, size)?;
+                    continue;
+                }
+                v.sent(&side.qps[q], remote, q, c.wr_id, size)?;
+            }
+            if let Some(q) = q {
                 in_flight[q] = in_flight[q].saturating_sub(1);
             }
             done_msgs += 1;
@@ -691,7 +756,10 @@ fn bw(
             bin_bytes += size;
             last_done = Instant::now();
         }
-        if stopping && in_flight.iter().all(|&x| x == 0) {
+        if stopping
+            && in_flight.iter().all(|&x| x == 0)
+            && side.verifier.as_ref().is_none_or(Verifier::idle)
+        {
             break;
         }
         if stopping
@@ -868,6 +936,7 @@ fn finish_report(
         datapath: datapath_line(ep),
         transport: transport_line(ep, &qps),
         verified,
+        verified_messages: side.verifier.as_ref().map(|v| v.checked),
     });
     if o.json {
         println!(
@@ -931,7 +1000,13 @@ fn print_planes(r: &Report) {
         t.losses_plane
     );
     if let Some(v) = r.verified {
-        println!("verify: {}", if v { "data matches" } else { "MISMATCH" });
+        let each = r.verified_messages.map_or(String::new(), |n| {
+            format!(" ({n} messages read back and checked)")
+        });
+        println!(
+            "verify: {}{each}",
+            if v { "data matches" } else { "MISMATCH" }
+        );
     }
 }
 
@@ -1087,6 +1162,20 @@ fn serve(
                     return Err(refuse_ctl(&mut ch, why));
                 }
                 size = s;
+                if let Some(b) = peer.bidir {
+                    let back = Options {
+                        depth: b.depth,
+                        duration: b.duration,
+                        bytes: b.bytes,
+                        interval_ms: 0,
+                        ..so.clone()
+                    };
+                    let r = bw(&back, &mut side, &peer.region, size, Instant::now(), None)?;
+                    ch.send(&Ctl::Sent {
+                        bytes: r.bytes,
+                        seconds: r.seconds,
+                    })?;
+                }
             }
             Ok(Some(Ctl::Done {
                 verify: v,
@@ -1108,7 +1197,7 @@ fn serve(
                 verify = v.then_some((slots, len));
                 break;
             }
-            Ok(Some(Ctl::Hash { .. } | Ctl::Refused { .. })) | Ok(None) => {}
+            Ok(Some(Ctl::Hash { .. } | Ctl::Sent { .. } | Ctl::Refused { .. })) | Ok(None) => {}
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 return Err(refuse_ctl(&mut ch, format!("bad control message: {e}")));
             }
