@@ -54,6 +54,11 @@ pub trait PlaneIo: Send + 'static {
     fn payload_mtu(&self) -> u32 {
         crate::pmtu::payload_for_link(crate::pmtu::FALLBACK_LINK_MTU)
     }
+    /// Bytes the smallest plane's receive queue holds, when bounded: the host keeps its QPs' fixed windows
+    /// within what its peer, configured alike, can queue.
+    fn receive_buffer(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The default plane I/O: one non-blocking IPv6 UDP socket per plane (`sendmmsg`/`recvmmsg`, traffic class
@@ -93,6 +98,15 @@ impl PlaneIo for UdpPlanes {
 
     fn payload_mtu(&self) -> u32 {
         self.payload_mtu
+    }
+
+    fn receive_buffer(&self) -> Option<usize> {
+        // SO_RCVBUF counts the kernel's per-datagram overhead too: half of it holds data.
+        self.socks
+            .iter()
+            .filter_map(|s| s.receive_buffer().ok())
+            .min()
+            .map(|b| b / 2)
     }
 
     fn local_addr(&self, plane: usize) -> SocketAddrV6 {

@@ -147,6 +147,28 @@ impl PlaneSocket {
         self.local
     }
 
+    /// The receive buffer the kernel granted, as `SO_RCVBUF` reports it (twice the bytes asked for: the kernel
+    /// counts its own overhead in it).
+    pub fn receive_buffer(&self) -> io::Result<usize> {
+        let mut v: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `v` and `len` outlive the call and `len` is `v`'s size.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            Ok(v.max(0) as usize)
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     /// Sends `batch[from..]` with one `sendmmsg`. Returns how many went out; `WouldBlock` when none did because
     /// the socket buffer is full; another error concerns the first unsent datagram only.
     pub fn send(&self, batch: &mut TxBatch, from: usize) -> io::Result<usize> {

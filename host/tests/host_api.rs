@@ -344,3 +344,48 @@ fn bad_blobs_are_errors() {
         libc::EINVAL
     );
 }
+
+/// Many fixed-window QPs share one in-flight budget (half of what the planes' receive buffers hold): alone a
+/// QP keeps the profile's window, as QPs are added each gets an equal, smaller share, and the shares grow
+/// back as QPs go. So NCCL's many comms cannot together overflow a peer's sockets.
+#[test]
+fn fixed_windows_share_the_receive_buffers_as_qps_come_and_go() {
+    let mut cfg = HostConfig::loopback(4);
+    cfg.progress = ProgressMode::Manual;
+    cfg.socket_buffer = 4 << 20;
+    let h = Host::start(cfg).expect("loopback sockets");
+    let cq = h.create_cq(64).unwrap();
+    let window = |q: &mrc_host::Qp| {
+        h.inspect(
+            |dp| match dp.endpoint_ref().qp_config(q.qpn()).unwrap().cc {
+                mrc::cc::CcConfig::Fixed { window } => window,
+                ref other => panic!("not a fixed window: {other:?}"),
+            },
+        )
+    };
+    let mut qps = vec![h.create_qp(QpSpec::new(h.default_pd(), &cq)).unwrap()];
+    let alone = window(&qps[0]);
+    assert_eq!(
+        alone,
+        60_000 * 64,
+        "alone: the profile's 64 packets of 60000 B"
+    );
+    while qps.len() < 32 {
+        qps.push(h.create_qp(QpSpec::new(h.default_pd(), &cq)).unwrap());
+    }
+    let shared = window(&qps[0]);
+    assert!(shared < alone / 4, "32 QPs share: {shared} of {alone}");
+    assert!(qps.iter().all(|q| window(q) == shared), "equal shares");
+    assert!(
+        shared * 32 <= 4 * (8 << 20),
+        "within the four planes' receive buffers"
+    );
+    while qps.len() > 1 {
+        h.destroy_qp(&qps.pop().unwrap()).unwrap();
+    }
+    assert_eq!(
+        window(&qps[0]),
+        alone,
+        "the last QP gets its whole window back"
+    );
+}

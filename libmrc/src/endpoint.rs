@@ -474,6 +474,30 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Sets the window of a QP whose congestion control is a fixed window (`CcConfig::Fixed`), in any state: a
+    /// host that shares one in-flight budget among its QPs resizes their shares as QPs come and go. Packets
+    /// already in flight stay; a smaller window only holds back new ones. Refused for a QP whose controller
+    /// computes its own window.
+    pub fn set_qp_window(&mut self, qpn: u32, window: u64) -> Result<(), ConfigError> {
+        let slot = self
+            .slot_of(qpn)
+            .ok_or_else(|| ConfigError::new("qp", "no such QP"))?;
+        let Some(qp) = self.qps[slot].as_mut() else {
+            return Err(ConfigError::new("qp", "no such QP"));
+        };
+        if window == 0 {
+            return Err(ConfigError::new("qp.cc.window", "must be at least 1 byte"));
+        }
+        if !qp.cc.set_window(window) {
+            return Err(ConfigError::new(
+                "qp.cc",
+                "the QP's controller computes its own window; only a fixed window is set from outside",
+            ));
+        }
+        qp.init.config.cc = crate::cc::CcConfig::Fixed { window };
+        Ok(())
+    }
+
     /// Whether a QP has nothing left to send or to be acknowledged (its send queue is empty and every packet it
     /// Gives QP `qpn` (in RESET or INIT, before it is connected) the keys of its connection, or takes them away:
     /// with keys every packet it sends carries an AUTH tag and every packet it takes must prove the peer's key

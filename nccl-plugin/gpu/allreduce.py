@@ -11,8 +11,15 @@ transports and their ratio, and checks in NCCL's own log (NCCL_DEBUG=INFO, kept 
 
     python3 nccl-plugin/gpu/allreduce.py --plugin target/nccl-plugin/libnccl-net-mrc.so --out /tmp/ar
 
-Both ranks inherit the caller's NCCL_MRC_* variables (e.g. NCCL_MRC_QPS_PER_CONN=4); every other NCCL_*
-variable is replaced by this script's. Without NCCL_MRC_NODE_CONFIG the plugin uses loopback planes on ::1.
+Both ranks inherit the caller's NCCL_MRC_* variables (e.g. NCCL_MRC_QPS_PER_CONN=4) and NCCL's channel counts
+(NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS: each channel is one comm per direction); every other NCCL_* variable
+is replaced by this script's. Without NCCL_MRC_NODE_CONFIG the plugin uses loopback planes on ::1.
+
+Two processes on one GPU take turns on it (CUDA time-slices contexts of different processes), and each step
+of an all_reduce waits for the other rank's kernel: small all_reduces then cost a few time slices (the ~4.5 ms
+floor both transports showed up to 1 MiB). --mps on (or auto, the default, when nvidia-cuda-mps-control is
+there) runs the ranks under a private MPS daemon, so their kernels run side by side and the floor is the
+transports' own.
 
 Exit status 0 only if every check passed for every transport run. Needs PyTorch with CUDA and NCCL.
 """
@@ -20,6 +27,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +35,40 @@ import sys
 import time
 
 SIZES = [1 << s for s in range(10, 29, 2)]  # 1 KiB, 4 KiB, ..., 256 MiB
+# NCCL variables the caller may set for both transports.
+PASSED_THROUGH = ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+
+
+class Mps:
+    """A private MPS control daemon for the two ranks (pipe and log folders of our own), or none."""
+
+    def __init__(self, mode, out):
+        self.env, self.pipe = {}, None
+        exe = shutil.which("nvidia-cuda-mps-control")
+        if mode == "off" or (mode == "auto" and not exe):
+            self.note = "MPS off" + ("" if exe else " (nvidia-cuda-mps-control not found)")
+            return
+        if not exe:
+            raise SystemExit("--mps on: nvidia-cuda-mps-control not found")
+        self.pipe = os.path.join(out, "mps-pipe")
+        log = os.path.join(out, "mps-log")
+        os.makedirs(self.pipe, exist_ok=True)
+        os.makedirs(log, exist_ok=True)
+        self.env = {"CUDA_MPS_PIPE_DIRECTORY": self.pipe, "CUDA_MPS_LOG_DIRECTORY": log}
+        r = subprocess.run([exe, "-d"], env={**os.environ, **self.env}, capture_output=True, text=True)
+        if r.returncode != 0:
+            if mode == "on":
+                raise SystemExit(f"--mps on: the MPS daemon did not start: {r.stderr.strip()}")
+            self.env, self.pipe = {}, None
+            self.note = f"MPS off (the daemon did not start: {r.stderr.strip()})"
+            return
+        self.note = f"MPS on (daemon pipes in {self.pipe})"
+
+    def stop(self):
+        if self.pipe:
+            subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", text=True,
+                           env={**os.environ, **self.env}, capture_output=True)
+            self.pipe = None
 
 
 def free_port():
@@ -114,8 +156,9 @@ def run_transport(args, transport):
     for rank in range(2):
         env = dict(os.environ)
         for k in [k for k in env if k.startswith("NCCL_")]:
-            if not k.startswith("NCCL_MRC_"):
+            if not k.startswith("NCCL_MRC_") and k not in PASSED_THROUGH:
                 del env[k]
+        env.update(args.mps_env)
         env.update(transport_env(transport, args.plugin))
         env.update({
             "RANK": str(rank),
@@ -180,6 +223,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=240, help="seconds per transport run (both ranks)")
     ap.add_argument("--op-timeout", type=int, default=120, help="NCCL collective timeout, seconds")
     ap.add_argument("--verbose", action="store_true", help="print the ranks' whole output")
+    ap.add_argument("--mps", choices=["auto", "on", "off"], default="auto",
+                    help="run the ranks under a private MPS daemon (auto: when nvidia-cuda-mps-control exists)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--transport", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -191,9 +236,20 @@ def main():
             ap.error(f"--plugin must name libnccl-net-mrc.so (got {args.plugin!r}); build it with nccl-plugin/install.sh")
         args.plugin = os.path.abspath(args.plugin)
     os.makedirs(args.out, exist_ok=True)
+    mps = Mps(args.mps, args.out)
+    args.mps_env = mps.env
+    try:
+        return compare(args, transports, mps.note)
+    finally:
+        mps.stop()
+
+
+def compare(args, transports, mps_note):
     import torch
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
-          f"GPU {torch.cuda.get_device_name(0)}; sizes 1 KiB .. 256 MiB; logs in {args.out}", flush=True)
+          f"GPU {torch.cuda.get_device_name(0)}; sizes 1 KiB .. 256 MiB; logs in {args.out}; {mps_note}; "
+          f"channels {' '.join(f'{k}={os.environ[k]}' for k in PASSED_THROUGH if k in os.environ) or 'NCCL default'}",
+          flush=True)
     res, problems = {}, []
     for t in transports:
         print(f"== {t}", flush=True)

@@ -55,6 +55,11 @@ impl CongestionControl for FixedWindow {
     fn counters(&self) -> CcCounters {
         self.counters
     }
+
+    fn set_window(&mut self, window: u64) -> bool {
+        self.window = window.max(1);
+        true
+    }
 }
 
 #[cfg(test)]
@@ -76,6 +81,8 @@ mod tests {
         f.on_trim(Instant::from_nanos(2), 4096, true);
         f.on_loss(Instant::from_nanos(3), 4096);
         assert_eq!(f.window(), 10_000);
+        assert!(f.set_window(5000));
+        assert_eq!(f.window(), 5000);
         assert_eq!(f.counters().trims, 1);
         assert_eq!(f.counters().last_hop_trims, 1);
         assert_eq!(f.counters().losses, 1);

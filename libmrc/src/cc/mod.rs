@@ -77,6 +77,11 @@ pub trait CongestionControl: Send + fmt::Debug {
     fn counters(&self) -> CcCounters {
         CcCounters::default()
     }
+    /// Sets the window of a controller whose window is set from outside (a host sharing one in-flight budget
+    /// among its QPs); `false` for a controller that computes its own.
+    fn set_window(&mut self, _window: u64) -> bool {
+        false
+    }
 }
 
 /// Which controller a QP uses, with its parameters.

@@ -516,6 +516,12 @@ impl CachedCc {
     pub(crate) fn counters(&self) -> crate::cc::CcCounters {
         self.inner.counters()
     }
+
+    pub(crate) fn set_window(&mut self, window: u64) -> bool {
+        let set = self.inner.set_window(window);
+        self.window = self.inner.window();
+        set
+    }
 }
 
 /// Internal PSNs and MSNs start one wrap above the wire value so that "one before the first" never underflows.
