@@ -412,6 +412,7 @@ pub struct PathSet {
     /// Largest smoothed RTT of any EV, ns, and which EV has it: the round trip an EV without a sample of its
     /// own may have.
     worst_delay: (u64, u16),
+
     /// Low EV bits that name the plane (for EVs put in by [`PathSet::replace_ev`]).
     plane_bits: u8,
 }

@@ -44,7 +44,7 @@ impl Qp {
     /// Whether data (new or retransmitted) could go out now.
     #[inline]
     pub(crate) fn data_ready(&self) -> bool {
-        if self.retx.is_empty() && !self.has_new_data() {
+        if self.retx.is_empty() && !self.has_new_data() && self.suspects.is_empty() {
             return false;
         }
         (self.force_any_ev || self.paths.usable()) && self.cwnd_allows(u64::from(self.cfg().mtu))
@@ -130,6 +130,9 @@ impl Qp {
         mem: &mut M,
         mrs: &MrTable,
     ) -> Option<Transmit> {
+        if !self.suspects.is_empty() && !self.has_new_data() {
+            self.resend_suspects();
+        }
         // Retransmissions first (spec REL-RETX-1).
         while let Some(&psn) = self.retx.front() {
             match self.sent.get(psn) {
@@ -856,12 +859,14 @@ impl Qp {
             // queue or its NACK behind others on the receiver's link: the receiver's congestion, which says
             // nothing about the path (as PATH-EV-3 says of the trims themselves).
             let receiver_congested = now < self.lasthop_trim_until;
+            let was = self.paths.state(p.ev);
             let retired = self.paths.on_loss(p.ev, now, p.sent_at, receiver_congested);
-            if retired.is_none()
-                && self.paths.losses_in_a_row(p.ev) == 2
-                && self.paths.state(p.ev) == crate::path::EvState::AssumedBad
-            {
-                self.presume_ev_lost(p.ev);
+            if retired.is_none() && self.paths.state(p.ev) == crate::path::EvState::AssumedBad {
+                match self.paths.losses_in_a_row(p.ev) {
+                    2 => self.presume_ev_lost(p.ev),
+                    _ if was != crate::path::EvState::AssumedBad => self.suspect_ev(p.ev),
+                    _ => {}
+                }
             }
             // A loss on a path not yet measured or much slower than the QP's others may be a packet still in
             // that path's queue; the window is left to what the QP's typical paths say.
@@ -881,6 +886,7 @@ impl Qp {
     /// arrive. Neither congestion control nor other EVs are penalised for them.
     // spec: PATH-EV-4
     fn presume_ev_lost(&mut self, ev: u16) {
+        self.suspects.clear();
         let doomed: Vec<u64> = self
             .sent
             .iter()
@@ -889,6 +895,34 @@ impl Qp {
             .collect();
         for psn in doomed {
             if self.sent.mark_lost(psn).is_some() {
+                self.retx.push_back(psn);
+                self.stats.losses_path += 1;
+            }
+        }
+    }
+
+    /// EV `ev` was just retired for its first loss: the packets still in flight on it may have followed the lost
+    /// one onto a dead path, or may arrive (random loss). They become suspects: resent as soon as the QP has no
+    /// new data to send (the tail of a message, where nothing later would find them soon), else left to the
+    /// loss rules (a second loss on the EV gives them all up).
+    // spec: PATH-EV-4
+    fn suspect_ev(&mut self, ev: u16) {
+        let Self { sent, suspects, .. } = self;
+        suspects.extend(
+            sent.iter()
+                .filter(|(_, p)| p.state == PktState::InFlight && p.ev == ev)
+                .map(|(psn, _)| psn),
+        );
+    }
+
+    /// With nothing new to send, resends the suspects still in flight (see [`suspect_ev`](Self::suspect_ev)).
+    fn resend_suspects(&mut self) {
+        while let Some(psn) = self.suspects.pop_front() {
+            let on_retired = self.sent.get(psn).is_some_and(|p| {
+                p.state == PktState::InFlight
+                    && self.paths.state(p.ev) == crate::path::EvState::AssumedBad
+            });
+            if on_retired && self.sent.mark_lost(psn).is_some() {
                 self.retx.push_back(psn);
                 self.stats.losses_path += 1;
             }
