@@ -2,6 +2,7 @@
 
 use super::config::{HostConfig, ProgressMode};
 use super::cq::Cq;
+use super::gid::gid_of;
 use super::info::{AsyncEvent, HostStats, LocalInfo};
 use super::progress::run;
 use super::qp::{Qp, QpSpec};
@@ -59,9 +60,12 @@ impl<P: PlaneIo> Host<P> {
         let local = LocalInfo {
             planes: local_planes.iter().map(|p| p.addr).collect(),
             port: local_planes.first().map_or(0, |p| p.addr.port()),
-            gid0: local_planes
+            plane0: local_planes
                 .first()
                 .map_or(Ipv6Addr::UNSPECIFIED, |p| *p.addr.ip()),
+            gid: local_planes
+                .first()
+                .map_or(Ipv6Addr::UNSPECIFIED, |p| gid_of(p.addr)),
         };
         let inner = Arc::new(Inner {
             core: Mutex::new(Core {
@@ -299,7 +303,7 @@ impl<P: PlaneIo> Host<P> {
         Ok(())
     }
 
-    /// The protection domain every [`Link`]'s QPs belong to: register memory a link uses in it.
+    /// The protection domain every [`Link`](crate::Link)'s QPs belong to: register memory a link uses in it.
     pub fn default_pd(&self) -> Pd {
         self.inner().default_pd
     }

@@ -13,8 +13,10 @@ pub struct LocalInfo {
     pub planes: Vec<SocketAddrV6>,
     /// Plane 0's UDP port (a verbs LID).
     pub port: u16,
-    /// Plane 0's address (a verbs GID 0).
-    pub gid0: Ipv6Addr,
+    /// Plane 0's address.
+    pub plane0: Ipv6Addr,
+    /// GID 0 as verbs shows it: finds this host without a LID ([`PeerAddr::from_verbs`](crate::PeerAddr::from_verbs)).
+    pub gid: Ipv6Addr,
 }
 
 /// Counters of a host.
@@ -80,15 +82,16 @@ pub enum AsyncEvent {
         /// The EV.
         ev: u32,
     },
-    /// The peer closed the link this QP belonged to ([`Link::close`]): both sides drained their QPs, and this
-    /// one is destroyed (receives still posted are dropped without completions, as by `ibv_destroy_qp`).
+    /// The peer closed the link this QP belonged to ([`Link::close`](crate::Link::close)): both sides drained their
+    /// QPs, and this one is destroyed (receives still posted are dropped without completions, as by
+    /// `ibv_destroy_qp`).
     LinkClosed {
         /// The QP.
         qpn: u32,
     },
 }
 
-/// A registered region: the keys work requests and peers use. Valid until [`Host::dereg_mr`].
+/// A registered region: the keys work requests and peers use. Valid until [`Host::dereg_mr`](crate::Host::dereg_mr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mr {
     /// Key for local scatter/gather elements.
