@@ -98,6 +98,9 @@ pub struct QpProfile {
     /// Retries after those at 2×, 4×, … the timeout (`QpConfig::retry_exp`); 25 or more: never give up. When
     /// the last one expires the oldest request completes with `RetryExcErr` and the QP enters ERROR. Default 3.
     pub retry_backoff: u8,
+    /// New packets per EV before the next (`QpConfig::ev_burst`, spec PATH-EV-6); 0 (the default): enough for
+    /// one segmented train when the planes take trains ([`crate::offload`]), else 1.
+    pub ev_burst: u8,
 }
 
 impl Default for QpProfile {
@@ -111,6 +114,7 @@ impl Default for QpProfile {
             ack_timeout: 14,
             retry_cnt: 7,
             retry_backoff: 3,
+            ev_burst: 0,
         }
     }
 }
@@ -202,6 +206,9 @@ pub struct HostConfig {
     /// Where to serve the counters over HTTP (`/metrics`, `/counters.json`); off: `None`, unless `MRC_METRICS`
     /// is set (counters.rs).
     pub metrics: Option<std::net::SocketAddr>,
+    /// UDP segmentation and receive offload ([`crate::offload`]); `None`: `MRC_OFFLOAD`, else auto (on in plain
+    /// mode).
+    pub offload: Option<crate::offload::Offload>,
 }
 
 impl Default for HostConfig {
@@ -225,6 +232,7 @@ impl HostConfig {
             link_recv_wr: 1024,
             capture: None,
             metrics: None,
+            offload: None,
         }
     }
 
@@ -743,7 +751,17 @@ impl<P: PlaneIo> std::fmt::Debug for Host<P> {
 impl Host {
     /// Binds the planes' sockets, starts the engine and (unless [`ProgressMode::Manual`]) the progress thread.
     pub fn start(cfg: HostConfig) -> Result<Host, HostError> {
-        let io = UdpPlanes::bind(&cfg.node, cfg.node.usid_block.is_some(), cfg.socket_buffer)?;
+        let offload = match cfg.offload {
+            Some(o) => o,
+            None => crate::offload::Offload::from_env()
+                .map_err(HostError::Invalid)?
+                .unwrap_or_default(),
+        };
+        let usid = cfg.node.usid_block.is_some();
+        let on = offload.enabled(usid);
+        // Without offload, uSID hops make UDP checksums wrong at the receiver: send none (spec WIRE-ICRC-1).
+        let io = UdpPlanes::bind(&cfg.node, usid && !on, cfg.socket_buffer)?;
+        let io = if on { io.with_offload()? } else { io };
         Host::start_with(cfg, io)
     }
 }
@@ -755,6 +773,15 @@ impl<P: PlaneIo> Host<P> {
     pub fn start_with(mut cfg: HostConfig, io: P) -> Result<Self, HostError> {
         if cfg.profile.mtu == 0 {
             cfg.profile.mtu = io.payload_mtu();
+        }
+        if cfg.profile.ev_burst == 0 {
+            cfg.profile.ev_burst = if io.offload() {
+                crate::offload::ev_burst(
+                    cfg.profile.mtu as usize + crate::pmtu::PACKET_OVERHEAD as usize,
+                )
+            } else {
+                1
+            };
         }
         let p = cfg.profile;
         let mut dp = Datapath::with_io(
@@ -1260,6 +1287,7 @@ impl<P: PlaneIo> Inner<P> {
             timeout: p.ack_timeout,
             retry_linear: p.retry_cnt,
             retry_exp: p.retry_backoff,
+            ev_burst: p.ev_burst.clamp(1, 64),
             ..c.dp.software_qp_config(
                 p.mtu,
                 p.evs_per_plane,

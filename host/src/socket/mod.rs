@@ -153,6 +153,12 @@ impl PlaneSocket {
         self.local
     }
 
+    /// Turns on receive offload (`UDP_GRO`): the kernel may hand over consecutive datagrams of one flow as one
+    /// message, which [`RxBatch`] cuts back into them.
+    pub fn receive_trains(&self) -> io::Result<()> {
+        setsockopt_int(self.fd.as_raw_fd(), libc::SOL_UDP, rx::UDP_GRO, 1)
+    }
+
     /// The receive buffer the kernel granted, as `SO_RCVBUF` reports it (twice the bytes asked for: the kernel
     /// counts its own overhead in it).
     pub fn receive_buffer(&self) -> io::Result<usize> {
@@ -175,28 +181,30 @@ impl PlaneSocket {
         }
     }
 
-    /// Sends `batch[from..]` with one `sendmmsg`. Returns how many went out; `WouldBlock` when none did because
-    /// the socket buffer is full; another error concerns the first unsent datagram only.
+    /// Sends `batch[from..]` (`from` starting a message) with one `sendmmsg`. Returns how many datagrams went
+    /// out; `WouldBlock` when none did because the socket buffer is full; another error concerns the first unsent
+    /// message only (one datagram, or a train: [`TxBatch::message_len`]).
     pub fn send(&self, batch: &mut TxBatch, from: usize) -> io::Result<usize> {
         let n = batch.len - from.min(batch.len);
         if n == 0 {
             return Ok(0);
         }
-        batch.prepare(from, n);
+        let messages = batch.prepare(from, n);
         // SAFETY: `prepare` pointed every header at buffers owned by `batch`, which outlives the call and is
         // not touched meanwhile, and at lent payloads, which `push_lent`'s contract keeps valid.
         let r = unsafe {
             libc::sendmmsg(
                 self.fd.as_raw_fd(),
                 batch.hdrs.as_mut_ptr(),
-                n as libc::c_uint,
+                messages as libc::c_uint,
                 0,
             )
         };
         if r < 0 {
             Err(io::Error::last_os_error())
         } else {
-            Ok(r as usize)
+            // Messages sent, counted in datagrams.
+            Ok(batch.msg_datagrams[..r as usize].iter().sum())
         }
     }
 
@@ -216,14 +224,14 @@ impl PlaneSocket {
         if r < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::WouldBlock {
-                batch.len = 0;
+                batch.clear();
                 Ok(0)
             } else {
                 Err(e)
             };
         }
         batch.finish(r as usize);
-        Ok(batch.len)
+        Ok(batch.len())
     }
 
     /// Takes one entry off the socket's error queue (ICMP unreachable and local send errors).
@@ -432,6 +440,69 @@ mod tests {
                 (5, 2, a.local_addr(), 0x28, false)
             ]
         );
+    }
+
+    /// Segmentation offload: datagrams to one destination with one class and one length (the last shorter) leave
+    /// as one train, another destination or class starts a new one, and a receiver with `UDP_GRO` gets every
+    /// datagram back whole, in order, byte for byte.
+    #[test]
+    #[allow(unsafe_code, reason = "push_lent takes a raw payload pointer")]
+    fn trains_leave_in_one_message_and_arrive_as_their_datagrams() {
+        let any = SocketAddrV6::new(Ipv6Addr::LOCALHOST, 0, 0, 0);
+        let a = PlaneSocket::bind(any, false, 1 << 20).unwrap();
+        let (b, c) = (
+            PlaneSocket::bind(any, false, 1 << 20).unwrap(),
+            PlaneSocket::bind(any, false, 1 << 20).unwrap(),
+        );
+        b.receive_trains().unwrap();
+        let payload: Vec<u8> = (0..4000u32).map(|i| (i * 7) as u8).collect();
+        let mut tx = TxBatch::new(16, 2048).with_segmentation(true);
+        let mut buf = vec![0u8; 2048];
+        // Five datagrams to b: four of 1006 bytes (3 header, 1000 lent, 3 trailer), the last of 506.
+        for k in 0..5u8 {
+            buf[..6].copy_from_slice(&[k, k, k, 0xee, 0xee, 0xee]);
+            let n = if k == 4 { 500 } else { 1000 };
+            let lent = payload[usize::from(k) * 100..].as_ptr();
+            // SAFETY: `payload` outlives the batch's use of it below.
+            assert!(unsafe { tx.push_lent(&mut buf, 6, b.local_addr(), 0, (3, lent, n)) });
+        }
+        // Then one to c, one to b with another class, one to b again.
+        for (dest, tc) in [
+            (c.local_addr(), 0),
+            (b.local_addr(), 0x1c),
+            (b.local_addr(), 0),
+        ] {
+            buf[..6].copy_from_slice(&[9; 6]);
+            assert!(tx.push(&mut buf, 6, dest, tc));
+        }
+        assert_eq!(
+            (0..tx.len()).map(|i| tx.message_len(i)).collect::<Vec<_>>(),
+            [5, 4, 3, 2, 1, 1, 1, 1],
+            "one train of five, then single datagrams"
+        );
+        assert_eq!(a.send(&mut tx, 0).unwrap(), 8);
+        let mut rx = RxBatch::new(8, 1 << 16);
+        wait(
+            &[b.as_raw_fd()],
+            &[],
+            Some(std::time::Duration::from_secs(1)),
+        )
+        .unwrap();
+        assert_eq!(
+            b.recv(&mut rx).unwrap(),
+            7,
+            "five datagrams of the train and two singles"
+        );
+        assert_eq!(rx.msgs, 3, "the train arrived as one message");
+        let got: Vec<Vec<u8>> = (0..7).map(|i| rx.get(i).0.to_vec()).collect();
+        for (k, d) in got.iter().take(5).enumerate() {
+            let n = if k == 4 { 500 } else { 1000 };
+            let mut want = vec![k as u8; 3];
+            want.extend_from_slice(&payload[k * 100..k * 100 + n]);
+            want.extend_from_slice(&[0xee; 3]);
+            assert_eq!(d, &want, "datagram {k} of the train");
+        }
+        assert_eq!(receive(&c, 1, |(p, ..)| p.len()), [6]);
     }
 
     #[test]

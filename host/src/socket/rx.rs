@@ -1,9 +1,25 @@
 //! The receive side of a plane's socket: datagrams read by one `recvmmsg`.
+//!
+//! With receive offload on (`UDP_GRO`), the kernel may hand over consecutive datagrams of one flow as one
+//! message and say their size in a control message; the batch cuts such a message back into its datagrams, so
+//! the engine still sees one MRC packet at a time.
 
 use std::mem::{size_of, zeroed};
 use std::net::SocketAddrV6;
 
 use super::{CMSG_ROOM, sockaddr_from, sockaddr_to};
+
+/// Linux `UDP_GRO` (level `SOL_UDP`): as a socket option, coalesced receives on; as a control message, the
+/// size of the datagrams a message holds.
+pub(super) const UDP_GRO: libc::c_int = 104;
+
+/// One datagram of the batch: where it lies in its message's slot.
+#[derive(Debug, Clone, Copy, Default)]
+struct Datagram {
+    msg: usize,
+    start: usize,
+    len: usize,
+}
 
 /// Received datagrams: payloads, sources and traffic classes, reused from batch to batch.
 pub struct RxBatch {
@@ -13,9 +29,12 @@ pub struct RxBatch {
     pub(super) ctrl: Vec<[u64; CMSG_ROOM / 8]>,
     pub(super) hdrs: Vec<libc::mmsghdr>,
     pub(super) iovs: Vec<libc::iovec>,
+    /// Per message: its length, or `slot + 1` when it was cut to fit.
     pub(super) lens: Vec<usize>,
     pub(super) tclass: Vec<u8>,
-    pub(super) len: usize,
+    /// Messages filled.
+    pub(super) msgs: usize,
+    datagrams: Vec<Datagram>,
 }
 
 // SAFETY: the raw pointers inside are scratch space rebuilt before every use; the batch owns what they point at.
@@ -23,12 +42,15 @@ unsafe impl Send for RxBatch {}
 
 impl std::fmt::Debug for RxBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RxBatch").field("len", &self.len).finish()
+        f.debug_struct("RxBatch")
+            .field("datagrams", &self.datagrams.len())
+            .finish()
     }
 }
 
 impl RxBatch {
-    /// Room for `capacity` datagrams of up to `slot` bytes (longer ones are cut and must be dropped).
+    /// Room for `capacity` messages of up to `slot` bytes (longer ones are cut and must be dropped); with
+    /// receive offload a message may hold several datagrams, so `slot` is then 64 KiB.
     pub fn new(capacity: usize, slot: usize) -> Self {
         let capacity = capacity.max(1);
         // SAFETY: all-zero is valid for these C structures.
@@ -50,34 +72,36 @@ impl RxBatch {
             ],
             lens: vec![0; capacity],
             tclass: vec![0; capacity],
-            len: 0,
+            msgs: 0,
+            datagrams: Vec::with_capacity(capacity),
         }
     }
 
     /// Datagrams in the batch.
     pub fn len(&self) -> usize {
-        self.len
+        self.datagrams.len()
     }
 
     /// The batch holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.datagrams.is_empty()
     }
 
-    /// How many datagrams one receive may put in the batch.
+    /// How many messages one receive may put in the batch.
     pub fn capacity(&self) -> usize {
         self.hdrs.len()
     }
 
     /// Empties the batch (before a plane I/O without `recvmmsg` fills it with [`push`](Self::push)).
     pub fn clear(&mut self) {
-        self.len = 0;
+        self.msgs = 0;
+        self.datagrams.clear();
     }
 
     /// Appends one received datagram (cut to the slot, and marked so, if longer); `false` when the batch is
     /// full. For a plane I/O that carries datagrams without `recvmmsg` (crate::plane).
     pub fn push(&mut self, payload: &[u8], src: SocketAddrV6, tclass: u8) -> bool {
-        let i = self.len;
+        let i = self.msgs;
         if i >= self.capacity() {
             return false;
         }
@@ -90,18 +114,24 @@ impl RxBatch {
         };
         self.srcs[i] = sockaddr_from(&src);
         self.tclass[i] = tclass;
-        self.len += 1;
+        self.msgs += 1;
+        self.datagrams.push(Datagram {
+            msg: i,
+            start: 0,
+            len: n,
+        });
         true
     }
 
-    /// Datagram `i`: payload, source, IPv6 traffic class, and whether it was cut to fit the slot.
+    /// Datagram `i`: payload, source, IPv6 traffic class, and whether its message was cut to fit the slot.
     pub fn get(&self, i: usize) -> (&[u8], SocketAddrV6, u8, bool) {
-        let len = self.lens[i];
+        let d = self.datagrams[i];
+        let at = d.msg * self.slot + d.start;
         (
-            &self.buf[i * self.slot..i * self.slot + len.min(self.slot)],
-            sockaddr_to(&self.srcs[i]),
-            self.tclass[i],
-            len > self.slot,
+            &self.buf[at..at + d.len],
+            sockaddr_to(&self.srcs[d.msg]),
+            self.tclass[d.msg],
+            self.lens[d.msg] > self.slot,
         )
     }
 
@@ -126,30 +156,62 @@ impl RxBatch {
         }
     }
 
+    /// Records the `n` messages `recvmmsg` filled and cuts coalesced ones into their datagrams.
     pub(super) fn finish(&mut self, n: usize) {
-        self.len = n;
+        self.msgs = n;
+        self.datagrams.clear();
         for i in 0..n {
             let h = &self.hdrs[i];
             let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            self.lens[i] = if truncated {
-                self.slot + 1
-            } else {
-                h.msg_len as usize
-            };
-            let mut tc = 0u8;
-            // SAFETY: the kernel wrote `msg_controllen` bytes of well-formed control messages into this
-            // datagram's control buffer; the CMSG_* macros stay within that length.
-            unsafe {
-                let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-                while !c.is_null() {
-                    if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_TCLASS
-                    {
-                        tc = libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned() as u8;
-                    }
-                    c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
-                }
-            }
+            let len = h.msg_len as usize;
+            self.lens[i] = if truncated { self.slot + 1 } else { len };
+            let (tc, seg) = control(&h.msg_hdr);
             self.tclass[i] = tc;
+            let seg = match seg {
+                Some(s) if s > 0 && !truncated => s,
+                _ => len.max(1),
+            };
+            let body = len.min(self.slot);
+            if body == 0 {
+                self.datagrams.push(Datagram {
+                    msg: i,
+                    start: 0,
+                    len: 0,
+                });
+            }
+            let mut start = 0;
+            while start < body {
+                let n = seg.min(body - start);
+                self.datagrams.push(Datagram {
+                    msg: i,
+                    start,
+                    len: n,
+                });
+                start += n;
+            }
         }
     }
+}
+
+/// The traffic class and the coalesced datagrams' size from a received message's control messages.
+fn control(msg: &libc::msghdr) -> (u8, Option<usize>) {
+    let (mut tc, mut seg) = (0u8, None);
+    // SAFETY: the kernel wrote `msg_controllen` bytes of well-formed control messages into this message's control
+    // buffer; the CMSG_* macros stay within that length.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                    tc = libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned() as u8;
+                }
+                (libc::SOL_UDP, UDP_GRO) => {
+                    seg = Some(libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned() as usize);
+                }
+                _ => {}
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    (tc, seg)
 }

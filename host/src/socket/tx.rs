@@ -1,9 +1,23 @@
 //! The send side of a plane's socket: datagrams batched for one `sendmmsg`.
+//!
+//! With segmentation offload on, consecutive datagrams to the same destination with the same traffic class and
+//! the same length (the last may be shorter) go as one message with a `UDP_SEGMENT` control message: a *train*
+//! the kernel cuts back into the same datagrams below the socket (on the host's link, or on a NIC that does UDP
+//! segmentation), so every datagram on the wire is still one MRC packet with its own headers and ICRC.
 
 use std::mem::{size_of, zeroed};
 use std::net::SocketAddrV6;
 
-use super::{CMSG_ROOM, sockaddr_from, sockaddr_to};
+use super::{sockaddr_from, sockaddr_to};
+
+/// Linux `UDP_SEGMENT` (level `SOL_UDP`): the size of the datagrams a message is cut into.
+pub(super) const UDP_SEGMENT: libc::c_int = 103;
+/// Datagrams one message may carry (the kernel's `UDP_MAX_SEGMENTS`).
+const MAX_SEGMENTS: usize = 64;
+/// Bytes one message may carry: a UDP datagram's length field, less the headers' room.
+const MAX_TRAIN_BYTES: usize = 65_000;
+/// Control-message room per message: the traffic class and the segment size.
+const TX_CMSG_ROOM: usize = 64;
 
 /// Datagrams waiting to go out of one socket, each with its destination and traffic class. Payload buffers are
 /// swapped in and out rather than copied, and reused from batch to batch, so sending allocates nothing. A
@@ -19,7 +33,13 @@ pub struct TxBatch {
     pub(super) len: usize,
     pub(super) hdrs: Vec<libc::mmsghdr>,
     pub(super) iovs: Vec<libc::iovec>,
-    pub(super) ctrl: Vec<[u64; CMSG_ROOM / 8]>,
+    pub(super) ctrl: Vec<[u64; TX_CMSG_ROOM / 8]>,
+    /// Trains allowed ([`with_segmentation`](Self::with_segmentation)).
+    pub(super) gso: bool,
+    /// Per datagram: it rides in the message of the one before it.
+    pub(super) joins: Vec<bool>,
+    /// Per message built by the last `prepare`: how many datagrams it carries.
+    pub(super) msg_datagrams: Vec<usize>,
 }
 
 // SAFETY: the raw pointers inside are scratch space rebuilt before every use and point at what the batch owns,
@@ -55,8 +75,67 @@ impl TxBatch {
                 };
                 3 * capacity
             ],
-            ctrl: vec![[0; CMSG_ROOM / 8]; capacity],
+            ctrl: vec![[0; TX_CMSG_ROOM / 8]; capacity],
+            gso: false,
+            joins: vec![false; capacity],
+            msg_datagrams: Vec::with_capacity(capacity),
         }
+    }
+
+    /// Lets consecutive datagrams to one destination go as one segmented message (see the module's
+    /// description); the socket must have UDP checksums on.
+    pub fn with_segmentation(mut self, on: bool) -> Self {
+        self.gso = on;
+        self
+    }
+
+    /// Whether trains are allowed.
+    pub fn segmentation(&self) -> bool {
+        self.gso
+    }
+
+    /// Stops making trains and splits the ones queued (the kernel refused one).
+    pub fn stop_segmentation(&mut self) {
+        self.gso = false;
+        self.joins.fill(false);
+    }
+
+    /// Datagrams in the message that starts at datagram `i` (1 without segmentation).
+    pub fn message_len(&self, i: usize) -> usize {
+        1 + self.joins[i + 1..self.len]
+            .iter()
+            .take_while(|&&j| j)
+            .count()
+    }
+
+    /// Whole length of datagram `i`, a lent payload included.
+    fn datagram_len(&self, i: usize) -> usize {
+        self.lens[i] + self.lent[i].map_or(0, |(_, _, n)| n)
+    }
+
+    /// Whether datagram `i` (just queued) can ride in the message of the datagrams before it: same
+    /// destination and class, the message's datagrams all of its first one's length and this one no longer,
+    /// within the kernel's limits.
+    // spec: HOST-IO-4
+    fn can_join(&self, i: usize) -> bool {
+        if !self.gso || i == 0 {
+            return false;
+        }
+        let (a, b) = (&self.dests[i - 1], &self.dests[i]);
+        if a.sin6_addr.s6_addr != b.sin6_addr.s6_addr
+            || a.sin6_port != b.sin6_port
+            || self.tclass[i - 1] != self.tclass[i]
+        {
+            return false;
+        }
+        let first = (0..i).rev().find(|&k| !self.joins[k]).unwrap_or(0);
+        let seg = self.datagram_len(first);
+        let count = i - first;
+        let bytes: usize = (first..i).map(|k| self.datagram_len(k)).sum();
+        self.datagram_len(i - 1) == seg
+            && self.datagram_len(i) <= seg
+            && count < MAX_SEGMENTS
+            && bytes + self.datagram_len(i) <= MAX_TRAIN_BYTES
     }
 
     /// Datagrams queued.
@@ -89,7 +168,9 @@ impl TxBatch {
         self.lent[i] = None;
         self.dests[i] = sockaddr_from(&dest);
         self.tclass[i] = libc::c_int::from(tclass);
+        self.joins[i] = false;
         self.len += 1;
+        self.joins[i] = self.can_join(i);
         true
     }
 
@@ -111,7 +192,10 @@ impl TxBatch {
         if at > len || len + payload_len > buf.len() || !self.push(buf, len, dest, tclass) {
             return false;
         }
-        self.lent[self.len - 1] = Some((at, payload, payload_len));
+        let i = self.len - 1;
+        self.lent[i] = Some((at, payload, payload_len));
+        // The payload changed the datagram's length: decide again.
+        self.joins[i] = self.can_join(i);
         true
     }
 
@@ -179,59 +263,108 @@ impl TxBatch {
         self.lent.copy_within(n..self.len, 0);
         self.dests.copy_within(n..self.len, 0);
         self.tclass.copy_within(n..self.len, 0);
+        self.joins.copy_within(n..self.len, 0);
+        self.joins[0] = false;
         self.len -= n;
     }
 
-    pub(super) fn prepare(&mut self, from: usize, n: usize) {
-        for k in 0..n {
-            let i = from + k;
-            let base: *mut u8 = self.slots[i].as_mut_ptr();
-            let iov = |p: *mut u8, len: usize| libc::iovec {
-                iov_base: p.cast(),
-                iov_len: len,
-            };
-            let iovs = &mut self.iovs[3 * k..3 * k + 3];
-            let count = match self.lent[i] {
-                None => {
-                    iovs[0] = iov(base, self.lens[i]);
-                    1
+    /// Builds the `sendmmsg` headers for datagrams `from..from + n` (`from` starts a message); returns how
+    /// many messages they make.
+    pub(super) fn prepare(&mut self, from: usize, n: usize) -> usize {
+        self.msg_datagrams.clear();
+        let mut iov_at = 0;
+        let mut i = from;
+        while i < from + n {
+            let first = i;
+            let msg_iov = iov_at;
+            loop {
+                iov_at += self.datagram_iovecs(i, iov_at);
+                i += 1;
+                if i >= from + n || !self.joins[i] {
+                    break;
                 }
-                Some((at, ptr, len)) => {
-                    iovs[0] = iov(base, at);
-                    // sendmmsg only reads through iovecs; the pointer is mutable in the C type alone.
-                    iovs[1] = iov(ptr.cast_mut(), len);
-                    // SAFETY: `at <= lens[i] <= slot length` (checked in `push_lent`), so the offset stays in
-                    // the slot.
-                    iovs[2] = iov(unsafe { base.add(at) }, self.lens[i] - at);
-                    3
-                }
-            };
-            let ctrl = &mut self.ctrl[k];
-            // SAFETY: all-zero is valid for msghdr.
-            let mut msg: libc::msghdr = unsafe { zeroed() };
-            msg.msg_name = (&mut self.dests[i] as *mut libc::sockaddr_in6).cast();
-            msg.msg_namelen = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            msg.msg_iov = self.iovs[3 * k..].as_mut_ptr();
-            msg.msg_iovlen = count;
-            msg.msg_control = ctrl.as_mut_ptr().cast();
-            // SAFETY: CMSG_SPACE is arithmetic on a constant size.
-            msg.msg_controllen =
-                unsafe { libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) } as usize;
-            // SAFETY: `ctrl` holds CMSG_ROOM bytes, more than one int-sized control message needs; the header
-            // and data are written inside it.
-            unsafe {
-                let c = libc::CMSG_FIRSTHDR(&msg);
-                (*c).cmsg_level = libc::IPPROTO_IPV6;
-                (*c).cmsg_type = libc::IPV6_TCLASS;
-                (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
-                libc::CMSG_DATA(c)
-                    .cast::<libc::c_int>()
-                    .write_unaligned(self.tclass[i]);
             }
+            let count = i - first;
+            let seg = (count > 1).then(|| self.datagram_len(first));
+            let k = self.msg_datagrams.len();
+            self.msg_datagrams.push(count);
             self.hdrs[k] = libc::mmsghdr {
-                msg_hdr: msg,
+                msg_hdr: self.message(k, first, msg_iov, iov_at - msg_iov, seg),
                 msg_len: 0,
             };
         }
+        self.msg_datagrams.len()
+    }
+
+    /// Points iovecs at datagram `i` from `self.iovs[at]` on; returns how many.
+    fn datagram_iovecs(&mut self, i: usize, at: usize) -> usize {
+        let base: *mut u8 = self.slots[i].as_mut_ptr();
+        let iov = |p: *mut u8, len: usize| libc::iovec {
+            iov_base: p.cast(),
+            iov_len: len,
+        };
+        let iovs = &mut self.iovs[at..at + 3];
+        match self.lent[i] {
+            None => {
+                iovs[0] = iov(base, self.lens[i]);
+                1
+            }
+            Some((off, ptr, len)) => {
+                iovs[0] = iov(base, off);
+                // sendmmsg only reads through iovecs; the pointer is mutable in the C type alone.
+                iovs[1] = iov(ptr.cast_mut(), len);
+                // SAFETY: `off <= lens[i] <= slot length` (checked in `push_lent`), so the offset stays in
+                // the slot.
+                iovs[2] = iov(unsafe { base.add(off) }, self.lens[i] - off);
+                3
+            }
+        }
+    }
+
+    /// Message `k`: datagram `first`'s destination and class, `iovlen` iovecs from `iov_at`, and the segment
+    /// size of a train.
+    fn message(
+        &mut self,
+        k: usize,
+        first: usize,
+        iov_at: usize,
+        iovlen: usize,
+        seg: Option<usize>,
+    ) -> libc::msghdr {
+        let ctrl = &mut self.ctrl[k];
+        // SAFETY: all-zero is valid for msghdr.
+        let mut msg: libc::msghdr = unsafe { zeroed() };
+        msg.msg_name = (&mut self.dests[first] as *mut libc::sockaddr_in6).cast();
+        msg.msg_namelen = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
+        msg.msg_iov = self.iovs[iov_at..].as_mut_ptr();
+        msg.msg_iovlen = iovlen;
+        msg.msg_control = ctrl.as_mut_ptr().cast();
+        // SAFETY: CMSG_SPACE is arithmetic on constant sizes.
+        let (int_space, seg_space) = unsafe {
+            (
+                libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize,
+                libc::CMSG_SPACE(size_of::<u16>() as u32) as usize,
+            )
+        };
+        msg.msg_controllen = int_space + if seg.is_some() { seg_space } else { 0 };
+        // SAFETY: `ctrl` holds TX_CMSG_ROOM bytes, more than the two control messages need; each header and
+        // its data are written inside it, the second after the first as CMSG_NXTHDR places it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::IPPROTO_IPV6;
+            (*c).cmsg_type = libc::IPV6_TCLASS;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
+            libc::CMSG_DATA(c)
+                .cast::<libc::c_int>()
+                .write_unaligned(self.tclass[first]);
+            if let Some(seg) = seg {
+                let c = libc::CMSG_NXTHDR(&msg, c);
+                (*c).cmsg_level = libc::SOL_UDP;
+                (*c).cmsg_type = UDP_SEGMENT;
+                (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+                libc::CMSG_DATA(c).cast::<u16>().write_unaligned(seg as u16);
+            }
+        }
+        msg
     }
 }
