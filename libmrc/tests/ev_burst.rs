@@ -94,7 +94,7 @@ fn sprayed(burst: u8, qps: usize, packets: u32) -> Vec<(u32, u8, u32)> {
     let mut buf = vec![0u8; 2048];
     let mut out = Vec::new();
     while let Some(t) = eps[0].0.poll_transmit(Instant::ZERO, &mut buf, &mut mem) {
-        if t.class != mrc::wire::TrafficClass::Control {
+        if t.class != wire::TrafficClass::Control {
             out.push((t.qpn, t.plane, t.ev));
         }
     }
