@@ -11,7 +11,8 @@
 //! - [`plane`]: [`PlaneIo`], what the progress loop needs from a carrier of datagrams; [`UdpPlanes`] (the
 //!   default) implements it over the sockets, [`mem_plane`] over memory (tests).
 //! - [`driver`]: [`Datapath`] ([`UdpEndpoint`] over UDP), one round of progress at a time.
-//! - [`Host`] (`host.rs`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap.
+//! - [`Host`] (`host/`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap;
+//!   one file per concern (`state`, `api`, `qp`, `cq`, `progress`, `peers`, `links`, `config`, `info`).
 //! - [`pmtu`]: the packet size a node's links carry (every front end's default).
 //! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
 //! - [`capture`]: pcapng of what the host sends and receives (off unless asked).

@@ -245,7 +245,7 @@ impl QpConfig {
 
     /// The smallest reorder window.
     pub fn reorder_min(&self) -> Duration {
-        self.reorder_min.unwrap_or(self.base_rtt / 2)
+        self.reorder_min.unwrap_or(self.base_rtt / 4)
     }
 
     /// The QP local-ACK timeout, or `None` when disabled.

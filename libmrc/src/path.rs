@@ -56,6 +56,10 @@ pub struct EvConfig {
     pub plane_dead_after: u32,
     /// First probe interval of a retired EV; doubles per unanswered probe...
     pub probe_min: Duration,
+    /// First probe interval of a plane retired whole for silence (`None`: `probe_min`); doubles likewise. A
+    /// plane goes silent when its links fail and comes back when they return, so it may be probed sooner than
+    /// an EV retired for its own loss or marks, whose probes never see the congestion that retired it.
+    pub plane_probe_min: Option<Duration>,
     /// ...up to this.
     pub probe_max: Duration,
     /// Clean probe answers needed to restore an EV.
@@ -74,6 +78,7 @@ impl Default for EvConfig {
             explicit: None,
             plane_dead_after: 8,
             probe_min: Duration::from_micros(100),
+            plane_probe_min: None,
             probe_max: Duration::from_millis(10),
             probe_clean: 3,
         }
@@ -133,10 +138,15 @@ impl EvConfig {
                 ),
             ));
         }
-        if self.probe_min.is_zero() || self.probe_max < self.probe_min {
+        let plane_min = self.plane_probe_min.unwrap_or(self.probe_min);
+        if self.probe_min.is_zero()
+            || self.probe_max < self.probe_min
+            || plane_min.is_zero()
+            || self.probe_max < plane_min
+        {
             return Err(ConfigError::new(
                 "qp.ev.probe_min",
-                "need 0 < probe_min <= probe_max (defaults 100 µs and 10 ms)",
+                "need 0 < probe_min, plane_probe_min <= probe_max (defaults 100 µs and 10 ms)",
             ));
         }
         if self.probe_clean == 0 {
@@ -216,6 +226,24 @@ impl EvConfig {
         }
         Ok(())
     }
+}
+
+/// What the loss rules know of one EV's round trip (see [`PathSet::expected_rtt`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathDelay {
+    /// A packet sent later on the same EV was acknowledged: one path delivers in order, so an older packet
+    /// still unacknowledged was overtaken, i.e. lost.
+    Overtaken,
+    /// The EV's round trip in ns: the largest of its smoothed RTT, its latest RTT sample and its smoothed
+    /// send-to-acknowledgement time.
+    Known(u64),
+    /// No packet on it has been acknowledged yet; the largest smoothed RTT of the QP's other EVs (0 when none
+    /// has one) in ns: one of them may share its path.
+    Unknown(u64),
+    /// No packet on it has been acknowledged yet, but packets on it were trimmed in the fabric: the trimmed
+    /// header proves the path delivers and that a full queue sits on it, whose length only a sample will tell
+    /// (a path slowed to a fraction of its rate from the start trims before its first packet is acknowledged).
+    Congested,
 }
 
 /// Counters of one EV.
@@ -320,9 +348,17 @@ struct Ev {
     delay_ns: u64,
     /// Turns this EV is passed over (while Good) because its path is much slower than the QP's typical one.
     delay_skips: u8,
+    /// A packet on it was trimmed in the fabric (not at the last hop): a full queue sits on its path.
+    fabric_trimmed: bool,
+    /// Losses on it since a packet on it was last acknowledged.
+    losses_in_a_row: u8,
     /// Newest send time of a never-retransmitted packet on this EV that was acknowledged: one path is FIFO, so
     /// an older packet of it still unacknowledged was overtaken, i.e. lost.
     acked_sent: Instant,
+    /// Smoothed time from sending a packet on this EV to its acknowledgement, ns (0 before the first): every
+    /// packet acknowledged on its first transmission is a sample, a little above its RTT (the receiver
+    /// coalesces SACKs), so a path is known by many more samples than the TS echoes alone give.
+    deliver_ns: u32,
     stats: EvStats,
 }
 
@@ -366,14 +402,15 @@ pub struct PathSet {
     min_active: usize,
     plane_dead_after: u32,
     probe_min: Duration,
+    plane_probe_min: Duration,
     probe_max: Duration,
     probe_clean: u8,
     /// Earliest `next_probe` of any probing EV (cached).
     probe_deadline: Instant,
     changes: Vec<EvChange>,
     suppressed_retirements: u64,
-    /// Largest smoothed RTT of any EV, ns, and which EV has it: the delay an EV without a sample of its own
-    /// may have.
+    /// Largest smoothed RTT of any EV, ns, and which EV has it: the round trip an EV without a sample of its
+    /// own may have.
     worst_delay: (u64, u16),
     /// Low EV bits that name the plane (for EVs put in by [`PathSet::replace_ev`]).
     plane_bits: u8,
@@ -408,7 +445,10 @@ impl PathSet {
                 next_probe: Instant::MAX,
                 delay_ns: 0,
                 acked_sent: Instant::ZERO,
+                deliver_ns: 0,
                 delay_skips: 0,
+                fabric_trimmed: false,
+                losses_in_a_row: 0,
                 stats: EvStats::default(),
             });
         };
@@ -453,6 +493,7 @@ impl PathSet {
             min_active: usize::from(cfg.min_active_per_plane),
             plane_dead_after: cfg.plane_dead_after,
             probe_min: cfg.probe_min,
+            plane_probe_min: cfg.plane_probe_min.unwrap_or(cfg.probe_min),
             probe_max: cfg.probe_max,
             probe_clean: cfg.probe_clean,
             probe_deadline: Instant::MAX,
@@ -608,8 +649,15 @@ impl PathSet {
     /// Whether any plane can carry traffic now.
     #[inline]
     pub fn usable(&self) -> bool {
-        self.planes.iter().any(|p| {
-            p.up()
+        self.usable_except(u8::MAX)
+    }
+
+    /// Whether any plane but `plane` can carry traffic now.
+    #[inline]
+    pub fn usable_except(&self, plane: u8) -> bool {
+        self.planes.iter().enumerate().any(|(n, p)| {
+            n != usize::from(plane)
+                && p.up()
                 && p.active.iter().any(|&i| {
                     matches!(
                         self.evs[usize::from(i)].state,
@@ -709,45 +757,63 @@ impl PathSet {
         })
     }
 
-    /// A never-retransmitted packet sent on `idx` at `sent_at` was acknowledged.
+    /// A never-retransmitted packet sent on `idx` at `sent_at` was acknowledged at `now`.
     #[inline]
-    pub fn on_clean_ack(&mut self, idx: u16, sent_at: Instant) {
+    pub fn on_clean_ack(&mut self, idx: u16, sent_at: Instant, now: Instant) {
         if let Some(ev) = self.evs.get_mut(usize::from(idx)) {
             ev.acked_sent = ev.acked_sent.max(sent_at);
+            ev.losses_in_a_row = 0;
+            let s = now
+                .as_nanos()
+                .saturating_sub(sent_at.as_nanos())
+                .min(u64::from(u32::MAX)) as u32;
+            ev.deliver_ns = if ev.deliver_ns == 0 {
+                s
+            } else {
+                ((3 * u64::from(ev.deliver_ns) + u64::from(s)) / 4) as u32
+            };
         }
     }
 
-    /// How much longer than on the fastest path the loss rules wait for a packet sent on `idx` at `sent_at`,
-    /// in ns (spec REL-LOSS-1):
-    /// - none once a packet sent later on the same EV was acknowledged: one path delivers in order, so this
-    ///   one was overtaken, i.e. lost;
-    /// - else the path may just be slow (a long queue, a link running below its rate): the larger of this EV's
-    ///   extra delay and the worst any EV of the QP shows;
-    /// - and at least `congested_ns` while the EV has been trimmed in the fabric but has no RTT sample yet: the
-    ///   trimmed header proves the path delivers and that a full queue sits on it, whose length only a
-    ///   sample will tell (a path slowed to a fraction of its rate from the start trims before its first
-    ///   packet is acknowledged).
+    /// What the loss rules know of when a packet sent on `idx` at `sent_at` should have been acknowledged
+    /// (spec REL-LOSS-1).
     #[inline]
-    pub fn loss_allowance_ns(
-        &self,
-        idx: u16,
-        sent_at: Instant,
-        min_rtt_ns: u64,
-        congested_ns: u64,
-    ) -> u64 {
-        match self.evs.get(usize::from(idx)) {
-            Some(ev) if ev.acked_sent <= sent_at => {
-                let a = self
-                    .extra_delay_ns(idx, min_rtt_ns)
-                    .max(self.worst_delay.0.saturating_sub(min_rtt_ns));
-                if ev.delay_ns == 0 && ev.stats.trims > 0 {
-                    a.max(congested_ns)
-                } else {
-                    a
-                }
-            }
-            _ => 0,
+    pub fn expected_rtt(&self, idx: u16, sent_at: Instant) -> PathDelay {
+        let Some(ev) = self.evs.get(usize::from(idx)) else {
+            return PathDelay::Unknown(0);
+        };
+        if ev.acked_sent > sent_at {
+            return PathDelay::Overtaken;
         }
+        if ev.delay_ns == 0 && ev.deliver_ns == 0 {
+            return if ev.fabric_trimmed {
+                PathDelay::Congested
+            } else {
+                PathDelay::Unknown(self.worst_delay.0)
+            };
+        }
+        PathDelay::Known(
+            ev.delay_ns
+                .max(ev.stats.last_rtt_ns)
+                .max(u64::from(ev.deliver_ns)),
+        )
+    }
+
+    /// Losses of packets on `idx` since a packet on it was last acknowledged.
+    #[inline]
+    pub fn losses_in_a_row(&self, idx: u16) -> u8 {
+        self.evs
+            .get(usize::from(idx))
+            .map_or(0, |ev| ev.losses_in_a_row)
+    }
+
+    /// Whether `idx` can carry a packet now (GOOD or SKIP, on a plane that is up).
+    #[inline]
+    pub fn usable_ev(&self, idx: u16) -> bool {
+        self.evs.get(usize::from(idx)).is_some_and(|ev| {
+            matches!(ev.state, EvState::Good | EvState::Skip)
+                && self.planes[usize::from(ev.plane)].up()
+        })
     }
 
     /// Applies a SACK's marking advice for `idx`.
@@ -776,6 +842,7 @@ impl PathSet {
         self.planes[usize::from(ev.plane)].stats.trims += 1;
         // spec: PATH-EV-3
         if !last_hop {
+            ev.fabric_trimmed = true;
             self.skip(idx);
         }
     }
@@ -804,14 +871,21 @@ impl PathSet {
     /// back finished almost as late as one whose plane stayed down. The loss is still counted and its packet
     /// resent, and congestion control still hears of it.
     // spec: PATH-EV-4
-    pub fn on_loss(&mut self, idx: u16, now: Instant, sent_at: Instant) -> Option<u8> {
+    pub fn on_loss(
+        &mut self,
+        idx: u16,
+        now: Instant,
+        sent_at: Instant,
+        not_the_path: bool,
+    ) -> Option<u8> {
         let ev = &mut self.evs[usize::from(idx)];
         ev.stats.losses += 1;
+        ev.losses_in_a_row = ev.losses_in_a_row.saturating_add(1);
         let p = usize::from(ev.plane);
         let delivers_since = ev.acked_sent > sent_at;
         let plane = &mut self.planes[p];
         plane.stats.losses += 1;
-        if delivers_since {
+        if delivers_since || not_the_path {
             return None;
         }
         plane.losses_since_delivery += 1;
@@ -835,8 +909,8 @@ impl PathSet {
         }
         plane.stats.plane_retirements += 1;
         plane.dead = true;
-        plane.probe_at = now + self.probe_min;
-        plane.probe_interval = self.probe_min;
+        plane.probe_at = now + self.plane_probe_min;
+        plane.probe_interval = self.plane_probe_min;
         plane.probe_outstanding = false;
         let mut victims: Vec<u16> = plane.active.drain(..).collect();
         victims.extend(plane.backup.drain(..));
@@ -1235,7 +1309,10 @@ impl PathSet {
             next_probe: Instant::MAX,
             delay_ns: 0,
             delay_skips: 0,
+            fabric_trimmed: false,
+            losses_in_a_row: 0,
             acked_sent: Instant::ZERO,
+            deliver_ns: 0,
             stats: EvStats::default(),
         };
         self.rejoin(idx);
@@ -1323,7 +1400,7 @@ mod tests {
         // Retire 6 of plane 0's 8 EVs (indices of plane 0 are the even ones).
         let now = Instant::ZERO;
         for i in (0..12).step_by(2) {
-            s.on_loss(i, now, Instant::ZERO);
+            s.on_loss(i, now, Instant::ZERO, false);
         }
         let (good, _, bad, _) = s.plane_state_counts(0);
         assert_eq!((good, bad), (2, 6));
@@ -1355,15 +1432,15 @@ mod tests {
     fn loss_replaces_from_backup_and_respects_floor() {
         let mut s = PathSet::new(&cfg(1, 2, 1, 1));
         let now = Instant::ZERO;
-        s.on_loss(0, now, Instant::ZERO);
+        s.on_loss(0, now, Instant::ZERO, false);
         assert_eq!(s.state(0), EvState::AssumedBad);
         let actives: Vec<_> = s.infos().filter(|e| e.active).map(|e| e.ev).collect();
         assert_eq!(actives, vec![1, 2], "backup 2 promoted");
         s.on_delivery(1, None);
-        s.on_loss(1, now, Instant::ZERO);
+        s.on_loss(1, now, Instant::ZERO, false);
         assert_eq!(s.state(1), EvState::AssumedBad);
         s.on_delivery(2, None);
-        s.on_loss(2, now, Instant::ZERO);
+        s.on_loss(2, now, Instant::ZERO, false);
         assert_eq!(s.state(2), EvState::Good, "floor of 1 active EV holds");
         assert_eq!(s.suppressed_retirements(), 1);
     }
@@ -1374,13 +1451,13 @@ mod tests {
         let t = |us: u64| Instant::from_nanos(us * 1000);
         // A packet sent at 30 us on EV 0 was acknowledged; one sent at 10 us on it is found lost afterwards
         // (a link came back between the two): the path delivers now.
-        s.on_clean_ack(0, t(30));
-        assert_eq!(s.on_loss(0, t(40), t(10)), None);
+        s.on_clean_ack(0, t(30), t(40));
+        assert_eq!(s.on_loss(0, t(40), t(10), false), None);
         assert_eq!(s.state(0), EvState::Good);
         assert_eq!(s.infos().next().unwrap().stats.losses, 1, "still counted");
         // A loss newer than anything EV 1 delivered retires it as before.
-        s.on_clean_ack(1, t(10));
-        s.on_loss(1, t(40), t(30));
+        s.on_clean_ack(1, t(10), t(20));
+        s.on_loss(1, t(40), t(30), false);
         assert_eq!(s.state(1), EvState::AssumedBad);
     }
 
@@ -1388,7 +1465,7 @@ mod tests {
     fn probes_restore_after_clean_answers() {
         let mut s = PathSet::new(&cfg(1, 2, 0, 0));
         let t0 = Instant::from_nanos(1_000_000);
-        s.on_loss(0, t0, Instant::ZERO);
+        s.on_loss(0, t0, Instant::ZERO, false);
         assert_eq!(s.probe_deadline(), t0 + Duration::from_micros(100));
         assert_eq!(s.poll_probe(t0), None);
         let mut t = t0 + Duration::from_micros(100);
@@ -1415,7 +1492,7 @@ mod tests {
     #[test]
     fn unanswered_probes_back_off() {
         let mut s = PathSet::new(&cfg(1, 2, 0, 0));
-        s.on_loss(0, Instant::ZERO, Instant::ZERO);
+        s.on_loss(0, Instant::ZERO, Instant::ZERO, false);
         let mut t = Instant::ZERO;
         let mut gaps = Vec::new();
         let mut last = None;
@@ -1436,7 +1513,7 @@ mod tests {
     fn silent_plane_is_retired_whole_and_ports_mask() {
         let mut s = PathSet::new(&cfg(2, 4, 4, 2));
         for k in 0..8 {
-            s.on_loss(2 * (k % 4), Instant::ZERO, Instant::ZERO);
+            s.on_loss(2 * (k % 4), Instant::ZERO, Instant::ZERO, false);
         }
         assert_eq!(s.plane_state_counts(0), (0, 0, 8, 0));
         for _ in 0..10 {

@@ -538,10 +538,11 @@ impl Report {
         let retx: u64 = r.plane_tx.iter().map(|x| x[1]).sum();
         let _ = writeln!(
             o,
-            "data packets {sent}, retransmitted {retx}: {} after trims, {} by time, {} by RTO, {} with a plane",
+            "data packets {sent}, retransmitted {retx}: {} after trims, {} by time, {} by RTO, {} with a path, {} with a plane",
             r.plane_tx.iter().map(|x| x[2]).sum::<u64>(),
             c.losses_rack,
             c.losses_rto,
+            c.losses_path,
             c.losses_plane
         );
         let _ = writeln!(
@@ -641,9 +642,10 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "losses: {} by time, {} by RTO, {} with a plane; {} spurious retransmissions (duplicates received, {:.3}% of data packets)",
+            "losses: {} by time, {} by RTO, {} with a path, {} with a plane; {} spurious retransmissions (duplicates received, {:.3}% of data packets)",
             c.losses_rack,
             c.losses_rto,
+            c.losses_path,
             c.losses_plane,
             c.rx_duplicates,
             self.metrics

@@ -301,6 +301,8 @@ pub struct Counters {
     pub losses_rack: u64,
     /// Data packets declared lost by the per-packet RTO.
     pub losses_rto: u64,
+    /// Data packets presumed lost with an EV retired for a loss (they were in flight on the same path).
+    pub losses_path: u64,
     /// Data packets presumed lost with a retired plane or a port that went down.
     pub losses_plane: u64,
     /// Data packets that reached a receiver which already had them: each is a retransmission of a packet that
@@ -501,7 +503,7 @@ impl Sim {
                     latency_ps: p.latency_ps,
                     buffer,
                     hbuffer: if switch {
-                        rs.header_buffer.unwrap_or(p.buffer)
+                        rs.header_buffer.unwrap_or(2 * p.buffer)
                     } else {
                         u64::MAX / 4
                     },
@@ -531,6 +533,9 @@ impl Sim {
         let per_plane = crate::plan::evs_per_plane(tr, paths, planes).max(1);
         let mut evc = EvConfig::with_planes(planes as u8, per_plane);
         evc.backup_per_plane = tr.backup_evs_per_plane;
+        // A plane retired for silence is probed from one base RTT on (doubling up to the engine's 10 ms): with
+        // the engine's 100 µs a job of a few hundred µs would not see a plane come back within its lifetime.
+        evc.plane_probe_min = Some(mrc::Duration::from_nanos(base_rtt_ns));
         evc.min_active_per_plane = (per_plane / 4).max(1);
         let plane_bits = evc.plane_bits;
         let rate = topo.host_rate_bps * u64::from(planes);
@@ -557,9 +562,7 @@ impl Sim {
             cc,
             mpr,
             icrc: false,
-            reorder_min: Some(mrc::Duration::from_nanos(
-                tr.reorder_ns.unwrap_or(2 * base_rtt_ns),
-            )),
+            reorder_min: tr.reorder_ns.map(mrc::Duration::from_nanos),
             ..QpConfig::default()
         };
         qcfg.validate().map_err(|e| {
@@ -840,6 +843,7 @@ impl Sim {
                 self.c.losses_rack += st.losses_rack;
                 self.c.losses_rto += st.losses_rto;
                 self.c.losses_plane += st.losses_plane;
+                self.c.losses_path += st.losses_path;
             }
             if let Some(st) = self.hosts[c.dst as usize].ep.qp_stats(c.rq) {
                 placed += st.rx_data_bytes;

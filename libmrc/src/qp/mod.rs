@@ -327,6 +327,10 @@ pub struct QpStats {
     pub losses_rack: u64,
     /// Packets declared lost by the per-packet RTO.
     pub losses_rto: u64,
+    /// PSNs presumed lost because the EV they were in flight on was retired for a loss (spec PATH-EV-4).
+    pub losses_path: u64,
+    /// Tail loss probes sent (spec REL-TLP-1).
+    pub tail_probes: u64,
     /// PSNs presumed lost because the plane they were in flight on was retired (spec PATH-PLANE-2).
     pub losses_plane: u64,
     /// CE marks reported by the peer.
@@ -528,6 +532,19 @@ impl CachedCc {
 const PSN_BASE: u64 = 1 << 24;
 const MSN_BASE: u64 = 1 << 16;
 
+/// The tail loss probe's state (spec REL-TLP-1).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TailProbe {
+    /// A probe is to go out at the next transmit opportunity.
+    pub(crate) wanted: bool,
+    /// The unanswered probe: its timestamp and when it was sent.
+    pub(crate) outstanding: Option<(u32, Instant)>,
+    /// Probes repeated without an answer (backoff).
+    pub(crate) count: u8,
+    /// The EV whose delivery was acknowledged last: a path known to work now.
+    pub(crate) last_delivered: Option<u16>,
+}
+
 /// The two keys of an authenticated connection (spec SEC-AUTH-1): one tags what this QP sends, the other
 /// checks what it receives. Drivers draw them at random and exchange them in the connection's bootstrap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -561,6 +578,9 @@ pub(crate) struct Qp {
     pub(crate) delayed: VecDeque<(Instant, u64)>,
     pub(crate) rtt: RttEstimator,
     pub(crate) rack_xmit: Instant,
+    pub(crate) tail: TailProbe,
+    /// Until when a TRIMMED_LASTHOP NACK says the receiver's own port is congested.
+    pub(crate) lasthop_trim_until: Instant,
     pub(crate) cc: CachedCc,
     pub(crate) paths: PathSet,
     pub(crate) peer_mpr: u8,
@@ -600,6 +620,8 @@ pub(crate) struct Qp {
     pub(crate) rcv_pen: u8,
     /// Consecutive CE marks per EV (direct-mapped), for ALWAYS_SKIP advice.
     pub(crate) ce_track: [(u32, u16); 16],
+    /// Consecutive CE-marked data arrivals, whatever their EV.
+    pub(crate) ce_run: u16,
     /// The connection's keys: every packet sent carries an AUTH tag, every packet taken must prove one.
     pub(crate) auth: Option<QpKeys>,
     // outputs
@@ -645,6 +667,8 @@ impl Qp {
             delayed: VecDeque::new(),
             rtt: RttEstimator::new(cfg.base_rtt, cfg.rto_min(), cfg.reorder_min()),
             rack_xmit: Instant::ZERO,
+            tail: TailProbe::default(),
+            lasthop_trim_until: Instant::ZERO,
             cc: CachedCc::new(cc),
             paths,
             peer_mpr: cfg.mpr,
@@ -678,6 +702,7 @@ impl Qp {
             ack_pending: false,
             rcv_pen: 0,
             ce_track: [(0, 0); 16],
+            ce_run: 0,
             auth: None,
             cqes: Vec::new(),
             ev_changes: Vec::new(),
@@ -924,10 +949,15 @@ impl Qp {
         }
         if self.state == QpState::Rts {
             d = d.min(self.paths.probe_deadline());
-            if let Some(t) = self.sent.oldest_inflight() {
-                d = d.min(Instant::from_nanos(
-                    t.as_nanos().saturating_add(self.rtt.rto_ns()),
-                ));
+            let min = self.min_rtt_ns();
+            if let Some(t) = self.sent.time_deadline(self.rack_xmit, min) {
+                d = d.min(t);
+            }
+            if let Some(t) = self.tail_probe_due() {
+                d = d.min(t);
+            }
+            if let Some(t) = self.sent.rto_deadline(self.rtt.rto_ns()) {
+                d = d.min(t);
             }
             d = d.min(self.retry_deadline);
         }
@@ -959,6 +989,7 @@ impl Qp {
         if self.state != QpState::Rts {
             return;
         }
+        self.detect_losses_rack(now);
         self.detect_losses_rto(now);
         if self.retry_deadline <= now {
             self.on_retry_timeout(now);

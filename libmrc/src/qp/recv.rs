@@ -379,13 +379,24 @@ impl Qp {
         }
     }
 
-    /// Tracks consecutive CE marks per EV (a 16-entry direct-mapped table).
+    /// Tracks consecutive CE marks per EV (a 16-entry direct-mapped table). A mark that arrives while the
+    /// QP's packets on every path are marked (the last `ALWAYS_SKIP_AFTER` arrivals, sprayed over as many EVs)
+    /// was most likely set where all its paths meet, the receiver's own last hop in an incast, which says
+    /// nothing about this EV's path (as PATH-EV-3 says of last-hop trims): it keeps the EV's count where it
+    /// is, so a congested receiver never advises ALWAYS_SKIP for every path it is reached by.
+    // spec: PATH-EV-1
     fn note_ce(&mut self, ev: u32, ce: bool) {
+        self.ce_run = if ce { self.ce_run.saturating_add(1) } else { 0 };
+        let common = self.ce_run > ALWAYS_SKIP_AFTER;
         let slot = &mut self.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
         if slot.0 != ev {
             *slot = (ev, 0);
         }
-        slot.1 = if ce { slot.1.saturating_add(1) } else { 0 };
+        if !ce {
+            slot.1 = 0;
+        } else if !common {
+            slot.1 = slot.1.saturating_add(1);
+        }
     }
 
     fn ce_mark(&self, ev: u32, ce: bool) -> SackMark {

@@ -61,7 +61,10 @@ impl Qp {
         if self.state != QpState::Rts {
             return false;
         }
-        self.ack_probe_wanted || self.paths.probe_deadline() <= now || self.data_ready()
+        self.ack_probe_wanted
+            || self.tail.wanted
+            || self.paths.probe_deadline() <= now
+            || self.data_ready()
     }
 
     /// Writes the next packet of this QP into `buf`, if one is due: control first, then probes, then
@@ -85,6 +88,11 @@ impl Qp {
         }
         if let Some(idx) = self.paths.poll_probe(now) {
             return self.emit_probe(idx, now, buf, false);
+        }
+        if self.tail.wanted
+            && let Some(t) = self.emit_tail_probe(now, buf)
+        {
+            return Some(t);
         }
         if self.ack_probe_wanted
             && let Some(idx) = self.paths.next_ev()
@@ -152,7 +160,15 @@ impl Qp {
             if !self.cwnd_allows(u64::from(p.len)) {
                 return None;
             }
-            let ev = self.choose_ev(ports_ready)?;
+            // Another plane than the one it was lost on, when one can take it now: a plane whose links die
+            // loses every packet sent into it until its paths are retired.
+            let lost_on = self.paths.plane(p.ev);
+            let ev = if self.paths.usable_except(lost_on) {
+                let mask = 1u32.checked_shl(u32::from(lost_on)).unwrap_or(0);
+                self.choose_ev(ports_ready & !mask)?
+            } else {
+                self.choose_ev(ports_ready)?
+            };
             self.retx.pop_front();
             // The first packet in flight starts the RTO timer.
             self.deadline_dirty |= self.sent.inflight_bytes() == 0;
@@ -455,13 +471,13 @@ impl Qp {
     }
 
     /// Acknowledges `[una, epsn)` and the bitmap bits; returns newly acknowledged bytes.
-    fn apply_acks(&mut self, epsn: u64, base: u64, bitmap: u64) -> u64 {
+    fn apply_acks(&mut self, now: Instant, epsn: u64, base: u64, bitmap: u64) -> u64 {
         let una = self.sent.una();
         let nxt = self.sent.nxt();
         let paths = &mut self.paths;
         let (mut bytes, newest) = self
             .sent
-            .ack_below_with(epsn, |p| paths.on_clean_ack(p.ev, p.sent_at));
+            .ack_below_with(epsn, |p| paths.on_clean_ack(p.ev, p.sent_at, now));
         if let Some(t) = newest {
             self.rack_xmit = self.rack_xmit.max(t);
         }
@@ -471,19 +487,19 @@ impl Qp {
             bits &= bits - 1;
             let psn = base + u64::from(i);
             if psn >= una && psn < nxt {
-                bytes += self.ack_one(psn);
+                bytes += self.ack_one(now, psn);
             }
         }
         bytes
     }
 
-    fn ack_one(&mut self, psn: u64) -> u64 {
+    fn ack_one(&mut self, now: Instant, psn: u64) -> u64 {
         match self.sent.ack(psn) {
             Some(p) => {
                 if p.tx_count == 1 {
                     // Only unambiguous acknowledgements advance the time-based loss reference.
                     self.rack_xmit = self.rack_xmit.max(p.sent_at);
-                    self.paths.on_clean_ack(p.ev, p.sent_at);
+                    self.paths.on_clean_ack(p.ev, p.sent_at, now);
                 }
                 u64::from(p.len)
             }
@@ -519,7 +535,7 @@ impl Qp {
         };
         self.set_peer_mpr(s.mpr);
         let base = unwrap_psn(s.sack_base, self.sent.una());
-        let acked = self.apply_acks(epsn, base, s.bitmap);
+        let acked = self.apply_acks(now, epsn, base, s.bitmap);
         let rtt = s
             .ts_echo
             .map(|ts| Duration::from_nanos(u64::from(now.ts32().wrapping_sub(ts))))
@@ -528,12 +544,18 @@ impl Qp {
             self.rtt.update(r);
         }
         let mut outlier = false;
+        if s.probe_reply
+            && let Some(ts) = s.ts_echo
+        {
+            self.on_tail_probe_answer(ts);
+        }
         if let Some(idx) = self.paths.find(s.ev) {
             if s.probe_reply {
                 if let Some(ts) = s.ts_echo {
                     self.paths.on_probe_reply(idx, ts, s.mark, now);
                 }
             } else {
+                self.tail.last_delivered = Some(idx);
                 self.paths.on_delivery(idx, rtt);
                 if rtt.is_some() {
                     outlier = self.paths.weigh_by_delay(idx, self.typical_rtt_ns());
@@ -593,7 +615,7 @@ impl Qp {
         let Some(epsn) = self.peer_epsn(n.cack_psn) else {
             return;
         };
-        let acked = self.apply_acks(epsn, epsn, 0);
+        let acked = self.apply_acks(now, epsn, epsn, 0);
         let progressed = self.sent.advance() > 0;
         if let Some(idx) = self.paths.find(n.ev) {
             // The header made it back: the path is alive even if the payload was cut.
@@ -606,9 +628,18 @@ impl Qp {
             .filter(|p| p.state != PktState::Acked && p.sent_at.ts32() == n.ts_echo)
             .copied();
         let current = latest.filter(|p| p.state == PktState::InFlight);
+        if let Some(p) = latest {
+            // The NACK answers exactly this transmission: how long feedback takes, which the RTO must cover.
+            self.rtt.update_nack(Duration::from_nanos(
+                now.as_nanos().saturating_sub(p.sent_at.as_nanos()),
+            ));
+        }
         match n.reason {
             NackReason::Trimmed | NackReason::TrimmedLastHop => {
                 self.stats.rx_trim_nacks += 1;
+                if n.reason == NackReason::TrimmedLastHop {
+                    self.lasthop_trim_until = now + self.cfg().rto_min();
+                }
                 if let Some(p) = current {
                     let last_hop = n.reason == NackReason::TrimmedLastHop;
                     self.sent.mark_lost(psn);
@@ -694,48 +725,138 @@ impl Qp {
             self.wimm_msns.pop_front();
             self.wimm_inflight = self.wimm_inflight.saturating_sub(1);
         }
-        self.apply_acks(epsn, epsn, 0);
+        self.apply_acks(now, epsn, epsn, 0);
         if self.sent.advance() > 0 {
             self.complete_sq();
             self.arm_retry(now, true);
         }
     }
 
-    /// Time-based loss detection: whatever was sent a reorder window before the newest acknowledged packet and
-    /// is still unacknowledged is lost (spec REL-LOSS-1). A packet on a path that delivers later than the
-    /// fastest gets that much more time: sprayed over a slow path and a fast one, the slow one's packets are
-    /// late, not lost, and resending them would waste the capacity the slow path still has.
-    fn detect_losses_rack(&mut self, now: Instant) {
-        let Some(cutoff) = self.rack_xmit.as_nanos().checked_sub(self.rtt.reorder_ns()) else {
-            return;
-        };
-        let min = self.rtt.min().map_or(u64::MAX, crate::time::nanos);
-        let congested = CONGESTED_PATH_RTTS * crate::time::nanos(self.rtt.srtt());
+    /// The fastest round trip seen (the configured base RTT before any sample), ns.
+    pub(crate) fn min_rtt_ns(&self) -> u64 {
+        self.rtt
+            .min()
+            .map_or(crate::time::nanos(self.cfg().base_rtt), crate::time::nanos)
+    }
+
+    /// How long after sending it the time rule waits for a packet on EV `ev` sent at `sent` before calling it
+    /// lost, ns: its path's expected round trip plus the reorder allowance, or only the fastest round trip
+    /// when a later packet on the same EV was acknowledged (one path delivers in order: it was overtaken).
+    fn loss_wait_ns(&self, ev: u16, sent: Instant) -> u64 {
+        loss_wait_ns(&self.paths, &self.rtt, self.min_rtt_ns(), ev, sent)
+    }
+
+    /// Time-based loss detection (spec REL-LOSS-1): a packet still in flight is lost once a packet sent at or
+    /// after it was acknowledged and its path's expected round trip plus the reorder window has passed. A packet
+    /// on a slow path (a long queue, a link below its rate) is expected later than one on a fast path, so it is
+    /// given that much more time: resending it would waste the capacity the slow path still has. A packet on a
+    /// path that died is found as soon as its path's round trip is over, not after an RTO.
+    pub(crate) fn detect_losses_rack(&mut self, now: Instant) {
+        let min = self.min_rtt_ns();
         loop {
-            let paths = &self.paths;
-            let Some(psn) = self.sent.pop_due(Instant::from_nanos(cutoff), |ev, sent| {
-                paths.loss_allowance_ns(ev, sent, min, congested)
-            }) else {
+            let (paths, rtt) = (&self.paths, &self.rtt);
+            let Some(psn) = self
+                .sent
+                .pop_lost_by_time(self.rack_xmit, now, min, |ev, t| {
+                    loss_wait_ns(paths, rtt, min, ev, t)
+                })
+            else {
                 break;
             };
             self.stats.losses_rack += 1;
             self.declare_lost(psn, now);
         }
+        self.check_tail(now);
     }
 
-    /// Per-packet RTO: whatever has been unacknowledged for an RTO (plus its path's extra delay, as above) is
-    /// lost (spec REL-LOSS-2, REL-RTO-1).
+    /// The tail loss probe (spec REL-TLP-1): when the oldest packet in flight has waited its path's round trip
+    /// plus the reorder window and nothing sent after it was acknowledged (a loss at the tail of a burst has
+    /// nothing behind it to overtake it), one probe goes out on a path that delivers; its answer stands for an
+    /// acknowledgement of a packet sent then, so the time rule can judge everything sent before it.
+    // spec: REL-TLP-1
+    fn check_tail(&mut self, now: Instant) {
+        let Some(due) = self.tail_probe_due() else {
+            return;
+        };
+        if due <= now {
+            self.tail.wanted = true;
+        }
+    }
+
+    /// When the tail probe is due, if one may go out (none wanted or unanswered within its own wait).
+    pub(crate) fn tail_probe_due(&mut self) -> Option<Instant> {
+        if self.tail.wanted || self.state != QpState::Rts {
+            return None;
+        }
+        if self
+            .tail
+            .outstanding
+            .is_some_and(|(_, at)| at <= self.rack_xmit)
+        {
+            // A packet sent after the probe was acknowledged: the probe's answer has nothing more to tell.
+            self.tail.outstanding = None;
+            self.tail.count = 0;
+        }
+        let (t, ev) = self.sent.tail_front()?;
+        if t <= self.rack_xmit {
+            return None;
+        }
+        let wait = self.loss_wait_ns(ev, t);
+        let mut due = Instant::from_nanos(t.as_nanos().saturating_add(wait));
+        if let Some((_, at)) = self.tail.outstanding {
+            // One probe at a time; an unanswered one is repeated after twice the wait, doubling.
+            let back = wait.saturating_mul(2 << self.tail.count.min(10));
+            due = due.max(Instant::from_nanos(at.as_nanos().saturating_add(back)));
+        }
+        Some(due)
+    }
+
+    /// Sends the wanted tail probe on the EV that last delivered (or the next in rotation).
+    pub(crate) fn emit_tail_probe(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let idx = self
+            .tail
+            .last_delivered
+            .filter(|&i| self.paths.usable_ev(i))
+            .or_else(|| self.paths.next_ev())?;
+        self.tail.wanted = false;
+        let t = self.emit_probe(idx, now, buf, false)?;
+        if self.tail.outstanding.is_some() {
+            self.tail.count = self.tail.count.saturating_add(1);
+        }
+        self.tail.outstanding = Some((now.ts32(), now));
+        self.stats.tail_probes += 1;
+        self.deadline_dirty = true;
+        Some(t)
+    }
+
+    /// A probe answer echoing `ts` arrived: when it answers the tail probe, whatever the receiver had not got by
+    /// then was sent before the probe, as if a packet sent with the probe had been acknowledged.
+    fn on_tail_probe_answer(&mut self, ts: u32) {
+        if let Some((pts, at)) = self.tail.outstanding
+            && pts == ts
+        {
+            self.tail.outstanding = None;
+            self.tail.count = 0;
+            self.rack_xmit = self.rack_xmit.max(at);
+        }
+    }
+
+    /// Per-packet RTO: whatever the time rule has not taken up and has been unacknowledged for an RTO (plus its
+    /// path's extra delay, as above) is lost (spec REL-LOSS-2, REL-RTO-1).
     pub(crate) fn detect_losses_rto(&mut self, now: Instant) {
         let Some(cutoff) = now.as_nanos().checked_sub(self.rtt.rto_ns()) else {
             return;
         };
-        let min = self.rtt.min().map_or(u64::MAX, crate::time::nanos);
-        let congested = CONGESTED_PATH_RTTS * crate::time::nanos(self.rtt.srtt());
+        let min = self.min_rtt_ns();
+        let typical = crate::time::nanos(self.rtt.srtt()).max(min);
         loop {
             let paths = &self.paths;
-            let Some(psn) = self.sent.pop_due(Instant::from_nanos(cutoff), |ev, sent| {
-                paths.loss_allowance_ns(ev, sent, min, congested)
-            }) else {
+            let Some(psn) = self
+                .sent
+                .pop_lost_by_rto(Instant::from_nanos(cutoff), |ev, sent| {
+                    loss_extra_ns(paths.expected_rtt(ev, sent), min, typical)
+                })
+            else {
                 break;
             };
             self.stats.losses_rto += 1;
@@ -747,7 +868,17 @@ impl Qp {
         if let Some(p) = self.sent.mark_lost(psn) {
             self.retx.push_back(psn);
             // spec: PATH-EV-4
-            let retired = self.paths.on_loss(p.ev, now, p.sent_at);
+            // While the receiver trims at its own last hop, a packet missing for long most likely waits in that
+            // queue or its NACK behind others on the receiver's link: the receiver's congestion, which says
+            // nothing about the path (as PATH-EV-3 says of the trims themselves).
+            let receiver_congested = now < self.lasthop_trim_until;
+            let retired = self.paths.on_loss(p.ev, now, p.sent_at, receiver_congested);
+            if retired.is_none()
+                && self.paths.losses_in_a_row(p.ev) == 2
+                && self.paths.state(p.ev) == crate::path::EvState::AssumedBad
+            {
+                self.presume_ev_lost(p.ev);
+            }
             // A loss on a path not yet measured or much slower than the QP's others may be a packet still in
             // that path's queue; the window is left to what the QP's typical paths say.
             if !self.paths.slow_or_unmeasured(p.ev, self.typical_rtt_ns()) {
@@ -755,6 +886,27 @@ impl Qp {
             }
             if let Some(plane) = retired {
                 self.presume_plane_lost(plane);
+            }
+        }
+    }
+
+    /// EV `ev`, retired for a loss, lost a second packet with none acknowledged in between: its path does not
+    /// deliver, and the packets still in flight on it followed the lost ones there, so they are resent
+    /// elsewhere now instead of one by one as each comes due (the last of them, at the tail of a message, only
+    /// after a tail probe's round trip). One loss alone does not do it: under random loss the packets behind it
+    /// arrive. Neither congestion control nor other EVs are penalised for them.
+    // spec: PATH-EV-4
+    fn presume_ev_lost(&mut self, ev: u16) {
+        let doomed: Vec<u64> = self
+            .sent
+            .iter()
+            .filter(|(_, p)| p.state == PktState::InFlight && p.ev == ev)
+            .map(|(psn, _)| psn)
+            .collect();
+        for psn in doomed {
+            if self.sent.mark_lost(psn).is_some() {
+                self.retx.push_back(psn);
+                self.stats.losses_path += 1;
             }
         }
     }
@@ -833,6 +985,41 @@ impl Qp {
 /// yet (see `PathSet::loss_allowance_ns`): a full queue on a link slowed to a quarter of its rate holds about
 /// four RTTs of a 1-BDP buffer, twice that both ways.
 const CONGESTED_PATH_RTTS: u64 = 16;
+
+/// How long after sending it the time rule waits for a packet on EV `ev` sent at `sent` (see
+/// [`Qp::detect_losses_rack`]), ns.
+fn loss_wait_ns(
+    paths: &crate::path::PathSet,
+    rtt: &crate::reliability::RttEstimator,
+    min: u64,
+    ev: u16,
+    sent: Instant,
+) -> u64 {
+    use crate::path::PathDelay;
+    let typical = crate::time::nanos(rtt.srtt()).max(min);
+    let reo = rtt.reorder_ns();
+    let d = paths.expected_rtt(ev, sent);
+    let w = match d {
+        PathDelay::Overtaken => min,
+        PathDelay::Known(e) if 4 * e > 5 * typical => 3 * e + reo,
+        PathDelay::Known(e) => e.max(typical) + reo,
+        PathDelay::Unknown(w) => typical.max(w) + reo,
+        PathDelay::Congested => CONGESTED_PATH_RTTS * min,
+    };
+    w.max(rtt.nack_wait_ns())
+}
+
+/// How much later than the fastest round trip (`min`) a packet on a path of delay `d` may be acknowledged:
+/// what the RTO adds for it (spec REL-LOSS-2).
+fn loss_extra_ns(d: crate::path::PathDelay, min: u64, typical: u64) -> u64 {
+    use crate::path::PathDelay;
+    match d {
+        PathDelay::Overtaken => 0,
+        PathDelay::Known(e) => e.saturating_sub(min),
+        PathDelay::Unknown(w) => typical.max(w).saturating_sub(min),
+        PathDelay::Congested => CONGESTED_PATH_RTTS * min,
+    }
+}
 
 /// The pieces of a scatter/gather list that hold `len` bytes starting at byte `offset` of the list:
 /// `(local key, address, start in the caller's buffer, length)`. The pieces cover fewer than `len` bytes when the

@@ -1,9 +1,12 @@
 //! Send-side reliability: what is in flight, what is acknowledged, what is lost.
 //!
-//! Every transmitted PSN has an entry in a window indexed by `psn - snd_una`. Both loss rules need the oldest
-//! transmission still in flight:
-//! - time-based (RACK-like): a packet is lost once a packet sent more than a reorder window after it was acknowledged;
-//! - per-packet RTO: a packet is lost once it has been unacknowledged for an RTO.
+//! Every transmitted PSN has an entry in a window indexed by `psn - snd_una`. The loss rules need the oldest
+//! transmissions still in flight:
+//! - time-based (RACK-like, per path): a packet is lost once a packet sent at or after it was acknowledged and
+//!   its own path's expected round trip plus a reorder allowance has passed since it was sent;
+//! - tail probe: when nothing sent after the oldest packet in flight has been acknowledged by that time, the
+//!   caller sends a probe whose answer stands for such an acknowledgement;
+//! - per-packet RTO (the backstop): a packet is lost once it has been unacknowledged for an RTO.
 //!
 //! First transmissions go out in PSN order and the engine's clock only moves forward, so the window itself is
 //! in send-time order for them: a cursor that only moves forward finds the oldest one still in flight.
@@ -11,11 +14,10 @@
 //! by construction. The oldest transmission in flight is the older of the two fronts. Entries made stale by an
 //! acknowledgement, a loss or a later retransmission are skipped lazily, so each is passed once.
 //!
-//! A transmission on a path that is slower than the fastest one (a longer queue, a link running below its rate)
-//! is expected to arrive later than its send time suggests: judged against packets sprayed on fast paths it
-//! would look lost while it is only late. When the loss rules reach such a transmission, the caller says how
-//! much later its path delivers ([`SentWindow::pop_due`]'s `allowance`); the transmission then moves to a third
-//! queue, ordered by send time plus that allowance, and both rules judge it from there.
+//! Each path delivers in its own time (a longer queue, a link running below its rate), so the time rule judges a
+//! transmission by when its path is expected to deliver it: once a later-sent packet has been acknowledged and
+//! the transmission is older than the fastest round trip, the caller says how long its path takes
+//! ([`SentWindow::pop_lost_by_time`]'s `wait`) and it moves to a queue ordered by that due time.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -61,9 +63,12 @@ pub struct SentWindow {
     scan: u64,
     /// (send time, PSN) of retransmissions, oldest first.
     retx_times: VecDeque<(Instant, u64)>,
-    /// (send time + its path's extra delay, PSN, send time) of transmissions held back on a slow path,
-    /// earliest first.
-    held: BinaryHeap<Reverse<(Instant, u64, Instant)>>,
+    /// (due time, PSN, send time) of transmissions that a later-sent packet's acknowledgement made subject to
+    /// the time rule, judged at send time + their path's wait; earliest due first.
+    due: BinaryHeap<Reverse<(Instant, u64, Instant)>>,
+    /// (send time + its path's extra delay, PSN, send time) of transmissions past the plain RTO that the RTO
+    /// gives longer because their path is slow; earliest first.
+    slow: BinaryHeap<Reverse<(Instant, u64, Instant)>>,
     inflight_bytes: u64,
 }
 
@@ -262,88 +267,169 @@ impl SentWindow {
         None
     }
 
-    /// The held transmission due first, if still in flight (dropping stale entries).
+    /// The live entry at the top of `heap` (dropping stale ones): (key, PSN).
     #[inline]
-    fn held_live(&mut self) -> Option<(Instant, u64)> {
-        while let Some(&Reverse((due, psn, sent))) = self.held.peek() {
-            match self.get(psn) {
-                Some(p) if p.state == PktState::InFlight && p.sent_at == sent => {
-                    return Some((due, psn));
-                }
-                _ => {
-                    self.held.pop();
-                }
+    fn heap_live(
+        pkts: &VecDeque<SentPkt>,
+        una: u64,
+        heap: &mut BinaryHeap<Reverse<(Instant, u64, Instant)>>,
+    ) -> Option<(Instant, u64)> {
+        while let Some(&Reverse((key, psn, sent))) = heap.peek() {
+            let live = psn
+                .checked_sub(una)
+                .and_then(|i| pkts.get(usize::try_from(i).ok()?))
+                .is_some_and(|p| p.state == PktState::InFlight && p.sent_at == sent);
+            if live {
+                return Some((key, psn));
             }
+            heap.pop();
         }
         None
     }
 
-    /// The transmission in flight due first (send time, or send time plus allowance when held) and where it
-    /// waits.
+    /// The oldest transmission in flight that neither rule has taken up yet: (send time, PSN, where it waits).
     #[inline]
     fn front_live(&mut self) -> Option<(Instant, u64, Front)> {
-        let first = match (self.first_live(), self.retx_live()) {
+        match (self.first_live(), self.retx_live()) {
             (Some((a, _)), Some((b, pb))) if b < a => Some((b, pb, Front::Retx)),
             (Some((a, pa)), _) => Some((a, pa, Front::First)),
             (None, Some((b, pb))) => Some((b, pb, Front::Retx)),
             (None, None) => None,
-        };
-        match (first, self.held_live()) {
-            (Some(f), Some((h, ph))) if h < f.0 => Some((h, ph, Front::Held)),
-            (Some(f), _) => Some(f),
-            (None, Some((h, ph))) => Some((h, ph, Front::Held)),
-            (None, None) => None,
         }
     }
 
-    /// When the transmission in flight due first was sent (plus its allowance when held): the loss rules'
-    /// reference for the RTO timer.
-    #[inline]
-    pub fn oldest_inflight(&mut self) -> Option<Instant> {
-        self.front_live().map(|(t, _, _)| t)
+    fn take_front(&mut self, psn: u64, front: Front) {
+        match front {
+            Front::Retx => {
+                self.retx_times.pop_front();
+            }
+            Front::First => self.scan = psn + 1,
+        }
     }
 
-    /// Takes the oldest in-flight transmission if it was sent at or before `cutoff`, returning its PSN.
-    /// Callers use it for both loss rules: RACK (`cutoff` = newest acknowledged send time − reorder window) and
-    /// RTO (`cutoff` = now − RTO).
+    /// The oldest transmission in flight that no acknowledgement has made subject to the time rule yet:
+    /// its send time and EV. The caller probes the tail when it is overdue.
+    #[inline]
+    pub fn tail_front(&mut self) -> Option<(Instant, u16)> {
+        let (t, psn, _) = self.front_live()?;
+        Some((t, self.get(psn)?.ev))
+    }
+
+    /// When the time rule next has something to decide: the earliest due transmission, or the oldest one a
+    /// later-sent packet's acknowledgement (at or before `acked_xmit`) made subject to the rule, once it is
+    /// `min_wait` old.
+    #[inline]
+    pub fn time_deadline(&mut self, acked_xmit: Instant, min_wait: u64) -> Option<Instant> {
+        let due = Self::heap_live(&self.pkts, self.una, &mut self.due).map(|(d, _)| d);
+        let next = self
+            .front_live()
+            .filter(|&(t, _, _)| t <= acked_xmit)
+            .map(|(t, _, _)| Instant::from_nanos(t.as_nanos().saturating_add(min_wait)));
+        match (due, next) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The time rule (spec REL-LOSS-1): takes a transmission still in flight that was sent at or before
+    /// `acked_xmit` (the latest send time of an acknowledged packet) and is due at `now`, i.e. sent at least
+    /// `wait(ev, sent_at)` ns ago, and returns its PSN. `wait` is its path's expected round trip plus the
+    /// reorder allowance; `min_wait` (no larger than any `wait`) lets younger transmissions stay where they are.
+    /// A transmission not yet due waits in due-time order and is asked again when due, as its path's delay may
+    /// have grown meanwhile.
     // spec: REL-LOSS-1
-    // spec: REL-LOSS-2
-    #[inline]
-    pub fn pop_sent_before(&mut self, cutoff: Instant) -> Option<u64> {
-        self.pop_due(cutoff, |_, _| 0)
-    }
-
-    /// Like [`pop_sent_before`](Self::pop_sent_before), but a transmission whose path delivers
-    /// `allowance(ev, sent_at)` ns later than the fastest is judged at send time + allowance: one not yet due is
-    /// held back until it is (asked again then, as the path's delay may have grown), or until it is
-    /// acknowledged.
-    #[inline]
-    pub fn pop_due(
+    pub fn pop_lost_by_time(
         &mut self,
-        cutoff: Instant,
-        mut allowance: impl FnMut(u16, Instant) -> u64,
+        acked_xmit: Instant,
+        now: Instant,
+        min_wait: u64,
+        mut wait: impl FnMut(u16, Instant) -> u64,
     ) -> Option<u64> {
+        let gate = now.as_nanos().saturating_sub(min_wait);
+        while let Some((t, psn, front)) = self.front_live() {
+            if t > acked_xmit || t.as_nanos() > gate {
+                break;
+            }
+            self.take_front(psn, front);
+            let ev = self.get(psn)?.ev;
+            let due = Instant::from_nanos(t.as_nanos().saturating_add(wait(ev, t)));
+            self.due.push(Reverse((due, psn, t)));
+        }
+        if !self.slow.is_empty() {
+            // Past the plain RTO on a slow path, and now a later packet was acknowledged: the time rule decides.
+            let mut all = std::mem::take(&mut self.slow).into_vec();
+            all.retain(|&Reverse((_, psn, sent))| {
+                if sent > acked_xmit {
+                    return true;
+                }
+                self.due.push(Reverse((sent, psn, sent)));
+                false
+            });
+            self.slow = BinaryHeap::from(all);
+        }
         loop {
-            let (t, psn, front) = self.front_live()?;
-            if t > cutoff {
+            let (due, psn) = Self::heap_live(&self.pkts, self.una, &mut self.due)?;
+            if due > now {
                 return None;
             }
-            match front {
-                Front::Held => {
-                    self.held.pop();
-                }
-                Front::Retx => {
-                    self.retx_times.pop_front();
-                }
-                Front::First => self.scan = psn + 1,
-            }
+            self.due.pop();
             let p = self.get(psn)?;
-            let extra = allowance(p.ev, p.sent_at);
-            let due = Instant::from_nanos(p.sent_at.as_nanos().saturating_add(extra));
+            let (ev, sent) = (p.ev, p.sent_at);
+            let due = Instant::from_nanos(sent.as_nanos().saturating_add(wait(ev, sent)));
+            if due <= now {
+                return Some(psn);
+            }
+            self.due.push(Reverse((due, psn, sent)));
+        }
+    }
+
+    /// When the RTO next has something to decide, for transmissions the time rule has not taken up: `rto` ns
+    /// after the oldest one was sent, or when a slow one's extra time runs out.
+    #[inline]
+    pub fn rto_deadline(&mut self, rto: u64) -> Option<Instant> {
+        let front = self.front_live().map(|(t, _, _)| t);
+        let slow = Self::heap_live(&self.pkts, self.una, &mut self.slow).map(|(d, _)| d);
+        let t = match (front, slow) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some(Instant::from_nanos(t.as_nanos().saturating_add(rto)))
+    }
+
+    /// The RTO (spec REL-LOSS-2): takes a transmission the time rule has not taken up that was sent at or
+    /// before `cutoff` (now − RTO) plus `extra(ev, sent_at)` ns, its path's extra delay, and returns its PSN.
+    // spec: REL-LOSS-2
+    pub fn pop_lost_by_rto(
+        &mut self,
+        cutoff: Instant,
+        mut extra: impl FnMut(u16, Instant) -> u64,
+    ) -> Option<u64> {
+        loop {
+            let front = self.front_live().filter(|&(t, _, _)| t <= cutoff);
+            let slow =
+                Self::heap_live(&self.pkts, self.una, &mut self.slow).filter(|&(d, _)| d <= cutoff);
+            let psn = match (front, slow) {
+                (Some((t, psn, f)), Some((d, _))) if t <= d => {
+                    self.take_front(psn, f);
+                    psn
+                }
+                (_, Some((_, psn))) => {
+                    self.slow.pop();
+                    psn
+                }
+                (Some((_, psn, f)), None) => {
+                    self.take_front(psn, f);
+                    psn
+                }
+                (None, None) => return None,
+            };
+            let p = self.get(psn)?;
+            let (ev, sent) = (p.ev, p.sent_at);
+            let due = Instant::from_nanos(sent.as_nanos().saturating_add(extra(ev, sent)));
             if due <= cutoff {
                 return Some(psn);
             }
-            self.held.push(Reverse((due, psn, p.sent_at)));
+            self.slow.push(Reverse((due, psn, sent)));
         }
     }
 
@@ -361,7 +447,6 @@ impl SentWindow {
 enum Front {
     First,
     Retx,
-    Held,
 }
 
 /// Smoothed RTT estimation (RFC 6298 gains) plus the minimum seen, with the RTO and the reorder window derived
@@ -376,6 +461,11 @@ pub struct RttEstimator {
     reorder_floor: u64,
     rto: u64,
     reorder: u64,
+    /// Smoothed time and its variation until a NACK answered a transmission, ns (0 before the first).
+    nack_srtt: u32,
+    nack_var: u32,
+    /// The latest such time: while NACKs queue up it grows faster than the smoothed value follows.
+    nack_last: u32,
 }
 
 impl RttEstimator {
@@ -392,6 +482,9 @@ impl RttEstimator {
             reorder_floor: nanos(reorder_floor),
             rto: 0,
             reorder: 0,
+            nack_srtt: 0,
+            nack_var: 0,
+            nack_last: 0,
         };
         e.derive();
         e
@@ -399,8 +492,36 @@ impl RttEstimator {
 
     // spec: REL-RTO-1
     fn derive(&mut self) {
-        self.rto = (self.srtt + 4 * self.rttvar).max(self.rto_floor);
-        self.reorder = (2 * self.rttvar).max(self.reorder_floor);
+        self.rto = (self.srtt + 4 * self.rttvar)
+            .max(self.nack_wait_ns())
+            .max(self.rto_floor);
+        self.reorder = 4 * self.rttvar + self.reorder_floor;
+    }
+
+    /// How long NACKs may take now, ns (0 before the first): no loss rule calls a packet lost sooner, since its
+    /// NACK may still be on its way.
+    #[inline]
+    pub fn nack_wait_ns(&self) -> u64 {
+        (u64::from(self.nack_srtt) + 4 * u64::from(self.nack_var))
+            .max(2 * u64::from(self.nack_last))
+    }
+
+    /// Adds the time a NACK took to answer a transmission. It bounds the RTO from below (a receiver that trims
+    /// many packets queues one NACK each behind the others on its own link, and a packet whose NACK waits
+    /// there is not lost), but it is no sample of the round trip of a packet that is delivered: a trimmed
+    /// header skips the queue whose length the RTT says.
+    pub fn update_nack(&mut self, rtt: Duration) {
+        let r = nanos(rtt).min(u64::from(u32::MAX)) as u32;
+        self.nack_last = r;
+        if self.nack_srtt == 0 {
+            self.nack_srtt = r;
+            self.nack_var = r / 2;
+        } else {
+            let err = self.nack_srtt.abs_diff(r);
+            self.nack_var = ((3 * u64::from(self.nack_var) + u64::from(err)) / 4) as u32;
+            self.nack_srtt = ((7 * u64::from(self.nack_srtt) + u64::from(r)) / 8) as u32;
+        }
+        self.derive();
     }
 
     /// Adds a sample.
@@ -468,55 +589,79 @@ mod tests {
         assert_eq!((w.una(), w.nxt(), w.inflight_bytes()), (102, 104, 20));
     }
 
+    /// The RTO takes the oldest transmission still in flight, skipping acknowledged and retransmitted ones.
     #[test]
-    fn time_queue_skips_stale_entries() {
+    fn rto_queue_skips_stale_entries() {
         let mut w = SentWindow::new(0);
         for i in 0..3 {
             w.push(0, 0, 1, 0, t(i));
         }
         w.ack(0);
-        assert_eq!(w.oldest_inflight(), Some(t(1)));
-        assert_eq!(w.pop_sent_before(t(0)), None);
-        assert_eq!(w.pop_sent_before(t(1)), Some(1));
+        let none = |_, _| 0;
+        assert_eq!(w.rto_deadline(1000), Some(t(2)));
+        assert_eq!(w.pop_lost_by_rto(t(0), none), None);
+        assert_eq!(w.pop_lost_by_rto(t(1), none), Some(1));
         w.mark_lost(1);
         w.retransmitted(1, 3, t(5));
         assert_eq!(w.get(1).unwrap().tx_count, 2);
-        assert_eq!(w.pop_sent_before(t(4)), Some(2));
-        assert_eq!(w.pop_sent_before(t(4)), None);
-        assert_eq!(w.oldest_inflight(), Some(t(5)));
+        assert_eq!(w.pop_lost_by_rto(t(4), none), Some(2));
+        assert_eq!(w.pop_lost_by_rto(t(4), none), None);
+        assert_eq!(w.rto_deadline(0), Some(t(5)));
     }
 
-    /// A transmission on a slow path is judged at send time + its allowance: packets sent after it on fast
-    /// paths are taken first, it is taken once due, and an acknowledgement meanwhile clears it.
+    /// The time rule takes a transmission only once a packet sent at or after it was acknowledged and its own
+    /// path's wait has passed: one on a slow path waits longer than packets sent after it on fast ones, and an
+    /// acknowledgement meanwhile clears it.
     #[test]
-    fn slow_path_transmissions_are_held_until_due() {
+    fn time_rule_waits_for_each_path() {
         let mut w = SentWindow::new(0);
         for i in 0..4u64 {
             w.push(0, 0, 1, u16::from(i == 0 || i == 2), t(i));
         }
-        // EV 1 delivers 10 µs later than the fastest path.
-        let slow = |ev: u16, _| if ev == 1 { 10_000 } else { 0 };
+        // EV 0 delivers in 10 µs, EV 1 in 30 µs.
+        let wait = |ev: u16, _| if ev == 1 { 30_000 } else { 10_000 };
         assert_eq!(
-            w.pop_due(t(3), slow),
-            Some(1),
-            "PSN 0 is held, PSN 1 is due"
+            w.pop_lost_by_time(t(1), t(5), 10_000, wait),
+            None,
+            "PSN 0 and 1 may be judged (a packet sent at 1 µs was acknowledged), but neither has waited its path's time"
         );
-        assert_eq!(w.pop_due(t(3), slow), Some(3), "PSN 2 is held too");
-        assert_eq!(w.pop_due(t(3), slow), None);
+        assert_eq!(w.pop_lost_by_time(t(3), t(12), 10_000, wait), Some(1));
         assert_eq!(
-            w.oldest_inflight(),
-            Some(t(10)),
-            "the RTO reference moves with it"
+            w.pop_lost_by_time(t(3), t(12), 10_000, wait),
+            None,
+            "PSN 0 and 2 are on the slow path, PSN 3 not yet due"
         );
+        assert_eq!(w.time_deadline(t(3), 10_000), Some(t(13)));
+        assert_eq!(w.pop_lost_by_time(t(3), t(13), 10_000, wait), Some(3));
+        assert_eq!(w.time_deadline(t(3), 10_000), Some(t(30)));
         w.ack(2);
-        assert_eq!(w.pop_due(t(10), slow), Some(0));
+        assert_eq!(w.pop_lost_by_time(t(3), t(30), 10_000, wait), Some(0));
         assert!(w.mark_lost(0).is_some());
         assert_eq!(
-            w.pop_due(t(100), slow),
+            w.pop_lost_by_time(t(3), t(100), 10_000, wait),
             None,
-            "PSN 2 was acknowledged while held"
+            "PSN 2 was acknowledged while it waited"
         );
-        assert_eq!(w.oldest_inflight(), None);
+        assert_eq!(w.time_deadline(t(3), 10_000), None);
+    }
+
+    /// The oldest transmission no acknowledgement has made subject to the time rule is the tail probe's
+    /// reference.
+    #[test]
+    fn tail_front_is_the_oldest_unjudged() {
+        let mut w = SentWindow::new(0);
+        for i in 0..3u64 {
+            w.push(0, 0, 1, i as u16, t(i));
+        }
+        assert_eq!(w.tail_front(), Some((t(0), 0)));
+        w.ack(2);
+        // PSN 0 and 1 become subject to the rule once they are old enough to be judged.
+        assert_eq!(w.pop_lost_by_time(t(2), t(5), 1000, |_, _| 10_000), None);
+        assert_eq!(
+            w.tail_front(),
+            None,
+            "PSN 2 is acknowledged, 0 and 1 wait on their paths"
+        );
     }
 
     #[test]
@@ -565,7 +710,11 @@ mod tests {
         let us = Duration::from_micros;
         let r = RttEstimator::new(us(10), us(40), us(5));
         assert_eq!(r.rto_ns(), 40_000);
-        assert_eq!(r.reorder_ns(), 10_000, "2 × rttvar of the base RTT");
+        assert_eq!(
+            r.reorder_ns(),
+            25_000,
+            "4 × rttvar (half the base RTT before a sample) plus the floor"
+        );
         let mut r = RttEstimator::new(us(10), Duration::ZERO, Duration::ZERO);
         r.update(us(10));
         r.update(us(30));
@@ -576,13 +725,16 @@ mod tests {
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig { cases: 1000, ..Default::default() })]
 
-        /// The oldest in-flight transmission, and what `pop_sent_before` takes, agree with a brute-force scan of
-        /// the window under any mix of sends, acks, losses, retransmissions and pops. (As in the engine, a
-        /// popped PSN is declared lost at once.)
+        /// What the RTO takes agrees with a brute-force scan of the window under any mix of sends, acks, losses,
+        /// retransmissions and pops, and the time rule never takes a transmission that no later one's
+        /// acknowledgement made subject to it, nor one younger than its wait. (As in the engine, a popped PSN is
+        /// declared lost at once.)
         #[test]
-        fn oldest_inflight_matches_a_scan(ops in proptest::collection::vec((0u8..6, 0u64..40, 0u64..3), 1..200)) {
+        fn loss_rules_match_a_scan(ops in proptest::collection::vec((0u8..7, 0u64..40, 0u64..3), 1..200)) {
             let mut w = SentWindow::new(1000);
             let mut now = 0u64;
+            let mut acked_xmit = Instant::ZERO;
+            let wait = |ev: u16, _| 1000 * (1 + u64::from(ev % 3));
             for (op, x, dt) in ops {
                 now += dt;
                 let psn = w.una() + x % w.len().max(1);
@@ -594,27 +746,41 @@ mod tests {
                 };
                 match op {
                     0 | 1 => {
-                        w.push(0, 0, 1, 0, Instant::from_nanos(now));
+                        w.push(0, 0, 1, (x % 5) as u16, Instant::from_nanos(now * 1000));
                     }
                     2 => {
-                        w.ack(psn);
+                        if let Some(p) = w.ack(psn) && p.tx_count == 1 {
+                            acked_xmit = acked_xmit.max(p.sent_at);
+                        }
                         w.advance();
                     }
                     3 => {
                         w.mark_lost(psn);
                     }
-                    4 => w.retransmitted(psn, 1, Instant::from_nanos(now)),
+                    4 => w.retransmitted(psn, 1, Instant::from_nanos(now * 1000)),
+                    5 => {
+                        let n = Instant::from_nanos(now * 1000);
+                        if let Some(q) = w.pop_lost_by_time(acked_xmit, n, 1000, wait) {
+                            let p = *w.get(q).unwrap();
+                            proptest::prop_assert!(p.sent_at <= acked_xmit, "PSN {} judged with nothing later acknowledged", q);
+                            proptest::prop_assert!(p.sent_at.as_nanos() + wait(p.ev, p.sent_at) <= n.as_nanos(), "PSN {} taken before its wait", q);
+                            proptest::prop_assert!(w.mark_lost(q).is_some(), "popped PSN {} was in flight", q);
+                        }
+                    }
                     _ => {
-                        let cutoff = Instant::from_nanos(now.saturating_sub(x));
-                        let want = scan(&w).filter(|t| *t <= cutoff);
-                        let got = w.pop_sent_before(cutoff);
-                        proptest::prop_assert_eq!(got.map(|q| w.get(q).unwrap().sent_at), want);
+                        // Only transmissions the time rule has not taken up are the RTO's: compare before the
+                        // time rule has run in this case.
+                        let cutoff = Instant::from_nanos((now * 1000).saturating_sub(x * 1000));
+                        let got = w.pop_lost_by_rto(cutoff, |_, _| 0);
                         if let Some(q) = got {
+                            proptest::prop_assert!(w.get(q).unwrap().sent_at <= cutoff);
                             proptest::prop_assert!(w.mark_lost(q).is_some(), "popped PSN {} was in flight", q);
                         }
                     }
                 }
-                proptest::prop_assert_eq!(w.oldest_inflight(), scan(&w));
+                if w.due.is_empty() && w.slow.is_empty() {
+                    proptest::prop_assert_eq!(w.rto_deadline(0), scan(&w));
+                }
             }
         }
     }

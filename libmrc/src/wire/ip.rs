@@ -3,8 +3,8 @@
 
 use std::net::Ipv6Addr;
 
+use super::{AUTH_LEN, AuthTag, Packet, ParseOptions, Reader, Result, UDP_PORT, Writer};
 use super::{Error, packet::Body};
-use super::{Packet, ParseOptions, Reader, Result, UDP_PORT, Writer};
 
 /// ECN codepoint: not ECN-capable.
 pub const ECN_NOT_ECT: u8 = 0;
@@ -203,6 +203,9 @@ pub struct Frame<'a> {
     pub udp: UdpHeader,
     /// The UDP payload.
     pub mrc: Packet<'a>,
+    /// The AUTH tag the UDP payload carries after its headers (BTH.AT, spec WIRE-AUTH-1), as it was, so that a
+    /// captured frame re-emits byte for byte.
+    pub auth: Option<AuthTag>,
 }
 
 impl<'a> Frame<'a> {
@@ -239,6 +242,7 @@ impl<'a> Frame<'a> {
                 checksum: 0,
             },
             mrc: packet,
+            auth: None,
         }
     }
 
@@ -259,13 +263,16 @@ impl<'a> Frame<'a> {
             return Err(Error::Malformed);
         }
         let payload = datagram.get(UdpHeader::LEN..).ok_or(Error::Truncated)?;
-        let mrc = Packet::parse(payload, opts)?;
-        Ok(Self { ip, udp, mrc })
+        let (mrc, auth) = Packet::parse_auth(payload, opts)?;
+        Ok(Self { ip, udp, mrc, auth })
     }
 
     /// Bytes of the whole frame as [`emit`](Self::emit) writes it.
     pub fn buffer_len(&self) -> usize {
-        Ipv6Header::LEN + UdpHeader::LEN + self.mrc.buffer_len()
+        Ipv6Header::LEN
+            + UdpHeader::LEN
+            + self.mrc.buffer_len()
+            + if self.auth.is_some() { AUTH_LEN } else { 0 }
     }
 
     /// Writes IPv6 header, UDP header and the sealed MRC packet, with the header fields as they are, and
@@ -278,7 +285,7 @@ impl<'a> Frame<'a> {
         let rest = buf.get_mut(ip..).ok_or(Error::Truncated)?;
         let udp = self.udp.emit(rest)?;
         let rest = rest.get_mut(udp..).ok_or(Error::Truncated)?;
-        Ok(ip + udp + self.mrc.emit(rest)?)
+        Ok(ip + udp + self.mrc.emit_tagged(self.auth.as_ref(), rest)?)
     }
 
     /// Every field as `(name, value)` text: the IPv6 and UDP fields (prefixed `ip.` and `udp.`) and then

@@ -1,6 +1,6 @@
 //! A whole MRC packet, i.e. one UDP payload: BTH, the opcode's extension headers, payload, ICRC.
 
-use super::auth::{AT, AuthTag};
+use super::auth::{AT, AUTH_LEN, AuthTag};
 use super::{
     AETH_LEN, Ack, BTH_LEN, Bth, Data, DataHeader, EETH_LEN, EpRequest, EpResponse, Error,
     ICRC_LEN, IMM_LEN, METH_LEN, Meth, NETH_LEN, Nack, OpKind, Opcode, PETH_LEN, Probe, RETH_LEN,
@@ -285,6 +285,25 @@ impl<'a> Packet<'a> {
         buf.get_mut(h..end)
             .ok_or(Error::Truncated)?
             .copy_from_slice(payload);
+        super::seal(buf, end)
+    }
+
+    /// [`emit`](Self::emit) with `tag`'s bytes as the AUTH tag after the headers (BTH.AT set) when given: a parsed
+    /// tagged packet as it was (the tag is copied, not computed; [`AuthKey::seal_headers`](super::AuthKey) makes
+    /// one). Returns the bytes written.
+    pub fn emit_tagged(&self, tag: Option<&AuthTag>, buf: &mut [u8]) -> Result<usize> {
+        let Some(t) = tag else {
+            return self.emit(buf);
+        };
+        let payload = self.payload();
+        let h = self.emit_header(buf)?;
+        let end = h + AUTH_LEN + payload.len();
+        if buf.len() < end + ICRC_LEN {
+            return Err(Error::Truncated);
+        }
+        buf[1] |= AT;
+        buf[h..h + AUTH_LEN].copy_from_slice(&t.tag);
+        buf[h + AUTH_LEN..end].copy_from_slice(payload);
         super::seal(buf, end)
     }
 

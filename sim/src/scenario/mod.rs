@@ -328,8 +328,9 @@ pub struct TransportCfg {
     /// Unloaded RTT in ns given to the engine; default computed from the topology.
     #[serde(default)]
     pub base_rtt_ns: Option<u64>,
-    /// Smallest reorder window of time-based loss detection in ns; default 2 × base RTT, since 1-BDP
-    /// queues at two tiers can reorder sprayed packets by about that much.
+    /// Reorder allowance of time-based loss detection in ns: how much longer than its path's expected round
+    /// trip (plus four RTT deviations) a packet may take before it is lost; default the engine's, a quarter of
+    /// the base RTT.
     #[serde(default)]
     pub reorder_ns: Option<u64>,
     /// NSCC's largest window in BDPs (the BDP of the host rate and the base RTT). Default 1.3, not UET's 1.5:

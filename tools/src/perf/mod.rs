@@ -6,6 +6,7 @@
 
 pub mod oob;
 pub mod run;
+mod verify;
 
 use std::path::PathBuf;
 
@@ -115,7 +116,10 @@ pub struct Options {
     /// Write goodput per interval to this CSV file (client): t_ms,gbps,unix_ms (the bin's end).
     #[arg(long)]
     pub timeline: Option<PathBuf>,
-    /// Check the data: the server hashes what arrived, the client compares with what it sent.
+    /// Check the data, every message: each carries bytes of its own, and the client reads it back from the
+    /// server's memory as it completes (an RDMA READ; a slot is reused only once its message checked out, so
+    /// each in-flight message gets a slot of its own: `--depth` slots per QP, not `--cycle-buffer`); at the end
+    /// the server also hashes its slots. Costs bandwidth: the figures of a verified run are not comparable.
     #[arg(long)]
     pub verify: bool,
     /// Both directions at once (perftest's `-b`): the server WRITEs to the client with the client's size,

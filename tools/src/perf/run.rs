@@ -15,6 +15,7 @@ use super::oob::{
     Answer, Bidir, Channel, Ctl, Hello, WireRegion, conn_from_hex, conn_to_hex, hash,
     planes_from_wire, planes_to_wire,
 };
+use super::verify::{READ_TAG, Verifier};
 use super::{Mode, Options, Test};
 
 /// Largest region one side registers; `--cycle-buffer` is cut down to fit.
@@ -32,7 +33,7 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn test(msg: impl Into<String>) -> Self {
+    pub(super) fn test(msg: impl Into<String>) -> Self {
         Self {
             msg: msg.into(),
             code: 1,
@@ -69,6 +70,8 @@ struct Side {
     max_size: u64,
     /// Per QP, messages of the largest size posted (slot k took message k).
     written: Vec<usize>,
+    /// `--verify` (client): checks every message as it completes.
+    verifier: Option<Verifier>,
 }
 
 impl Side {
@@ -128,8 +131,9 @@ fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
         let qp = host
             .create_qp(spec)
             .map_err(|e| Failure::usage(e.to_string()))?;
+        // REMOTE_READ: a verifying client reads every message back from the server's memory.
         qp.modify(QpTransition::Init {
-            access: Access::REMOTE_WRITE,
+            access: Access::REMOTE_WRITE | Access::REMOTE_READ,
         })?;
         qps.push(qp);
     }
@@ -146,6 +150,14 @@ fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
         .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8 ^ hello.seed)
         .collect();
     host.write_buffer(&region, 0, &pattern)?;
+    let verifier = if o.verify {
+        let check = host
+            .alloc_buffer(pd, len as usize, Access::LOCAL_WRITE)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        Some(Verifier::new(check, hello.qps, hello.slots, hello.max_size))
+    } else {
+        None
+    };
     Ok(Side {
         host,
         cq,
@@ -155,6 +167,7 @@ fn setup(o: &Options, hello: &HelloParams) -> Result<Side, Failure> {
         slots: hello.slots,
         max_size: hello.max_size,
         written: vec![0; hello.qps],
+        verifier,
     })
 }
 
@@ -368,8 +381,11 @@ pub struct Report {
     pub datapath: DatapathLine,
     /// Transport counters summed over the QPs.
     pub transport: TransportLine,
-    /// `Some(true)` when `--verify` matched.
+    /// `Some(true)` when `--verify` matched: every message read back intact from the server as it completed,
+    /// and the server's slots at the end.
     pub verified: Option<bool>,
+    /// `--verify`: the messages read back and checked one by one.
+    pub verified_messages: Option<u64>,
 }
 
 /// Transport counters for the report, summed over the QPs.
@@ -429,6 +445,10 @@ pub struct DatapathLine {
     pub unreachable: u64,
     /// Datagrams dropped as malformed, oversized, spoofed, from a stranger's address or for no QP.
     pub rx_dropped: u64,
+    /// Of those, the datagrams from an address that belongs to no peer (the engine never saw them).
+    pub rx_unknown_source: u64,
+    /// Of those, the datagrams from a peer's address that the engine parsed, counted and dropped.
+    pub rx_engine_dropped: u64,
 }
 
 fn plane_lines(ep: &UdpEndpoint, qps: &[u32]) -> Vec<PlaneLine> {
@@ -468,23 +488,25 @@ fn plane_lines(ep: &UdpEndpoint, qps: &[u32]) -> Vec<PlaneLine> {
 fn datapath_line(ep: &UdpEndpoint) -> DatapathLine {
     let s = ep.stats();
     let e = ep.endpoint_ref().stats();
+    let engine_dropped = e.rx_truncated
+        + e.rx_bad_version
+        + e.rx_unknown_opcode
+        + e.rx_bad_icrc
+        + e.rx_unknown_qp
+        + e.rx_bad_pkey
+        + e.rx_wrong_peer
+        + e.rx_bad_auth
+        + e.rx_bad_port_status
+        + e.rx_malformed;
     DatapathLine {
         tx_datagrams: s.tx_datagrams,
         rx_datagrams: s.rx_datagrams,
         tx_errors: s.tx_errors,
         rx_trimmed: s.rx_trimmed,
         unreachable: s.unreachable,
-        rx_dropped: s.rx_unknown_source
-            + s.rx_oversize
-            + e.rx_truncated
-            + e.rx_bad_version
-            + e.rx_unknown_opcode
-            + e.rx_bad_icrc
-            + e.rx_unknown_qp
-            + e.rx_bad_pkey
-            + e.rx_wrong_peer
-            + e.rx_bad_port_status
-            + e.rx_malformed,
+        rx_dropped: s.rx_unknown_source + s.rx_oversize + engine_dropped,
+        rx_unknown_source: s.rx_unknown_source,
+        rx_engine_dropped: engine_dropped,
     }
 }
 
@@ -497,10 +519,16 @@ fn params(
     max_size: u64,
     evs: u16,
 ) -> HelloParams {
+    // A verifying client checks each message before its slot is reused: a slot per message in flight.
+    let per_qp = if o.verify {
+        o.depth as u64 * max_size
+    } else {
+        o.cycle_buffer
+    };
     let slots = if mode == Mode::Lat {
         1
     } else {
-        (o.cycle_buffer / max_size)
+        (per_qp / max_size)
             .min(MAX_REGION / (qps as u64 * max_size))
             .clamp(1, o.depth as u64) as usize
     };
@@ -691,6 +719,12 @@ fn bw(
             for q in 0..nq {
                 while in_flight[q] < o.depth && o.bytes.is_none_or(|b| posted_bytes < b) {
                     let k = next[q];
+                    if let Some(v) = side.verifier.as_mut() {
+                        if !v.slot_free(q, k as u64) {
+                            break;
+                        }
+                        v.prepare(&side.host, &side.region, q, k as u64, size)?;
+                    }
                     post(&side.qps[q], region, q, k, o.test, size, remote, k as u64)?;
                     next[q] += 1;
                     in_flight[q] += 1;
@@ -706,7 +740,15 @@ fn bw(
                     c.status, c.qpn, c.wr_id
                 )));
             }
-            if let Some(q) = side.q_of(c.qpn) {
+            let q = side.q_of(c.qpn);
+            if let (Some(v), Some(q)) = (side.verifier.as_mut(), q) {
+                if c.wr_id & READ_TAG != 0 {
+                    v.read_back(&side.host, q, c.wr_id, size)?;
+                    continue;
+                }
+                v.sent(&side.qps[q], remote, q, c.wr_id, size)?;
+            }
+            if let Some(q) = q {
                 in_flight[q] = in_flight[q].saturating_sub(1);
             }
             done_msgs += 1;
@@ -714,7 +756,10 @@ fn bw(
             bin_bytes += size;
             last_done = Instant::now();
         }
-        if stopping && in_flight.iter().all(|&x| x == 0) {
+        if stopping
+            && in_flight.iter().all(|&x| x == 0)
+            && side.verifier.as_ref().is_none_or(Verifier::idle)
+        {
             break;
         }
         if stopping
@@ -891,6 +936,7 @@ fn finish_report(
         datapath: datapath_line(ep),
         transport: transport_line(ep, &qps),
         verified,
+        verified_messages: side.verifier.as_ref().map(|v| v.checked),
     });
     if o.json {
         println!(
@@ -954,7 +1000,13 @@ fn print_planes(r: &Report) {
         t.losses_plane
     );
     if let Some(v) = r.verified {
-        println!("verify: {}", if v { "data matches" } else { "MISMATCH" });
+        let each = r.verified_messages.map_or(String::new(), |n| {
+            format!(" ({n} messages read back and checked)")
+        });
+        println!(
+            "verify: {}{each}",
+            if v { "data matches" } else { "MISMATCH" }
+        );
     }
 }
 
