@@ -212,7 +212,7 @@ unsafe extern "C" fn context_info(ctx: *mut ibv_context, info: *mut MrcShimConte
             planes: u32::try_from(c.dev.cfg.node.planes.len()).unwrap_or(u32::MAX),
             usid: u32::from(c.dev.cfg.node.usid_block.is_some()),
             lid: c.lid(),
-            gid: c.dev.gid().raw,
+            gid: c.gid().raw,
             name,
         };
         // SAFETY: `info` is non-NULL and, by the bridge's contract, points at a writable `MrcShimContextInfo`.

@@ -141,9 +141,16 @@ impl Context {
         unsafe { &raw mut (*self.vctx.get()).context }
     }
 
-    /// The port's LID: plane 0's UDP port, so peers sharing one address are told apart.
+    /// The port's LID: plane 0's UDP port (optional for peers: the GID finds the host).
     pub(crate) fn lid(&self) -> u16 {
         self.host.port()
+    }
+
+    /// GID 0: finds this context's host without a LID (`mrc_host::PeerAddr::from_verbs`).
+    pub(crate) fn gid(&self) -> ibv_gid {
+        ibv_gid {
+            raw: self.host.gid().octets(),
+        }
     }
 }
 
@@ -281,7 +288,7 @@ pub unsafe extern "C" fn ibv_query_port(
     })
 }
 
-/// GID `index` of `port`: index 0 is the node's address.
+/// GID `index` of `port`: index 0 finds this host (shim/README.md, "Addressing").
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_gid(
     ctx: *mut ibv_context,
@@ -299,7 +306,7 @@ pub unsafe extern "C" fn ibv_query_gid(
             )));
         }
         // SAFETY: the caller passes a writable 16-byte GID.
-        unsafe { gid.write(c.dev.gid()) };
+        unsafe { gid.write(c.gid()) };
         Ok(0)
     })
 }
@@ -327,7 +334,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
 
 fn gid_entry(c: &Context) -> ibv_gid_entry {
     ibv_gid_entry {
-        gid: c.dev.gid(),
+        gid: c.gid(),
         gid_index: 0,
         port_num: 1,
         gid_type: IBV_GID_TYPE_ROCE_V2,

@@ -167,13 +167,6 @@ impl Device {
             ..ibv_port_attr::default()
         }
     }
-
-    /// GID 0: the node's address.
-    pub(crate) fn gid(&self) -> ibv_gid {
-        ibv_gid {
-            raw: self.cfg.address().octets(),
-        }
-    }
 }
 
 /// The devices, read from the environment on first use.
@@ -293,13 +286,12 @@ mod tests {
     }
 
     #[test]
-    fn port_is_an_active_ethernet_port_and_gid0_the_address() {
+    fn port_is_an_active_ethernet_port() {
         let d = dev();
         let p = d.port_attr(4791);
         assert_eq!(p.state, IBV_PORT_ACTIVE);
         assert_eq!(p.link_layer, IBV_LINK_LAYER_ETHERNET);
         assert_eq!(p.lid, 4791);
-        assert_eq!(d.gid().raw, std::net::Ipv6Addr::LOCALHOST.octets());
         let a = d.attr();
         assert_eq!(a.phys_port_cnt, 1);
         assert!(a.max_qp_rd_atom > 0, "perftest needs outstanding READs");

@@ -2,6 +2,7 @@
 
 use super::config::{HostConfig, ProgressMode};
 use super::cq::Cq;
+use super::gid::gid_of;
 use super::info::{AsyncEvent, HostStats, LocalInfo};
 use super::progress::run;
 use super::qp::{Qp, QpSpec};
@@ -78,9 +79,12 @@ impl<P: PlaneIo> Host<P> {
         let local = LocalInfo {
             planes: local_planes.iter().map(|p| p.addr).collect(),
             port: local_planes.first().map_or(0, |p| p.addr.port()),
-            gid0: local_planes
+            plane0: local_planes
                 .first()
                 .map_or(Ipv6Addr::UNSPECIFIED, |p| *p.addr.ip()),
+            gid: local_planes
+                .first()
+                .map_or(Ipv6Addr::UNSPECIFIED, |p| gid_of(p.addr)),
         };
         let inner = Arc::new(Inner {
             core: Mutex::new(Core {
