@@ -227,11 +227,10 @@ fn prepare_out(dir: &Path, flag: &str) -> Result<(), String> {
 
 fn refuse_baseline_metrics(s: &Scenario, flag: &str) -> Result<(), String> {
     for (i, th) in s.validate.iter().enumerate() {
-        if mrc_sim::metrics::find(&th.metric).is_some_and(|m| {
-            !matches!(
-                m.needs,
-                mrc_sim::metrics::Needs::Run | mrc_sim::metrics::Needs::Failures
-            )
+        if mrc_sim::metrics::find(&th.metric).is_some_and(|m| match m.needs {
+            mrc_sim::metrics::Needs::Run | mrc_sim::metrics::Needs::Failures => false,
+            mrc_sim::metrics::Needs::Healthy => !s.failures.is_empty(),
+            _ => true,
         }) {
             return Err(format!(
                 "{flag}: validate[{i}].metric `{}` needs the baseline run that {flag} skips; drop {flag}",

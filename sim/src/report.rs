@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::ideal::Ideal;
-use crate::scenario::{FailureCfg, FailureKind, Scenario};
+use crate::scenario::{FailureCfg, FailureKind, Scenario, Threshold};
 use crate::sim::{Counters, Outcome};
 use crate::workload::Transfer;
 
@@ -372,6 +372,24 @@ impl Report {
         }
         m.insert("lasting_data_drops".into(), c.lasting_data_drops as f64);
         m.insert("ev_retirements".into(), c.ev_retirements as f64);
+        let healthy = match &baseline {
+            Some(b) => Some(b),
+            None => s.failures.is_empty().then_some(&run),
+        };
+        if let Some(h) = healthy {
+            let planes: u64 = h.plane_tx.iter().map(|r| r[4]).sum();
+            m.insert(
+                "healthy_retirements".into(),
+                (h.counters.ev_retirements + planes) as f64,
+            );
+        }
+        let by_time = c.losses_rack + c.losses_path;
+        if by_time + c.losses_rto > 0 {
+            m.insert(
+                "losses_by_time_fraction".into(),
+                by_time as f64 / (by_time + c.losses_rto) as f64,
+            );
+        }
         m.insert("ev_recoveries".into(), c.ev_recoveries as f64);
         m.insert("trimmed_pkts".into(), c.trimmed_pkts as f64);
         m.insert(
@@ -391,9 +409,20 @@ impl Report {
                 .as_ref()
                 .map_or(0, RunSummary::conservation_error);
         m.insert("conservation_error".into(), cons as f64);
+        // Every report checks that the run without failures retired no path (issue 24), unless the scenario
+        // already names the metric.
+        let auto = m.contains_key("healthy_retirements")
+            && !s.validate.iter().any(|v| v.metric == "healthy_retirements");
+        let auto = auto.then(|| Threshold {
+            metric: "healthy_retirements".into(),
+            min: None,
+            max: Some(0.0),
+            why: "a healthy fabric retires no path (checked in every report)".into(),
+        });
         let checks = s
             .validate
             .iter()
+            .chain(auto.as_ref())
             .map(|th| {
                 let value = m.get(&th.metric).copied().unwrap_or(f64::NAN);
                 let pass = !value.is_nan()

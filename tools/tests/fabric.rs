@@ -70,7 +70,7 @@ impl Hosts {
             t0: self.b.planes[plane].t0,
         };
         let d = blast::sockaddr(&self.a.destination(plane, &peer, path));
-        let _ = blast::send_batch(&self.senders[plane], &vec![d; n], &[7u8; 200]);
+        let _ = blast::send_batch(&self.senders[plane], &vec![d; n], &[7u8; 200], None);
     }
 
     /// Datagrams that arrive within `wait`, per plane (by destination host uSID).
@@ -156,8 +156,12 @@ fn fabric_end_to_end() {
     });
     let port = b.planes[0].addr.port();
     let sink = in_ns(&Topology::host_ns(&prefix, 1), move || {
-        blast::udp_socket_opts(&SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0), true)
-            .expect("sink")
+        blast::udp_socket_opts(
+            &SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0),
+            true,
+            false,
+        )
+        .expect("sink")
     });
     let mut h = Hosts {
         a,

@@ -802,6 +802,16 @@ impl Scenario {
         }
     }
 
+    /// Whether some run (the scenario, or one of its failure sets) has failures.
+    fn ever_fails(&self) -> bool {
+        !self.failures.is_empty()
+            || self
+                .sweep
+                .failure_sets
+                .iter()
+                .any(|s| !s.failures.is_empty())
+    }
+
     fn always_fails_a_nic(&self) -> bool {
         let any = |fs: &[FailureCfg]| fs.iter().any(|f| f.failed_nic_host().is_some());
         if self.sweep.failure_sets.is_empty() {
@@ -883,6 +893,13 @@ impl Scenario {
                 format!(
                     "`{name}` needs an incast victim flow: add workload.victim = {{ src, dst, bytes }} or \
                      drop this threshold"
+                ),
+            )),
+            Needs::Healthy if !self.run.baseline && self.ever_fails() => Err(err(
+                &field,
+                format!(
+                    "`{name}` looks at the run without failures, which this scenario makes only with \
+                     run.baseline = true; set it or drop this threshold"
                 ),
             )),
             Needs::Victim if !self.run.baseline => Err(err(
