@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::abi::*;
 use crate::bridge;
 use crate::device::{self, Device};
-use crate::ffi::{self, Error, minus_one, non_null};
+use crate::ffi::{Error, FFI, non_null};
 use crate::log::log_once;
 use crate::registry::{self, Kind, Object, Users};
 
@@ -83,7 +83,7 @@ pub unsafe extern "C" fn mrc_query_version(
     vendor_version: *mut u32,
     last_supported_vendor_version: *mut u32,
 ) {
-    ffi::void("mrc_query_version", || {
+    FFI.void("mrc_query_version", || {
         write_out(current_version, MRC_API_CURRENT_VERSION);
         // mrc_query_device keeps the 1.0.0 meaning, so 1.0.0 programs are still served.
         write_out(last_supported_version, mrc_api_ver(1, 0, 0));
@@ -137,7 +137,7 @@ pub unsafe extern "C" fn mrc_query_device(
     attr: *mut mrc_device_attr,
     supported: *mut c_int,
 ) -> c_int {
-    minus_one("mrc_query_device", || {
+    FFI.minus_one("mrc_query_device", || {
         query_device(context, None, attr, supported)
     })
 }
@@ -150,7 +150,7 @@ pub unsafe extern "C" fn mrc_query_device_ex(
     attr: *mut mrc_device_attr,
     supported: *mut c_int,
 ) -> c_int {
-    minus_one("mrc_query_device_ex", || {
+    FFI.minus_one("mrc_query_device_ex", || {
         let m = if mcontext.is_null() {
             None
         } else {
@@ -166,7 +166,7 @@ pub unsafe extern "C" fn mrc_create_context(
     vcontext: *mut ibv_context,
     context_attr: *mut mrc_context_attr,
 ) -> *mut mrc_context {
-    ffi::ptr("mrc_create_context", || {
+    FFI.ptr("mrc_create_context", || {
         non_null(vcontext, "vcontext")?;
         let attr = if context_attr.is_null() {
             mrc_context_attr::default()
@@ -234,7 +234,7 @@ pub unsafe extern "C" fn mrc_create_context(
 /// Frees a context; `EBUSY` while objects remain on it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_destroy_context(mrc_ctx: *mut mrc_context) -> c_int {
-    minus_one("mrc_destroy_context", || {
+    FFI.minus_one("mrc_destroy_context", || {
         // SAFETY: the caller does not use the context while destroying it.
         let c = unsafe {
             registry::destroy(mrc_ctx, "mrc_ctx", |c: &mrc_context| {
@@ -256,7 +256,7 @@ pub unsafe extern "C" fn mrc_get_async_event(
     mrc_ctx: *mut mrc_context,
     event: *mut mrc_async_event,
 ) -> c_int {
-    minus_one("mrc_get_async_event", || {
+    FFI.minus_one("mrc_get_async_event", || {
         let c = context(mrc_ctx)?;
         non_null(event, "event")?;
         let e = c.sink.get()?;
@@ -268,7 +268,7 @@ pub unsafe extern "C" fn mrc_get_async_event(
 /// Acknowledges an event (events hold no resources in libmrc; checks the argument only).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_ack_async_event(event: *mut mrc_async_event) {
-    ffi::void("mrc_ack_async_event", || non_null(event, "event"))
+    FFI.void("mrc_ack_async_event", || non_null(event, "event").map(drop))
 }
 
 /// A context on a made-up device (no verbs context, no shim), for unit tests of the objects below it.

@@ -18,7 +18,7 @@ use crate::context::{context, mrc_context};
 use crate::cq::{CqKind, cq, mrc_cq};
 use crate::ctl::ProfileKind;
 use crate::device::{Device, limits};
-use crate::ffi::{self, Error, errno_value, minus_one, non_null};
+use crate::ffi::{Error, FFI, non_null};
 use crate::hint::{hint, mrc_qp_hint};
 use crate::registry::{self, Kind, Object};
 use crate::{bridge, transport};
@@ -628,7 +628,7 @@ pub unsafe extern "C" fn mrc_create_qp(
     mrc_ctx: *mut mrc_context,
     mrc_qp_attr: *mut mrc_qp_init_attr,
 ) -> *mut mrc_qp {
-    ffi::ptr("mrc_create_qp", || {
+    FFI.ptr("mrc_create_qp", || {
         let c = context(mrc_ctx)?;
         non_null(mrc_qp_attr, "mrc_qp_attr")?;
         // SAFETY: non-NULL; the header makes it a readable and writable `mrc_qp_init_attr`.
@@ -726,7 +726,7 @@ pub unsafe extern "C" fn mrc_create_qp(
 /// Destroys a QP.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_destroy_qp(p: *mut mrc_qp) -> c_int {
-    errno_value("mrc_destroy_qp", || {
+    FFI.errno_value("mrc_destroy_qp", || {
         // SAFETY: the caller does not use the QP while destroying it.
         let q = unsafe { registry::destroy(p, "qp", |_| Ok(())) }?;
         let s = q.settings.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -775,7 +775,7 @@ pub unsafe extern "C" fn mrc_modify_qp(
     mrc_attr: *mut mrc_qp_attr,
     mrc_attr_mask: c_int,
 ) -> c_int {
-    errno_value("mrc_modify_qp", || {
+    FFI.errno_value("mrc_modify_qp", || {
         let q = qp(p)?;
         // SAFETY: NULL or readable structs (the header's contract).
         let (v, m) = unsafe { (vattr.as_ref(), mrc_attr.as_ref()) };
@@ -830,7 +830,7 @@ pub unsafe extern "C" fn mrc_query_qp(
     mrc_attr_mask: c_int,
     init_attr: *mut mrc_qp_init_attr,
 ) -> c_int {
-    errno_value("mrc_query_qp", || {
+    FFI.errno_value("mrc_query_qp", || {
         let q = qp(p)?;
         if vattr_mask != 0 {
             non_null(vattr, "vattr")?;
@@ -924,7 +924,7 @@ pub unsafe extern "C" fn mrc_query_qp(
 /// The QP number the peer names at RTR.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_get_qpn(p: *mut mrc_qp, qpn: *mut u32) -> c_int {
-    minus_one("mrc_get_qpn", || {
+    FFI.minus_one("mrc_get_qpn", || {
         let q = qp(p)?;
         non_null(qpn, "qpn")?;
         // SAFETY: non-NULL writable u32 (the header's contract).
@@ -940,7 +940,7 @@ pub unsafe extern "C" fn mrc_post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    minus_one("mrc_post_recv", || {
+    FFI.minus_one("mrc_post_recv", || {
         let q = qp(p)?;
         non_null(bad_wr, "bad_wr")?;
         // SAFETY: non-NULL writable slot; set first so every failure names the first WR not posted.
@@ -966,7 +966,7 @@ pub unsafe extern "C" fn mrc_post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    errno_value("mrc_post_send", || {
+    FFI.errno_value("mrc_post_send", || {
         let q = qp(p)?;
         non_null(bad_wr, "bad_wr")?;
         // SAFETY: non-NULL writable slot; set first so every failure names the first WR not posted.
