@@ -135,8 +135,8 @@ drop_off
 
 echo "== plane 0 cut silently, $TRIALS trials per tool (mrc: 1 ms samples, 10 ms bins; MPTCP: 100 ms bins)"
 now_ms() { date +%s%3N; }
-# mrc-fabric says between which wall-clock stamps the cut landed (nft started, nft committed); timing from the
-# first makes the recovery time an upper bound.
+# mrc-fabric schedules the cut at the next whole second (--at-second: nft's `meta time` drops from that
+# instant on, to the nanosecond) and prints it twice ("between unix ms T and T").
 cut_start() { sed -n 's/.* between unix ms \([0-9]*\) and \([0-9]*\).*/\1 \2/p'; }
 STAMPS=$OUT/failure-stamps.txt
 : >"$STAMPS"
@@ -144,7 +144,7 @@ STAMPS=$OUT/failure-stamps.txt
 # ($cli, $srv); restore the plane.
 cut_plane0() {
     sleep 1
-    read -r a b < <($FAB plane-down 0 | cut_start)
+    read -r a b < <($FAB plane-down 0 --at-second | cut_start)
     echo "$1 $2 $a $b $3" >>"$STAMPS"
     wait $cli || true
     wait $srv || true
@@ -157,7 +157,7 @@ for k in $(seq 1 "$TRIALS"); do
     # The out-of-band TCP connection goes over plane 7, which stays up. 64 KiB messages and 1 ms samples: goodput
     # counts completed messages, so a sample moves in steps of 0.5 Gbit/s. Trains (offload on), as the fastest
     # configuration.
-    $H0 env MRC_OFFLOAD=on $PERF fcbb:bb00:e701:: --config $N0 --size 64k --duration 3 --interval-ms 1 \
+    $H0 env MRC_OFFLOAD=on $PERF fcbb:bb00:e701:: --config $N0 --size 64k --duration 4 --interval-ms 1 \
         --timeline $OUT/timeline-mrc-$k.csv --json >/dev/null &
     cli=$!
     cut_plane0 mrc "$k" 0
@@ -166,7 +166,7 @@ for k in $(seq 1 "$TRIALS"); do
     srv=$!
     sleep 0.4
     start=$(now_ms)
-    $H0 mptcpize run iperf3 -c $DST -t 3 -i 0.1 -J >$OUT/mptcp-$k.json &
+    $H0 mptcpize run iperf3 -c $DST -t 4 -i 0.1 -J >$OUT/mptcp-$k.json &
     cli=$!
     cut_plane0 mptcp "$k" "$start"
 done
