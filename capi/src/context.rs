@@ -13,6 +13,7 @@ use crate::abi::*;
 use crate::bridge;
 use crate::device::{self, Device};
 use crate::ffi::{self, Error, minus_one, non_null};
+use crate::log::log_once;
 use crate::registry::{self, Kind, Object, Users};
 
 /// An MRC context: one program's handle on one MRC device, parent of its CQs, channels, hints and QPs.
@@ -173,7 +174,21 @@ pub unsafe extern "C" fn mrc_create_context(
             // SAFETY: non-NULL, and the header's contract makes it a readable `mrc_context_attr`.
             unsafe { context_attr.read() }
         };
-        let v = attr.mrc_api_version_used;
+        let mut v = attr.mrc_api_version_used;
+        if v == MRC_PROTOCOL_VERSION_1 {
+            // OCP's mrc_example passes the protocol version here: 1 would read as API 0.0.1, which no
+            // library implements. Taken as the current API.
+            log_once!(
+                "mrc_api_version_used=MRC_PROTOCOL_VERSION_1",
+                Warn,
+                "mrc_create_context: mrc_api_version_used 1 is MRC_PROTOCOL_VERSION_1, not an MRC_API_VER(); \
+                 taken as the current API {}.{}.{}",
+                MRC_API_CURRENT_VERSION >> 24,
+                (MRC_API_CURRENT_VERSION >> 16) & 0xff,
+                MRC_API_CURRENT_VERSION & 0xffff
+            );
+            v = MRC_API_CURRENT_VERSION;
+        }
         if v != 0 && !(mrc_api_ver(1, 0, 0)..=MRC_API_CURRENT_VERSION).contains(&v) {
             return Err(Error::inval(format!(
                 "mrc_api_version_used {}.{}.{} is not one libmrc implements (1.0.0 to 1.0.1)",

@@ -8,3 +8,9 @@ macro_rules! log {
     ($($arg:tt)*) => { mrc_ffi::log!(&$crate::log::LOG, $($arg)*) };
 }
 pub(crate) use log;
+
+/// `log_once!("key", Warn, "...", args)`: as `log!`, the first time for this key only.
+macro_rules! log_once {
+    ($($arg:tt)*) => { mrc_ffi::log_once!(&$crate::log::LOG, $($arg)*) };
+}
+pub(crate) use log_once;
