@@ -623,6 +623,17 @@ impl PathSet {
         None
     }
 
+    /// Whether EV `idx` may carry the next packet: GOOD, on a plane that is up and whose port is ready.
+    pub fn can_send_on(&self, idx: u16, ports_ready: u32) -> bool {
+        let Some(ev) = self.evs.get(usize::from(idx)) else {
+            return false;
+        };
+        let p = usize::from(ev.plane);
+        ev.state == EvState::Good
+            && self.planes.get(p).is_some_and(|pl| pl.up())
+            && (p >= 32 || ports_ready >> p & 1 == 1)
+    }
+
     /// Chooses an EV regardless of health (QP retries when nothing is usable): every non-denied EV in turn.
     pub fn next_any_ev(&mut self) -> Option<u16> {
         let n = self.evs.len();

@@ -577,6 +577,7 @@ impl Sim {
             mpr,
             icrc: false,
             reorder_min: tr.reorder_ns.map(mrc::Duration::from_nanos),
+            ev_burst: tr.ev_burst,
             ..QpConfig::default()
         };
         qcfg.validate().map_err(|e| {

@@ -598,6 +598,8 @@ pub(crate) struct Qp {
     pub(crate) force_any_ev: bool,
     /// The last transmit attempt found only busy ports.
     pub(crate) port_blocked: bool,
+    /// The EV new packets go on and how many more may follow it there ([`QpConfig::ev_burst`]).
+    pub(crate) burst: Option<(u16, u8)>,
     pub(crate) last_nack_rnr: bool,
     // responder
     pub(crate) rx: PsnTracker,
@@ -683,6 +685,7 @@ impl Qp {
             retries: 0,
             force_any_ev: false,
             port_blocked: false,
+            burst: None,
             last_nack_rnr: false,
             rx: PsnTracker::new(PSN_BASE, window),
             msgs: VecDeque::new(),

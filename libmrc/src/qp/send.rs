@@ -104,11 +104,27 @@ impl Qp {
         self.poll_data(now, ports_ready, buf, mem, mrs)
     }
 
+    /// Whether the next packet should follow the last on its EV: the endpoint then serves this QP again at
+    /// once, so the packets of a burst leave back to back (a train the host sends in one piece).
+    pub(crate) fn bursting(&self) -> bool {
+        self.burst.is_some_and(|(_, left)| left > 0)
+    }
+
     #[inline]
     fn choose_ev(&mut self, ports_ready: u32) -> Option<u16> {
-        if let Some(i) = self.paths.next_ev_on(ports_ready) {
+        // spec: PATH-EV-6
+        if let Some((i, left)) = self.burst
+            && left > 0
+            && self.paths.can_send_on(i, ports_ready)
+        {
+            self.burst = Some((i, left - 1));
             return Some(i);
         }
+        if let Some(i) = self.paths.next_ev_on(ports_ready) {
+            self.burst = Some((i, self.cfg().ev_burst.saturating_sub(1)));
+            return Some(i);
+        }
+        self.burst = None;
         if ports_ready != u32::MAX && self.paths.usable() {
             // Only the ports are busy; the endpoint retries when they have room.
             self.port_blocked = true;

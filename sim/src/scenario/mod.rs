@@ -345,6 +345,10 @@ pub struct TransportCfg {
     /// Check every placed packet against the address it was read from (cheap; on by default).
     #[serde(default = "yes")]
     pub check_placement: bool,
+    /// New packets per EV before the next (spec PATH-EV-6): 1 sprays packet by packet (MRC's way); a software
+    /// host that sends segmented trains uses a few (mrc-host's offload: 7 at MTU 9000).
+    #[serde(default = "one_u8")]
+    pub ev_burst: u8,
 }
 
 /// Default of `transport.max_cwnd_bdp`.
@@ -373,6 +377,7 @@ impl Default for TransportCfg {
             reorder_ns: None,
             max_cwnd_bdp: None,
             check_placement: true,
+            ev_burst: 1,
         }
     }
 }
