@@ -626,7 +626,9 @@ pub struct SweepCfg {
     /// Seeds to run (default: the scenario's seed).
     #[serde(default)]
     pub seeds: Vec<u64>,
-    /// Failure sets; each replaces `failures` (default: the scenario's failures).
+    /// Failure sets: each run of the sweep has the scenario's `failures` (which apply in every run) followed
+    /// by one set's (default: one run with the scenario's failures alone). `run`, `compare` and `validate`
+    /// refuse a scenario with failure sets: `sweep` runs them.
     #[serde(default)]
     pub failure_sets: Vec<FailureSet>,
 }
