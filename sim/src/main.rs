@@ -107,6 +107,10 @@ enum Cmd {
         /// Skip the healthy baseline (and victim-alone) runs.
         #[arg(long)]
         no_baseline: bool,
+        /// Threads for one run (default: this machine's cores; capped at one per T0 position; one with a
+        /// capture). The outputs are the same for every count (sim/README.md "Parallel runs").
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
         #[command(flatten)]
         limits: Limits,
         #[command(flatten)]
@@ -174,6 +178,10 @@ enum Cmd {
         /// Scenario files.
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
+        /// Threads the run would use (as `run --threads`; default: this machine's cores): each partition
+        /// past the first adds its copy of the ports to the estimate.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
         #[command(flatten)]
         limits: Limits,
     },
@@ -397,10 +405,12 @@ fn real_main() -> Result<ExitCode, String> {
             out,
             seed,
             no_baseline,
+            threads,
             limits,
             capture,
         } => {
-            let s = load(&scenario, seed)?;
+            let mut s = load(&scenario, seed)?;
+            s.run.threads = threads.unwrap_or_else(cores).max(1);
             refuse_failure_sets(&s, &scenario, "run")?;
             if no_baseline {
                 refuse_baseline_metrics(&s, "--no-baseline")?;
@@ -642,10 +652,15 @@ fn real_main() -> Result<ExitCode, String> {
                 Ok(ExitCode::from(1))
             }
         }
-        Cmd::Check { scenarios, limits } => {
+        Cmd::Check {
+            scenarios,
+            threads,
+            limits,
+        } => {
             let limit = memory_limit(&limits)?;
             for p in &scenarios {
-                let s = load(p, None)?;
+                let mut s = load(p, None)?;
+                s.run.threads = threads.unwrap_or_else(cores).max(1);
                 let plan = plan_for(p, &s, &limit)?;
                 let z = &plan.sizes;
                 println!(
@@ -916,4 +931,9 @@ fn shell_quote(s: &str) -> String {
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
     }
+}
+
+/// This machine's cores (the default thread count of one run).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

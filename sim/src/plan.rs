@@ -230,6 +230,15 @@ impl Plan {
         let transfers = mul(self.transfers, cost::TRANSFER);
         let bins = (s.run.limit_us / s.run.bin_us).ceil() as u64;
         let timeline = mul(bins, 8 * u64::from(self.shape.planes) + 48).saturating_mul(3);
+        // A parallel run: every partition past the first holds its own copy of the ports (sim/par.rs) and of
+        // the per-transfer tables.
+        let positions = u64::from(self.shape.pods) * u64::from(self.shape.t0);
+        let copies = (s.run.threads.max(1) as u64).min(positions.max(1)) - 1;
+        let per_copy = mul(
+            u64::from(z.ports),
+            (crate::sim::PORT_BYTES + crate::sim::PORT_COLD_BYTES) as u64,
+        )
+        .saturating_add(mul(self.transfers, cost::TRANSFER));
         let mut parts = vec![
             ("ports", ports),
             ("switches", switches),
@@ -240,6 +249,9 @@ impl Plan {
             ("timelines", timeline),
             ("process", cost::BASE),
         ];
+        if copies > 0 {
+            parts.push(("partition copies", mul(copies, per_copy)));
+        }
         parts.sort_by_key(|p| std::cmp::Reverse(p.1));
         let bytes = parts.iter().fold(0u64, |a, p| a.saturating_add(p.1));
         MemoryEstimate { bytes, parts }

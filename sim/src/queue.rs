@@ -3,34 +3,37 @@
 //! Simulated time never goes back, so a monotone priority queue is enough: an event lives in the bucket of
 //! the highest bit in which its time differs from the last time popped, and a pop only ever redistributes
 //! the lowest non-empty bucket. Most events are a few hundred ns to a few µs ahead, so they move through a
-//! handful of buckets at most, with no comparisons against the rest of the queue. Ties at equal time pop in
-//! insertion order (a sequence number), which keeps runs reproducible.
+//! handful of buckets at most, with no comparisons against the rest of the queue.
+//!
+//! Ties at equal time pop in the order of the event's key (the payload under a mask that leaves out hints),
+//! not in insertion order: a partition of a parallel run (sim/par.rs) inserts events in another order than
+//! a sequential run, and the key is what both agree on, so every thread count gives the same run.
 
 use std::collections::VecDeque;
 
-/// One event: time in ps, insertion sequence, payload.
+/// One event: time in ps, payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Item {
     t: u64,
-    seq: u64,
     e: u64,
 }
 
 /// A radix heap of events.
 #[derive(Debug)]
 pub struct EventQueue {
-    /// Bucket 0: events at exactly `last`, in sequence order.
+    /// Bucket 0: events at exactly `last`, in key order.
     now: VecDeque<Item>,
     /// Bucket b (1..=64): events whose time first differs from `last` in bit b − 1.
     buckets: Vec<Vec<Item>>,
     last: u64,
-    seq: u64,
     len: usize,
+    /// The bits of a payload that order events at equal time.
+    key_mask: u64,
 }
 
 impl Default for EventQueue {
     fn default() -> Self {
-        Self::new()
+        Self::new(u64::MAX)
     }
 }
 
@@ -40,14 +43,14 @@ fn bucket(t: u64, last: u64) -> usize {
 }
 
 impl EventQueue {
-    /// An empty queue at time 0.
-    pub fn new() -> Self {
+    /// An empty queue at time 0; events at equal time pop in the order of `payload & key_mask`.
+    pub fn new(key_mask: u64) -> Self {
         Self {
             now: VecDeque::new(),
             buckets: (0..=64).map(|_| Vec::new()).collect(),
             last: 0,
-            seq: 0,
             len: 0,
+            key_mask,
         }
     }
 
@@ -65,46 +68,63 @@ impl EventQueue {
     #[inline]
     pub fn push(&mut self, t: u64, e: u64) {
         let t = t.max(self.last);
-        self.seq += 1;
-        let it = Item {
-            t,
-            seq: self.seq,
-            e,
-        };
+        let it = Item { t, e };
         self.len += 1;
         let b = bucket(t, self.last);
         if b == 0 {
-            self.now.push_back(it);
+            let k = e & self.key_mask;
+            let at = self.now.partition_point(|i| i.e & self.key_mask <= k);
+            self.now.insert(at, it);
         } else {
             self.buckets[b].push(it);
         }
     }
 
-    /// Time of the next event, refilling bucket 0 if needed.
-    pub fn peek_time(&mut self) -> Option<u64> {
-        if self.now.is_empty() && !self.refill() {
-            return None;
+    /// Time of the next event, without moving the queue's clock (a parallel run may still push events
+    /// earlier than it, but not earlier than the last one popped).
+    pub fn next_time(&self) -> Option<u64> {
+        if let Some(i) = self.now.front() {
+            return Some(i.t);
         }
-        self.now.front().map(|i| i.t)
+        let b = (1..=64).find(|&b| !self.buckets[b].is_empty())?;
+        self.buckets[b].iter().map(|i| i.t).min()
     }
 
     /// Removes the next event: (time, payload).
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, u64)> {
-        if self.now.is_empty() && !self.refill() {
+        self.pop_before(u64::MAX)
+    }
+
+    /// Removes the next event if its time is before `end`: (time, payload).
+    #[inline]
+    pub fn pop_before(&mut self, end: u64) -> Option<(u64, u64)> {
+        if self.now.is_empty() && !self.refill(end) {
             return None;
         }
-        let it = self.now.pop_front()?;
+        let it = *self.now.front()?;
+        if it.t >= end {
+            return None;
+        }
+        self.now.pop_front();
         self.len -= 1;
         Some((it.t, it.e))
     }
 
-    fn refill(&mut self) -> bool {
+    /// Moves the earliest events into bucket 0 if they are before `end` (else leaves the clock where it is).
+    fn refill(&mut self, end: u64) -> bool {
         let Some(b) = (1..=64).find(|&b| !self.buckets[b].is_empty()) else {
             return false;
         };
+        let min = self.buckets[b]
+            .iter()
+            .map(|i| i.t)
+            .min()
+            .unwrap_or(self.last);
+        if min >= end {
+            return false;
+        }
         let items = std::mem::take(&mut self.buckets[b]);
-        let min = items.iter().map(|i| i.t).min().unwrap_or(self.last);
         self.last = min;
         for it in &items {
             let nb = bucket(it.t, min);
@@ -120,7 +140,8 @@ impl EventQueue {
         if self.buckets[b].is_empty() {
             self.buckets[b] = items;
         }
-        self.now.make_contiguous().sort_unstable_by_key(|i| i.seq);
+        let m = self.key_mask;
+        self.now.make_contiguous().sort_unstable_by_key(|i| i.e & m);
         true
     }
 }
@@ -133,13 +154,14 @@ mod tests {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 
-    /// Same order as a binary heap on (time, sequence) under random monotone use.
+    /// Same order as a binary heap on (time, key) under random monotone use, ties included (few keys, so
+    /// equal times meet equal and unequal keys often), with pushes at the current time between pops.
     #[test]
     fn matches_a_binary_heap() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
-        let mut q = EventQueue::new();
+        let mask = 0xFFFF;
+        let mut q = EventQueue::new(mask);
         let mut h = BinaryHeap::new();
-        let mut seq = 0u64;
         let mut now = 0u64;
         for step in 0..200_000u64 {
             if rng.next_u64() % 3 != 0 || h.is_empty() {
@@ -149,19 +171,53 @@ mod tests {
                     2 => rng.next_u64() % 100_000,
                     _ => rng.next_u64() % 10_000_000_000,
                 };
-                seq += 1;
-                q.push(now + dt, step);
-                h.push(Reverse((now + dt, seq, step)));
+                // The bits above the mask are a hint that must not order anything: distinct per event.
+                let e = (step << 16) | (rng.next_u64() % 64);
+                q.push(now + dt, e);
+                h.push(Reverse((now + dt, e & mask, e)));
             } else {
                 let Reverse((t, _, e)) = h.pop().unwrap();
-                assert_eq!(q.pop(), Some((t, e)));
+                assert_eq!(q.next_time(), Some(t));
+                let (qt, qe) = q.pop().unwrap();
+                assert_eq!((qt, qe & mask), (t, e & mask));
+                // Equal keys at equal time are the same event to the simulator: either may come first.
+                if qe != e {
+                    let mut back: Vec<_> = h.drain().collect();
+                    let k = back.iter().position(|r| r.0.2 == qe).unwrap();
+                    back[k] = Reverse((t, e & mask, e));
+                    h.extend(back);
+                }
                 now = t;
             }
             assert_eq!(q.len(), h.len());
         }
-        while let Some(Reverse((t, _, e))) = h.pop() {
-            assert_eq!(q.pop(), Some((t, e)));
+        while let Some(Reverse((t, k, _))) = h.pop() {
+            assert_eq!(q.pop().map(|(t, e)| (t, e & mask)), Some((t, k)));
         }
         assert!(q.is_empty() && q.pop().is_none());
+    }
+
+    /// `pop_before` leaves later events where they are and does not move the clock past `end`, so an event
+    /// pushed afterwards between `end` and them (a parallel run's delivery) keeps its own time.
+    #[test]
+    fn pop_before_keeps_the_clock() {
+        let mut q = EventQueue::new(u64::MAX);
+        q.push(1_000, 1);
+        q.push(5_000, 2);
+        assert_eq!(q.pop_before(2_000), Some((1_000, 1)));
+        assert_eq!(q.pop_before(2_000), None);
+        assert_eq!(q.next_time(), Some(5_000));
+        q.push(3_000, 3);
+        assert_eq!(q.pop(), Some((3_000, 3)));
+        assert_eq!(q.pop(), Some((5_000, 2)));
+        // Ties pop by key, whatever the order of insertion, also when pushed at the current time.
+        q.push(5_000, 9);
+        q.push(5_000, 4);
+        q.push(6_000, 7);
+        q.push(6_000, 6);
+        assert_eq!(q.pop(), Some((5_000, 4)));
+        assert_eq!(q.pop(), Some((5_000, 9)));
+        assert_eq!(q.pop(), Some((6_000, 6)));
+        assert_eq!(q.pop(), Some((6_000, 7)));
     }
 }

@@ -233,6 +233,7 @@ pub fn prepare(s: &Scenario, plan: &Plan) -> Result<Prepared, ScenarioError> {
         seed: s.seed,
         bin_ps: ps(s.run.bin_us),
         settle_ps: ps(s.run.settle_us),
+        threads: s.run.threads,
     };
     Ok(Prepared {
         topo,

@@ -25,10 +25,20 @@ use crate::scenario::{CcKind, Recovery, TransportCfg};
 use crate::topo::{PortKind, Topology};
 use crate::workload::{Transfer, Trigger, TriggerKind, Workload};
 use mrc_host::capture::Direction;
+use std::sync::Arc;
+
+mod host;
+mod par;
+pub use par::{lookahead_ps, partitions};
+mod port;
+
+use host::{Conn, Host, PSN0, PatMem, connect};
 
 const NONE: u32 = u32::MAX;
 /// Bytes of one simulated directed port (for the memory estimate).
 pub const PORT_BYTES: usize = size_of::<Port>();
+/// Bytes of a port's cold half (for the memory estimate).
+pub const PORT_COLD_BYTES: usize = size_of::<PortCold>();
 /// Bytes of one packet slot (for the memory estimate).
 pub const PKT_BYTES: usize = size_of::<Pkt>();
 /// Header bytes a packet keeps inline: a data header, a trimmed packet, most control packets.
@@ -73,6 +83,9 @@ struct Port {
     ecn: bool,
     trim: bool,
     kind: PortKind,
+    /// Partition of the node at the far end when it is not this port's own (`LOCAL` otherwise): a packet
+    /// leaving the wire there is handed over (par.rs).
+    dest: u16,
     /// Serialization time per byte, ps × 2^16 (no division per packet).
     ps_per_byte_q16: u64,
     latency_ps: u64,
@@ -88,6 +101,9 @@ struct Port {
     hbuffer: u64,
     kmin: u64,
     kmax: u64,
+    /// Random draws taken (ECN marks, grey loss): each port has its own sequence, so a draw does not depend
+    /// on what other ports (maybe in other threads) did before.
+    draws: u64,
 }
 
 /// What a port keeps that packets do not read: its configured rate and buffer (a slowed link's are derived
@@ -98,6 +114,9 @@ struct PortCold {
     /// Buffer at the full rate (a slowed link may scale it).
     base_buffer: u64,
     loss: f64,
+    /// When the link last went down: a packet handed over from another partition that entered the wire
+    /// before it was on the wire then, and is lost as the wire's flush would have lost it.
+    last_down: Option<u64>,
 }
 
 fn q16(rate_bps: u64) -> u64 {
@@ -140,90 +159,6 @@ const F_CE: u8 = 1;
 const F_TRIM: u8 = 2;
 const F_TRIM_LAST: u8 = 4;
 
-/// Host memory that stores nothing: reads record where a payload came from; writes check that the bytes
-/// landed at the address they were read from (every transfer uses the same address at both ends), using
-/// markers the simulator regenerates at delivery.
-#[derive(Debug, Default)]
-struct PatMem {
-    read_addr: u64,
-    read_ptr: usize,
-    read_len: usize,
-    reads: u32,
-    written: u64,
-    errors: u64,
-    check: bool,
-    /// Final bytes of WRITEs still to come: address → the byte that completes its packet's end marker.
-    final_bytes: std::collections::BTreeMap<u64, u8>,
-}
-
-impl Memory for PatMem {
-    fn read(&mut self, addr: u64, dst: &mut [u8]) {
-        if self.reads == 0 {
-            self.read_addr = addr;
-            self.read_ptr = dst.as_ptr() as usize;
-        }
-        self.read_len += dst.len();
-        self.reads += 1;
-    }
-    fn write(&mut self, addr: u64, src: &[u8]) {
-        self.written += src.len() as u64;
-        if !self.check {
-            return;
-        }
-        let n = src.len();
-        if n == 1 {
-            // A WRITE's final byte, placed apart and last (spec QP-PLACE-2): it must finish the marker its
-            // packet's other bytes began.
-            if let Some(want) = self.final_bytes.remove(&addr)
-                && want != src[0]
-            {
-                self.errors += 1;
-            }
-            return;
-        }
-        if n < 8 {
-            return;
-        }
-        let head = u64::from_le_bytes(src[..8].try_into().unwrap_or([0; 8]));
-        let tail = u64::from_le_bytes(src[n - 8..].try_into().unwrap_or([0; 8]));
-        if head != addr ^ SALT {
-            self.errors += 1;
-        } else if tail != (addr + n as u64 - 8) ^ SALT {
-            // The last packet of a WRITE without its final byte: its end marker lacks that byte.
-            let marker = ((addr + n as u64 - 7) ^ SALT).to_le_bytes();
-            if src[n - 7..] == marker[..7] {
-                self.final_bytes.insert(addr + n as u64, marker[7]);
-            } else {
-                self.errors += 1;
-            }
-        }
-    }
-}
-
-struct Host {
-    ep: Endpoint,
-    mem: PatMem,
-    cq: CqId,
-    pd: Pd,
-    /// Earliest pending timer event.
-    timer_at: u64,
-    /// (local QPN, connection) sorted by QPN.
-    qps: Vec<(u32, u32)>,
-}
-
-/// A QP pair.
-struct Conn {
-    src: u32,
-    dst: u32,
-    sq: u32,
-    rq: u32,
-    /// Go-back-N receiver: next PSN accepted.
-    expect: u32,
-    /// Transfers waiting for send-queue room.
-    backlog: Vec<u32>,
-    posted: u32,
-}
-
 /// What happens at a failure time.
 #[derive(Debug, Clone)]
 pub enum Action {
@@ -251,7 +186,7 @@ pub enum Action {
 }
 
 /// Counters of one run.
-#[derive(Debug, Clone, Default, serde::Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct Counters {
     /// Events processed.
     pub events: u64,
@@ -310,6 +245,23 @@ pub struct Counters {
     pub rx_duplicates: u64,
 }
 
+impl Counters {
+    /// The sum of two partitions' counters, field by field (through their serialized form, so a counter added
+    /// later is summed too).
+    pub fn plus(&self, o: &Self) -> Self {
+        let (Ok(serde_json::Value::Object(mut a)), Ok(serde_json::Value::Object(b))) =
+            (serde_json::to_value(self), serde_json::to_value(o))
+        else {
+            return self.clone();
+        };
+        for (k, v) in b {
+            let x = a.get(&k).and_then(|x| x.as_u64()).unwrap_or(0);
+            a.insert(k, (x + v.as_u64().unwrap_or(0)).into());
+        }
+        serde_json::from_value(serde_json::Value::Object(a)).unwrap_or_else(|_| self.clone())
+    }
+}
+
 /// What a run produced.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
@@ -341,31 +293,64 @@ pub struct Outcome {
 
 /// The simulator.
 pub struct Sim {
-    topo: Topology,
+    topo: Arc<Topology>,
+    cfg: Cfg,
     ports: Vec<Port>,
     cold: Vec<PortCold>,
-    pkts: Vec<Pkt>,
-    /// Link to the next packet of the FIFO list (queue or wire) each packet is on.
-    next: Vec<u32>,
-    /// Per host: some NIC port had no room at its last pump.
+    arena: Arena,
+    /// Per host of this partition: some NIC port had no room at its last pump.
     blocked: Vec<bool>,
-    free: Vec<u32>,
-    big: Vec<Vec<u8>>,
-    free_big: Vec<u32>,
     q: EventQueue,
     now: u64,
+    /// This partition's hosts, `host_base..host_base + hosts.len()` (all of them in a sequential run).
     hosts: Vec<Host>,
+    host_base: u32,
     conns: Vec<Conn>,
     xfers: Vec<Transfer>,
+    /// Per transfer: the receiver's region key, registered before the run (a sender in one partition never
+    /// touches a receiver in another).
+    rkeys: Vec<Option<u32>>,
     triggers: Vec<Trigger>,
     /// Activations of each trigger so far.
     fired: Vec<u32>,
     xconn: Vec<u32>,
     times: Vec<(u64, u64)>,
+    /// Unfinished transfers whose sender is in this partition.
     remaining: usize,
     actions: Vec<(u64, Action)>,
-    rng: Xoshiro256PlusPlus,
+    /// Per action: it takes some link down (worked out before the run, so every partition agrees).
+    takes_down: Vec<bool>,
     c: Counters,
+    goodput: Vec<Vec<u64>>,
+    queues: Vec<[u64; 6]>,
+    last_down_at: Option<u64>,
+    txbuf: Vec<u8>,
+    rxbuf: Vec<u8>,
+    cqe: Vec<mrc::Completion>,
+    /// The pcapng capture, if asked for (capture.rs): tested once per packet and hop.
+    capture: Option<Box<SimCapture>>,
+    /// Payload bytes placed so far: how far the run is.
+    placed: u64,
+    /// Packets leaving for other partitions (par.rs), one list per partition.
+    outbox: Vec<Vec<par::Msg>>,
+    /// This partition's number (0 in a sequential run).
+    me: u16,
+}
+
+/// Packet slots, the FIFO links between them, and the side store of long control packets.
+#[derive(Default)]
+struct Arena {
+    pkts: Vec<Pkt>,
+    /// Link to the next packet of the FIFO list (queue or wire) each packet is on.
+    next: Vec<u32>,
+    free: Vec<u32>,
+    big: Vec<Vec<u8>>,
+    free_big: Vec<u32>,
+}
+
+/// Settings every partition shares.
+#[derive(Debug, Clone)]
+struct Cfg {
     gbn: bool,
     overhead: u32,
     ecn_dequeue: bool,
@@ -377,19 +362,13 @@ pub struct Sim {
     planes: u32,
     plane_bits: u8,
     bin_ps: u64,
-    goodput: Vec<Vec<u64>>,
-    queues: Vec<[u64; 6]>,
-    last_down_at: Option<u64>,
     settle_ps: u64,
-    txbuf: Vec<u8>,
-    rxbuf: Vec<u8>,
-    cqe: Vec<mrc::Completion>,
     evs_per_qp: usize,
-    /// The pcapng capture, if asked for (capture.rs): tested once per packet and hop.
-    capture: Option<Box<SimCapture>>,
-    /// Payload bytes placed so far, and all the workload's: how far the run is.
-    placed: u64,
     total_bytes: u64,
+    /// Seeds the per-port draws of ECN marking and grey loss.
+    seed: u64,
+    /// Threads asked for (par.rs caps them).
+    threads: usize,
 }
 
 /// Where a run stands, now and then during [`Sim::run`].
@@ -415,6 +394,11 @@ fn ev(kind: u64, id: u32) -> u64 {
 
 /// Bits of a packet index an event carries as a prefetch hint.
 const HINT_MASK: u64 = (1 << 29) - 1;
+/// What orders events at equal time: kind, then component (port, host, action, transfer), never the hint (a
+/// packet slot, which differs between partitionings). Two events with equal keys at equal time are the same
+/// event (one pending end of serialization per port, strictly increasing arrivals per wire, a host's timer),
+/// so the order is total where it matters and the same for every thread count.
+const KEY_MASK: u64 = !(HINT_MASK << 32);
 
 /// An event about port `pi` and packet `pkt`: the port is the event's subject, the packet only a hint to
 /// fetch early (the event pops the packet from the port's lists as before, so a stale or truncated hint costs
@@ -470,6 +454,9 @@ pub struct RunSettings {
     pub bin_ps: u64,
     /// Settle time after failures, ps.
     pub settle_ps: u64,
+    /// Threads to run on (par.rs caps them by the fabric's size; 0 or 1: one). The outcome is the same for
+    /// every count.
+    pub threads: usize,
 }
 
 impl Sim {
@@ -502,6 +489,7 @@ impl Sim {
                 base_rate_bps: p.rate_bps,
                 base_buffer: buffer_of(p),
                 loss: 0.0,
+                last_down: None,
             })
             .collect();
         let ports: Vec<Port> = topo
@@ -534,6 +522,8 @@ impl Sim {
                     ecn: rs.ecn && switch && (rs.ecn_last_hop || p.kind != PortKind::T0Down),
                     trim: rs.trimming && switch,
                     kind: p.kind,
+                    dest: par::LOCAL,
+                    draws: 0,
                     lossy: false,
                     last_up: 0,
                 }
@@ -650,43 +640,60 @@ impl Sim {
         let fired = vec![0; triggers.len()];
         let n = xfers.len();
         let total_bytes: u64 = xfers.iter().map(|t| t.bytes).sum();
-        let mut sim = Self {
+        let mut rkeys = Vec::with_capacity(n);
+        for (x, t) in xfers.iter().enumerate() {
+            let hd = &mut hosts[t.dst as usize];
+            let addr = (x as u64 + 1) << 32;
+            let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+            rkeys.push(
+                hd.ep
+                    .reg_mr(hd.pd, addr, t.bytes, access)
+                    .ok()
+                    .map(|k| k.rkey),
+            );
+        }
+        let takes_down = takes_down(&topo, &actions);
+        let sim = Self {
             ports,
             cold,
-            pkts: Vec::new(),
-            next: Vec::new(),
+            arena: Arena::default(),
             blocked: vec![false; hosts.len()],
-            free: Vec::new(),
-            big: Vec::new(),
-            free_big: Vec::new(),
-            q: EventQueue::new(),
+            q: EventQueue::new(KEY_MASK),
             now: 0,
             hosts,
+            host_base: 0,
             conns,
             xfers,
+            rkeys,
             triggers,
             fired,
             xconn,
             times: vec![(u64::MAX, u64::MAX); n],
             remaining: n,
             actions,
-            rng: Xoshiro256PlusPlus::seed_from_u64(rs.seed),
+            takes_down,
             c: Counters::default(),
-            gbn: tr.recovery == Recovery::GoBackN,
-            overhead: tr.frame_overhead,
-            ecn_dequeue: rs.ecn_dequeue,
-            trimmed_bytes: rs.trimmed_bytes,
-            scale_slowed_buffer: rs.scale_slowed_buffer,
-            kmin_frac: rs.kmin,
-            kmax_frac: rs.kmax,
-            ready_bytes: frame,
-            planes,
-            plane_bits,
-            bin_ps: rs.bin_ps.max(1),
+            cfg: Cfg {
+                gbn: tr.recovery == Recovery::GoBackN,
+                overhead: tr.frame_overhead,
+                ecn_dequeue: rs.ecn_dequeue,
+                trimmed_bytes: rs.trimmed_bytes,
+                scale_slowed_buffer: rs.scale_slowed_buffer,
+                kmin_frac: rs.kmin,
+                kmax_frac: rs.kmax,
+                ready_bytes: frame,
+                planes,
+                plane_bits,
+                bin_ps: rs.bin_ps.max(1),
+                settle_ps: rs.settle_ps,
+                evs_per_qp,
+                total_bytes,
+                seed: rs.seed,
+                threads: rs.threads.max(1),
+            },
             goodput: Vec::new(),
             queues: Vec::new(),
             last_down_at: None,
-            settle_ps: rs.settle_ps,
             txbuf: vec![0; tr.mtu as usize + 256],
             rxbuf: vec![0; tr.mtu as usize + 256],
             cqe: vec![
@@ -700,23 +707,33 @@ impl Sim {
                 };
                 64
             ],
-            evs_per_qp,
             placed: 0,
-            total_bytes,
             capture: None,
-            topo,
+            outbox: Vec::new(),
+            me: 0,
+            topo: Arc::new(topo),
         };
-        for i in 0..sim.actions.len() {
-            let t = sim.actions[i].0;
-            sim.push(t, ev(EV_ACTION, i as u32));
+        Ok(sim)
+    }
+
+    /// Queues the events known before the run: every failure action (each partition applies its own part)
+    /// and the start of every untriggered transfer whose sender lives here.
+    fn seed_events(&mut self) {
+        for i in 0..self.actions.len() {
+            let t = self.actions[i].0;
+            self.push(t, ev(EV_ACTION, i as u32));
         }
-        for i in 0..n {
-            if !sim.xfers[i].triggered {
-                let t = sim.xfers[i].start_ps;
-                sim.push(t, ev(EV_START, i as u32));
+        for i in 0..self.xfers.len() {
+            let x = &self.xfers[i];
+            if !x.triggered && self.is_local_host(x.src) {
+                let t = x.start_ps;
+                self.push(t, ev(EV_START, i as u32));
             }
         }
-        Ok(sim)
+    }
+
+    fn is_local_host(&self, h: u32) -> bool {
+        h.wrapping_sub(self.host_base) < self.hosts.len() as u32
     }
 
     /// The topology.
@@ -731,14 +748,14 @@ impl Sim {
 
     /// The packet in slot `i` as the capture sees it, its datagram rebuilt into `rxbuf`.
     fn seen(&mut self, i: u32) -> (Pkt, usize) {
-        let p = self.pkts[i as usize];
+        let p = self.arena.pkts[i as usize];
         (p, self.rebuild(i))
     }
 
     #[cold]
     fn capture_port(&mut self, pi: u32, i: u32) {
         let (p, n) = self.seen(i);
-        let s = seen_of(&p, self.plane_bits, &self.rxbuf[..n]);
+        let s = seen_of(&p, self.cfg.plane_bits, &self.rxbuf[..n]);
         if let Some(c) = &mut self.capture {
             c.at_port(self.now, pi, &s);
         }
@@ -750,47 +767,65 @@ impl Sim {
     }
 
     /// Runs until every transfer finished or `limit_ps`; `progress` is called now and then with where the run
-    /// stands and may stop the run there by returning false.
-    pub fn run(mut self, limit_ps: u64, mut progress: impl FnMut(&Progress) -> bool) -> Outcome {
-        let mut n = 0u64;
-        let mut end = limit_ps;
-        while let Some(t) = self.q.peek_time() {
-            if t > limit_ps || self.remaining == 0 {
-                break;
-            }
-            let Some((t, e)) = self.q.pop() else { break };
+    /// stands and may stop the run there by returning false. The run goes in windows of one lookahead (the
+    /// shortest switch-to-switch link latency), on `RunSettings::threads` threads (par.rs); it stops at the
+    /// end of the window in which the last transfer finished, whatever the thread count.
+    pub fn run(self, limit_ps: u64, mut progress: impl FnMut(&Progress) -> bool) -> Outcome {
+        par::run(self, limit_ps, &mut progress)
+    }
+
+    /// Processes this partition's events before `end`; returns how many, a failure action counted by
+    /// partition 0 alone (every partition applies its own part of it).
+    fn run_window(&mut self, end: u64) -> u64 {
+        let mut n = 0;
+        while let Some((t, e)) = self.q.pop_before(end) {
             self.now = t;
             n += 1;
-
             let id = e as u32;
             let kind = e >> 61;
             if kind <= EV_ARRIVE {
-                prefetch_pkt(&self.pkts, ((e >> 32) & HINT_MASK) as usize);
+                prefetch_pkt(&self.arena.pkts, ((e >> 32) & HINT_MASK) as usize);
             }
             match kind {
                 EV_TXDONE => self.tx_done(id),
                 EV_ARRIVE => self.arrive(id),
                 EV_TIMER => self.timer(id),
-                EV_ACTION => self.action(id as usize),
+                EV_ACTION => {
+                    self.action(id as usize);
+                    if self.me != 0 {
+                        n -= 1;
+                    }
+                }
                 _ => self.start(id),
             }
-            if n & 0xFFFF == 0
-                && !progress(&Progress {
-                    now_ps: self.now,
-                    events: n,
-                    done: self.placed as f64 / self.total_bytes.max(1) as f64,
-                })
-            {
-                end = self.now;
-                break;
-            }
         }
-        self.c.events = n;
-
-        self.finish(end)
+        n
     }
 
-    fn finish(mut self, limit_ps: u64) -> Outcome {
+    /// Packets and wire bytes still in this partition's arena (queued, serializing or on a wire).
+    fn inflight(&self) -> (u64, u64) {
+        let mut is_free = vec![false; self.arena.pkts.len()];
+        for &f in &self.arena.free {
+            is_free[f as usize] = true;
+        }
+        let bytes = self
+            .arena
+            .pkts
+            .iter()
+            .zip(&is_free)
+            .filter(|(_, f)| !**f)
+            .map(|(p, _)| u64::from(p.wire))
+            .sum();
+        (
+            (self.arena.pkts.len() - self.arena.free.len()) as u64,
+            bytes,
+        )
+    }
+
+    /// The outcome of a run whose partitions were merged into this one (par.rs); `inflight` is what their
+    /// arenas held at the end.
+    fn finish(mut self, limit_ps: u64, inflight: (u64, u64)) -> Outcome {
+        (self.c.inflight_pkts, self.c.inflight_bytes) = inflight;
         let finished = self.remaining == 0;
         if std::env::var_os("MRC_SIM_DEBUG").is_some() {
             for (x, t) in self.times.iter().enumerate() {
@@ -832,7 +867,7 @@ impl Sim {
                     &self.hosts[c.src as usize].ep,
                     &self.hosts[c.dst as usize].ep,
                 );
-                FlowCounters::read(s, c.sq, r, c.rq, self.planes)
+                FlowCounters::read(s, c.sq, r, c.rq, self.cfg.planes)
             })
             .collect();
         for &c in &self.xconn {
@@ -843,21 +878,7 @@ impl Sim {
             .iter()
             .map(|&c| per_conn[c as usize].clone())
             .collect();
-        // In flight: everything still in the arena.
-        let live = self.pkts.len() - self.free.len();
-        self.c.inflight_pkts = live as u64;
-        let mut is_free = vec![false; self.pkts.len()];
-        for &f in &self.free {
-            is_free[f as usize] = true;
-        }
-        self.c.inflight_bytes = self
-            .pkts
-            .iter()
-            .zip(&is_free)
-            .filter(|(_, f)| !**f)
-            .map(|(p, _)| u64::from(p.wire))
-            .sum();
-        let mut plane_tx = vec![[0u64; 5]; self.planes as usize];
+        let mut plane_tx = vec![[0u64; 5]; self.cfg.planes as usize];
         let mut tx_payload = 0;
         let mut placed = 0;
         for c in &self.conns {
@@ -896,7 +917,7 @@ impl Sim {
             plane_tx,
             tx_payload_bytes: tx_payload,
             placed_bytes: placed,
-            evs_per_qp: self.evs_per_qp,
+            evs_per_qp: self.cfg.evs_per_qp,
             capture,
             flows,
         }
@@ -905,11 +926,11 @@ impl Sim {
     // ---- packets -------------------------------------------------------------------------------------------
 
     fn alloc(&mut self) -> u32 {
-        if let Some(i) = self.free.pop() {
+        if let Some(i) = self.arena.free.pop() {
             return i;
         }
-        self.next.push(NONE);
-        self.pkts.push(Pkt {
+        self.arena.next.push(NONE);
+        self.arena.pkts.push(Pkt {
             hdr: [0; HDR],
             tag: 0,
             arrive: 0,
@@ -926,20 +947,20 @@ impl Sim {
             class: 0,
             flags: 0,
         });
-        self.pkts.len() as u32 - 1
+        self.arena.pkts.len() as u32 - 1
     }
 
     fn release(&mut self, i: u32) {
-        let b = self.pkts[i as usize].big;
+        let b = self.arena.pkts[i as usize].big;
         if b != NONE {
-            self.free_big.push(b);
-            self.pkts[i as usize].big = NONE;
+            self.arena.free_big.push(b);
+            self.arena.pkts[i as usize].big = NONE;
         }
-        self.free.push(i);
+        self.arena.free.push(i);
     }
 
     fn drop_pkt(&mut self, i: u32, why: Drop) {
-        let p = &self.pkts[i as usize];
+        let p = &self.arena.pkts[i as usize];
         self.c.dropped_bytes += u64::from(p.wire);
         match why {
             Drop::Failure => {
@@ -948,11 +969,12 @@ impl Sim {
                     && p.flags & (F_TRIM | F_TRIM_LAST) == 0
                     && self
                         .last_down_at
-                        .is_some_and(|t| self.now > t + self.settle_ps)
+                        .is_some_and(|t| self.now > t + self.cfg.settle_ps)
                 {
                     self.c.lasting_data_drops += 1;
                 }
             }
+            Drop::Flushed => self.c.dropped_failure_pkts += 1,
             Drop::Loss => self.c.dropped_loss_pkts += 1,
             Drop::Overflow => self.c.dropped_overflow_pkts += 1,
         }
@@ -960,11 +982,11 @@ impl Sim {
     }
 
     fn list_push(&mut self, l: List, i: u32) -> List {
-        self.next[i as usize] = NONE;
+        self.arena.next[i as usize] = NONE;
         if l.tail == NONE {
             List { head: i, tail: i }
         } else {
-            self.next[l.tail as usize] = i;
+            self.arena.next[l.tail as usize] = i;
             List {
                 head: l.head,
                 tail: i,
@@ -977,7 +999,7 @@ impl Sim {
         if i == NONE {
             return (l, NONE);
         }
-        let next = self.next[i as usize];
+        let next = self.arena.next[i as usize];
         let l = if next == NONE {
             List::EMPTY
         } else {
@@ -988,622 +1010,13 @@ impl Sim {
         };
         (l, i)
     }
-
-    // ---- ports ---------------------------------------------------------------------------------------------
-
-    /// Enqueues packet `i` at port `pi`: trimming, ECN and drops happen here.
-    fn enqueue(&mut self, pi: u32, i: u32) {
-        let port = &self.ports[pi as usize];
-        if port.down_refs > 0 {
-            self.drop_pkt(i, Drop::Failure);
-            return;
-        }
-        let p = &mut self.pkts[i as usize];
-        let high = p.class != CLASS_DATA || p.flags & (F_TRIM | F_TRIM_LAST) != 0;
-        let mut to_high = high;
-        if !high {
-            let wire = u64::from(p.wire);
-            if port.low_bytes + wire > port.buffer {
-                if !port.trim {
-                    self.drop_pkt(i, Drop::Overflow);
-                    return;
-                }
-                // Cut to a header and send it with priority (spec WIRE-ICRC-2 keeps the first 64 bytes).
-                let keep = p.dlen.min(mrc::wire::TRIM_KEEP_LEN as u32);
-                let new_wire = self.trimmed_bytes.min(p.wire);
-                self.c.trimmed_pkts += 1;
-                self.c.trimmed_bytes += u64::from(p.wire - new_wire);
-                p.wire = new_wire;
-                p.dlen = keep;
-                p.plen = 0;
-                p.flags |= if port.kind == PortKind::T0Down {
-                    F_TRIM_LAST
-                } else {
-                    F_TRIM
-                };
-                to_high = true;
-            } else if port.ecn && !self.ecn_dequeue && port.low_bytes > port.kmin {
-                let occ = port.low_bytes;
-                self.maybe_mark(pi, i, occ);
-            }
-        }
-        let p = &self.pkts[i as usize];
-        let wire = u64::from(p.wire);
-        let port = &mut self.ports[pi as usize];
-        if to_high {
-            if port.high_bytes + wire > port.hbuffer {
-                self.drop_pkt(i, Drop::Overflow);
-                return;
-            }
-            port.high_bytes += wire;
-            let l = port.high;
-            let l = self.list_push(l, i);
-            self.ports[pi as usize].high = l;
-        } else {
-            port.low_bytes += wire;
-            let l = port.low;
-            let l = self.list_push(l, i);
-            self.ports[pi as usize].low = l;
-        }
-        let port = &self.ports[pi as usize];
-        let occ = port.low_bytes + port.high_bytes;
-        let kind = port.kind as usize;
-        let bin = (self.now / self.bin_ps) as usize;
-        if self.queues.len() <= bin {
-            self.queues.resize(bin + 1, [0; 6]);
-        }
-        let q = &mut self.queues[bin][kind];
-        *q = (*q).max(occ);
-        if self.ports[pi as usize].tx == NONE {
-            self.start_tx(pi);
-        }
-    }
-
-    /// Marks packet `i` CE with the linear RED-like probability of occupancy `occ` at port `pi`.
-    fn maybe_mark(&mut self, pi: u32, i: u32, occ: u64) {
-        let port = &self.ports[pi as usize];
-        if occ <= port.kmin {
-            return;
-        }
-        let mark = occ >= port.kmax || {
-            let span = (port.kmax - port.kmin).max(1);
-            let x = self.rng.next_u64() % span;
-            x < occ - port.kmin
-        };
-        let p = &mut self.pkts[i as usize];
-        if mark && p.flags & F_CE == 0 {
-            p.flags |= F_CE;
-            self.c.ecn_marked += 1;
-        }
-    }
-
-    fn start_tx(&mut self, pi: u32) {
-        let port = &self.ports[pi as usize];
-        let (l, i, high) = if port.high.head != NONE {
-            let (l, i) = self.list_pop(port.high);
-            (l, i, true)
-        } else {
-            let (l, i) = self.list_pop(port.low);
-            (l, i, false)
-        };
-        if i == NONE {
-            return;
-        }
-        let wire = u64::from(self.pkts[i as usize].wire);
-        let port = &mut self.ports[pi as usize];
-        if high {
-            port.high = l;
-            port.high_bytes -= wire;
-        } else {
-            port.low = l;
-            let occ = port.low_bytes;
-            port.low_bytes -= wire;
-            if self.ecn_dequeue && port.ecn && occ > port.kmin {
-                self.maybe_mark(pi, i, occ);
-            }
-        }
-        let port = &mut self.ports[pi as usize];
-        port.tx = i;
-        port.doomed = false;
-        let t = self.now + ((wire * port.ps_per_byte_q16) >> 16);
-        self.push(t, ev_pkt(EV_TXDONE, pi, i));
-    }
-
-    fn tx_done(&mut self, pi: u32) {
-        let port = &mut self.ports[pi as usize];
-        let i = port.tx;
-        if i == NONE {
-            return;
-        }
-        port.tx = NONE;
-        if port.doomed || port.down_refs > 0 {
-            port.doomed = false;
-            self.drop_pkt(i, Drop::Failure);
-        } else if port.lossy && uniform(&mut self.rng) < self.cold[pi as usize].loss {
-            self.drop_pkt(i, Drop::Loss);
-        } else {
-            let port = &self.ports[pi as usize];
-            let arrive = self.now + port.latency_ps;
-            self.pkts[i as usize].arrive = arrive;
-            if self.capture.as_ref().is_some_and(|c| c.wants_port(pi)) {
-                self.capture_port(pi, i);
-            }
-            let port = &self.ports[pi as usize];
-            let l = port.wire;
-            let l = self.list_push(l, i);
-            self.ports[pi as usize].wire = l;
-            // One arrival event per packet, pushed now: the arrival then never reads the next packet on the
-            // wire (a cache miss per packet and hop in large fabrics) to schedule it.
-            self.push(arrive, ev_pkt(EV_ARRIVE, pi, i));
-        }
-        self.start_tx(pi);
-        let port = &self.ports[pi as usize];
-        if port.host != NONE {
-            let host = port.host;
-            if self.blocked[host as usize] && port.low_bytes + port.high_bytes < self.ready_bytes {
-                self.pump(host);
-            }
-        }
-    }
-
-    fn arrive(&mut self, pi: u32) {
-        let port = &self.ports[pi as usize];
-        let i = port.wire.head;
-        if i == NONE || self.pkts[i as usize].arrive > self.now {
-            return; // a stale wake-up: the wire was flushed by a failure
-        }
-        let (l, _) = self.list_pop(port.wire);
-        let port = &mut self.ports[pi as usize];
-        port.wire = l;
-        let port = &self.ports[pi as usize];
-        let entered = self.pkts[i as usize].arrive - port.latency_ps;
-        if port.down_refs > 0 || entered < port.last_up {
-            // Invariant: no packet crosses a failed link after its failure time.
-            self.c.failed_link_crossings += 1;
-            self.drop_pkt(i, Drop::Failure);
-            return;
-        }
-        let to = port.to;
-        if to < self.topo.hosts {
-            self.host_rx(to, i);
-        } else {
-            let p = &self.pkts[i as usize];
-            let out = self.topo.forward_to(to, p.dloc, p.path);
-            self.enqueue(out, i);
-        }
-    }
-
-    // ---- failures ------------------------------------------------------------------------------------------
-
-    fn set_link(&mut self, up_port: u32, down: bool) {
-        let rev = self.topo.ports[up_port as usize].rev;
-        let mut changed = false;
-        for pi in [up_port, rev] {
-            let port = &mut self.ports[pi as usize];
-            let was = port.down_refs > 0;
-            if down {
-                port.down_refs += 1;
-            } else {
-                port.down_refs = port.down_refs.saturating_sub(1);
-            }
-            let is = port.down_refs > 0;
-            if was == is {
-                continue;
-            }
-            changed = true;
-            if is {
-                // Everything queued or on the wire is lost; the packet being serialized too.
-                if port.tx != NONE {
-                    port.doomed = true;
-                }
-                for which in 0..3 {
-                    let port = &mut self.ports[pi as usize];
-                    let l = match which {
-                        0 => std::mem::replace(&mut port.low, List::EMPTY),
-                        1 => std::mem::replace(&mut port.high, List::EMPTY),
-                        _ => std::mem::replace(&mut port.wire, List::EMPTY),
-                    };
-                    let mut cur = l.head;
-                    while cur != NONE {
-                        let next = self.next[cur as usize];
-                        self.drop_pkt(cur, Drop::Failure);
-                        cur = next;
-                    }
-                }
-                let port = &mut self.ports[pi as usize];
-                port.low_bytes = 0;
-                port.high_bytes = 0;
-            } else {
-                port.last_up = self.now;
-            }
-        }
-        if down && changed {
-            self.last_down_at = Some(self.now);
-        }
-        // A host link is a NIC port: the NIC sees the carrier change at once.
-        let p = self.topo.ports[up_port as usize];
-        if changed && p.kind == PortKind::HostUp {
-            let now = Instant::from_nanos(self.now / 1000);
-            let h = p.from;
-            self.hosts[h as usize]
-                .ep
-                .set_port_state(now, p.plane, !down);
-            self.pump(h);
-        }
-    }
-
-    fn action(&mut self, idx: usize) {
-        let a = std::mem::replace(
-            &mut self.actions[idx].1,
-            Action::Loss {
-                ports: Vec::new(),
-                rate: 0.0,
-            },
-        );
-        match &a {
-            Action::Links { ports, down } => {
-                for &p in ports {
-                    self.set_link(p, *down);
-                }
-            }
-            Action::Loss { ports, rate } => {
-                for &p in ports {
-                    self.cold[p as usize].loss = *rate;
-                    self.ports[p as usize].lossy = *rate > 0.0;
-                }
-            }
-            Action::Slow { ports, fraction } => {
-                for &p in ports {
-                    let cold = self.cold[p as usize];
-                    let port = &mut self.ports[p as usize];
-                    port.ps_per_byte_q16 =
-                        q16(((cold.base_rate_bps as f64) * fraction).max(1.0) as u64);
-                    if self.scale_slowed_buffer && port.kind != PortKind::HostUp {
-                        let b = ((cold.base_buffer as f64 * fraction.min(1.0)) as u64)
-                            .max(2 * self.ready_bytes);
-                        port.buffer = b;
-                        port.kmin = (b as f64 * self.kmin_frac) as u64;
-                        port.kmax = (b as f64 * self.kmax_frac) as u64;
-                    }
-                }
-            }
-        }
-        self.actions[idx].1 = a;
-    }
-
-    // ---- hosts ---------------------------------------------------------------------------------------------
-
-    fn start(&mut self, x: u32) {
-        let c = self.xconn[x as usize];
-        self.times[x as usize].0 = self.now;
-        self.conns[c as usize].backlog.push(x);
-        self.post_backlog(c);
-        let s = self.conns[c as usize].src;
-        self.pump(s);
-    }
-
-    fn post_backlog(&mut self, c: u32) {
-        let now = Instant::from_nanos(self.now / 1000);
-        let conn = &mut self.conns[c as usize];
-        let (s, d, sq) = (conn.src, conn.dst, conn.sq);
-        while conn.posted < MAX_WR && !conn.backlog.is_empty() {
-            let x = conn.backlog.remove(0);
-            let t = &self.xfers[x as usize];
-            let addr = (u64::from(x) + 1) << 32;
-            let len = t.bytes;
-            let hs = &mut self.hosts[s as usize];
-            let Ok(ks) = hs.ep.reg_mr(hs.pd, addr, len, Access::LOCAL_WRITE) else {
-                self.c.failed_transfers += 1;
-                continue;
-            };
-            let hd = &mut self.hosts[d as usize];
-            let Ok(kd) = hd
-                .ep
-                .reg_mr(hd.pd, addr, len, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
-            else {
-                self.c.failed_transfers += 1;
-                continue;
-            };
-            let sge = [Sge {
-                addr,
-                len: len as u32,
-                lkey: ks.lkey,
-            }];
-            let wr = SendWr {
-                wr_id: u64::from(x),
-                op: SendOp::Write {
-                    remote_addr: addr,
-                    rkey: kd.rkey,
-                },
-                sges: &sge,
-                signaled: true,
-                solicited: false,
-            };
-            if self.hosts[s as usize].ep.post_send(sq, &wr, now).is_err() {
-                self.c.failed_transfers += 1;
-                self.times[x as usize].1 = self.now;
-                self.remaining -= 1;
-                continue;
-            }
-            conn.posted += 1;
-        }
-    }
-
-    fn complete(&mut self, x: u32, ok: bool) {
-        let xi = x as usize;
-        if self.times[xi].1 != u64::MAX {
-            return;
-        }
-        if !ok {
-            self.c.failed_transfers += 1;
-        }
-        self.times[xi].1 = self.now;
-        self.remaining -= 1;
-        let c = self.xconn[xi];
-        self.conns[c as usize].posted -= 1;
-        if !self.conns[c as usize].backlog.is_empty() {
-            self.post_backlog(c);
-        }
-        let fires = std::mem::take(&mut self.xfers[xi].fires);
-        for &k in &fires {
-            let k = k as usize;
-            self.fired[k] += 1;
-            let n = self.fired[k];
-            let tr = &self.triggers[k];
-            let start: &[u32] = match tr.kind {
-                TriggerKind::Oneshot if n == 1 => &tr.targets,
-                TriggerKind::Barrier(need) if n == need => &tr.targets,
-                TriggerKind::Multishot => tr
-                    .targets
-                    .get(n as usize - 1)
-                    .map_or(&[], std::slice::from_ref),
-                _ => &[],
-            };
-            let start: Vec<u32> = start.to_vec();
-            let delay = tr.delay_ps;
-            for y in start {
-                let at = (self.now + delay).max(self.xfers[y as usize].start_ps);
-                self.push(at, ev(EV_START, y));
-            }
-        }
-        self.xfers[xi].fires = fires;
-    }
-
-    fn timer(&mut self, h: u32) {
-        let host = &mut self.hosts[h as usize];
-        if host.timer_at <= self.now {
-            host.timer_at = u64::MAX;
-        }
-        let now = Instant::from_nanos(self.now / 1000);
-        if host.ep.poll_timeout().is_some_and(|t| t <= now) {
-            host.ep.handle_timeout(now);
-        }
-        self.pump(h);
-    }
-
-    /// Rebuilds packet `i`'s datagram into `rxbuf` (stored header, then placement markers where the payload
-    /// was) and returns its length.
-    fn rebuild(&mut self, i: u32) -> usize {
-        let p = &self.pkts[i as usize];
-        let n = p.dlen as usize;
-        if p.big != NONE {
-            let b = &self.big[p.big as usize];
-            self.rxbuf[..n].copy_from_slice(&b[..n]);
-        } else {
-            let k = n.min(HDR);
-            self.rxbuf[..k].copy_from_slice(&p.hdr[..k]);
-        }
-        if p.plen >= 8 {
-            let o = p.poff as usize;
-            let l = p.plen as usize;
-            self.rxbuf[o..o + 8].copy_from_slice(&(p.tag ^ SALT).to_le_bytes());
-            self.rxbuf[o + l - 8..o + l]
-                .copy_from_slice(&((p.tag + l as u64 - 8) ^ SALT).to_le_bytes());
-        }
-        n
-    }
-
-    fn host_rx(&mut self, h: u32, i: u32) {
-        let p = self.pkts[i as usize];
-        self.c.delivered_pkts += 1;
-        self.c.delivered_bytes += u64::from(p.wire);
-        let trimmed = p.flags & (F_TRIM | F_TRIM_LAST) != 0;
-        let n = self.rebuild(i);
-        if let Some(c) = &mut self.capture
-            && c.wants_host(h)
-        {
-            c.at_host(
-                self.now,
-                h,
-                Direction::In,
-                &seen_of(&p, self.plane_bits, &self.rxbuf[..n]),
-            );
-        }
-        self.release(i);
-        if self.gbn && p.class == CLASS_DATA && !trimmed && n >= 12 {
-            let qpn = u32::from_be_bytes([0, self.rxbuf[5], self.rxbuf[6], self.rxbuf[7]]);
-            let psn = u32::from_be_bytes([0, self.rxbuf[9], self.rxbuf[10], self.rxbuf[11]]);
-            let host = &self.hosts[h as usize];
-            if let Ok(k) = host.qps.binary_search_by_key(&qpn, |x| x.0) {
-                let c = host.qps[k].1 as usize;
-                let d = psn.wrapping_sub(self.conns[c].expect) & 0xFF_FFFF;
-                if d == 0 {
-                    self.conns[c].expect = (self.conns[c].expect + 1) & 0xFF_FFFF;
-                } else if d < 0x80_0000 {
-                    // Ahead of the first hole: a go-back-N receiver throws it away.
-                    self.c.gbn_discards += 1;
-                    return;
-                }
-            }
-        }
-        let meta = RecvMeta {
-            peer: Some(PeerId(p.src)),
-            port: p.plane,
-            ecn_ce: p.flags & F_CE != 0,
-            trim: if p.flags & F_TRIM_LAST != 0 {
-                Some(TrimMark::LastHop)
-            } else if p.flags & F_TRIM != 0 {
-                Some(TrimMark::Fabric)
-            } else {
-                None
-            },
-        };
-        let now = Instant::from_nanos(self.now / 1000);
-        let host = &mut self.hosts[h as usize];
-        host.mem.written = 0;
-        host.ep
-            .handle_datagram(now, meta, &self.rxbuf[..n], &mut host.mem);
-        let w = host.mem.written;
-        if w > 0 {
-            let bin = (self.now / self.bin_ps) as usize;
-            if self.goodput.len() <= bin {
-                self.goodput.resize(bin + 1, vec![0; self.planes as usize]);
-            }
-            self.goodput[bin][p.plane as usize] += w;
-            self.placed += w;
-        }
-        self.pump(h);
-    }
-
-    /// Drains a host's transmissions, completions and events, and re-arms its timer.
-    fn pump(&mut self, h: u32) {
-        let now = Instant::from_nanos(self.now / 1000);
-        let planes = self.planes;
-        let base = h * planes;
-        let mut buf = std::mem::take(&mut self.txbuf);
-        loop {
-            let mut mask = 0u32;
-            let mut up = 0u32;
-            for p in 0..planes {
-                let port = &self.ports[(base + p) as usize];
-                if port.down_refs == 0 {
-                    up |= 1 << p;
-                    if port.low_bytes + port.high_bytes < self.ready_bytes {
-                        mask |= 1 << p;
-                    }
-                }
-            }
-            self.blocked[h as usize] = mask != up;
-            let host = &mut self.hosts[h as usize];
-            host.mem.reads = 0;
-            host.mem.read_len = 0;
-            let Some(t) = host.ep.poll_transmit_on(now, mask, &mut buf, &mut host.mem) else {
-                break;
-            };
-            let (reads, raddr, rptr, rlen) = (
-                host.mem.reads,
-                host.mem.read_addr,
-                host.mem.read_ptr,
-                host.mem.read_len,
-            );
-            let i = self.alloc();
-            let data = matches!(t.class, TrafficClass::Data | TrafficClass::DataRetx);
-            let p = &mut self.pkts[i as usize];
-            p.src = h;
-            p.dst = t.peer.0;
-            p.dloc = self.topo.loc[t.peer.0 as usize];
-            p.plane = t.plane;
-            p.path = t.ev >> self.plane_bits;
-            p.class = if data { CLASS_DATA } else { CLASS_CTRL };
-            p.flags = 0;
-            p.dlen = t.len as u32;
-            p.wire = t.len as u32 + self.overhead;
-            p.big = NONE;
-            p.plen = 0;
-            p.poff = 0;
-            let off = rptr.wrapping_sub(buf.as_ptr() as usize);
-            if reads > 0 && off <= HDR && off + rlen <= t.len {
-                p.tag = raddr;
-                p.poff = off as u32;
-                p.plen = rlen as u32;
-                p.hdr[..off].copy_from_slice(&buf[..off]);
-            } else if t.len <= HDR {
-                p.hdr[..t.len].copy_from_slice(&buf[..t.len]);
-            } else {
-                let b = match self.free_big.pop() {
-                    Some(b) => b,
-                    None => {
-                        self.big.push(Vec::new());
-                        self.big.len() as u32 - 1
-                    }
-                };
-                let v = &mut self.big[b as usize];
-                v.clear();
-                v.extend_from_slice(&buf[..t.len]);
-                self.pkts[i as usize].big = b;
-            }
-            if let Some(c) = &mut self.capture
-                && c.wants_host(h)
-            {
-                let s = Seen {
-                    src: h,
-                    dst: t.peer.0,
-                    plane: t.plane,
-                    ev: t.ev,
-                    data,
-                    ce: false,
-                    trimmed: None,
-                    bytes: &buf[..t.len],
-                };
-                c.at_host(self.now, h, Direction::Out, &s);
-            }
-            let wire = u64::from(self.pkts[i as usize].wire);
-            self.c.injected_pkts += 1;
-            self.c.injected_bytes += wire;
-            let pi = base + u32::from(t.plane);
-            if u32::from(t.plane) >= planes || t.peer.0 >= self.topo.hosts {
-                self.drop_pkt(i, Drop::Failure);
-                continue;
-            }
-            self.enqueue(pi, i);
-        }
-        self.txbuf = buf;
-        // Completions and events.
-        loop {
-            let host = &mut self.hosts[h as usize];
-            let n = host.ep.poll_cq(host.cq, &mut self.cqe);
-            if n == 0 {
-                break;
-            }
-            for k in 0..n {
-                let c = self.cqe[k];
-                if c.opcode == mrc::WcOpcode::RdmaWrite {
-                    self.complete(c.wr_id as u32, c.status == mrc::WcStatus::Success);
-                }
-            }
-        }
-        let host = &mut self.hosts[h as usize];
-        while let Some(e) = host.ep.poll_event() {
-            match e {
-                Event::EvChanged { change, .. } => {
-                    if change.to == EvState::AssumedBad && change.from != EvState::AssumedBad {
-                        self.c.ev_retirements += 1;
-                    } else if change.from == EvState::AssumedBad && change.to == EvState::Good {
-                        self.c.ev_recoveries += 1;
-                    }
-                }
-                Event::QpError { .. } => self.c.qp_errors += 1,
-                _ => {}
-            }
-        }
-        if let Some(t) = host.ep.poll_timeout() {
-            let ps = t.as_nanos().saturating_mul(1000);
-            let ps = ps.max(self.now);
-            if ps < host.timer_at {
-                host.timer_at = ps;
-                self.push(ps, ev(EV_TIMER, h));
-            }
-        }
-    }
 }
-
-/// Most work requests posted per QP at once.
-const MAX_WR: u32 = 200;
-const PSN0: u32 = 0x10_0000;
 
 #[derive(Clone, Copy)]
 enum Drop {
     Failure,
+    /// On a wire when its link went down (at that instant, so never a lasting loss).
+    Flushed,
     Loss,
     Overflow,
 }
@@ -1628,73 +1041,43 @@ fn seen_of<'a>(p: &Pkt, plane_bits: u8, bytes: &'a [u8]) -> Seen<'a> {
     }
 }
 
-fn uniform(rng: &mut Xoshiro256PlusPlus) -> f64 {
-    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+/// Draw number `n` of port `pi` in a run with seed `seed`: a counter-based generator (SplitMix64's mixer
+/// over seed, port and counter), so a port's draws are the same whichever thread runs it and whatever other
+/// ports drew before.
+fn draw(seed: u64, pi: u32, n: u64) -> u64 {
+    let mut z = seed
+        ^ (u64::from(pi) << 32)
+            .wrapping_add(n)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for _ in 0..2 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+    }
+    z
 }
 
-/// Creates a connected QP pair (both sides RTS); returns (sender QPN, receiver QPN).
-fn connect(
-    hosts: &mut [Host],
-    a: u32,
-    b: u32,
-    cfg: &QpConfig,
-) -> Result<(u32, u32), Box<dyn std::error::Error>> {
-    if a == b {
-        return Err("a QP pair joins two different hosts".into());
-    }
-    let mut qpn = [0u32; 2];
-    for (k, &n) in [a, b].iter().enumerate() {
-        let h = &mut hosts[n as usize];
-        let mut init = QpInit::new(h.pd, h.cq);
-        init.config = cfg.clone();
-        init.max_send_wr = MAX_WR;
-        init.max_recv_wr = 1;
-        init.max_sge = 1;
-        qpn[k] = h.ep.open_qp(init, Access::REMOTE_WRITE, Instant::ZERO)?;
-    }
-    let (lo, hi) = hosts.split_at_mut(a.max(b) as usize);
-    let (ha, hb) = if a < b {
-        (&mut lo[a as usize], &mut hi[0])
-    } else {
-        (&mut hi[0], &mut lo[b as usize])
-    };
-    let end = |k: usize, peer: u32| QpEnd {
-        qpn: qpn[k],
-        peer: PeerId(peer),
-        sq_psn: PSN0,
-    };
-    connect_pair(Instant::ZERO, &mut ha.ep, end(0, b), &mut hb.ep, end(1, a))?;
-    Ok((qpn[0], qpn[1]))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The placement check catches bytes written at another address than they were read from.
-    #[test]
-    fn placement_markers_catch_misplacement() {
-        let mut m = PatMem {
-            check: true,
-            ..PatMem::default()
+/// Per failure action: whether it takes some link down, replaying the links' down counts in the order the
+/// actions run (time, then index).
+fn takes_down(topo: &Topology, actions: &[(u64, Action)]) -> Vec<bool> {
+    let mut refs = std::collections::BTreeMap::<u32, u32>::new();
+    let mut order: Vec<usize> = (0..actions.len()).collect();
+    order.sort_by_key(|&i| (actions[i].0, i));
+    let mut out = vec![false; actions.len()];
+    for i in order {
+        let Action::Links { ports, down } = &actions[i].1 else {
+            continue;
         };
-        let addr = 5u64 << 32;
-        let mut buf = vec![0u8; 64];
-        buf[..8].copy_from_slice(&(addr ^ SALT).to_le_bytes());
-        buf[56..].copy_from_slice(&((addr + 56) ^ SALT).to_le_bytes());
-        m.write(addr, &buf);
-        assert_eq!((m.errors, m.written), (0, 64));
-        m.write(addr + 8, &buf);
-        assert_eq!(m.errors, 1);
-        m.write(addr, &buf[..32]);
-        assert_eq!(m.errors, 2);
-        // A WRITE's final byte placed apart (spec QP-PLACE-2): the rest first, then the byte that completes
-        // the end marker; a wrong byte there is caught.
-        m.write(addr, &buf[..63]);
-        m.write(addr + 63, &buf[63..]);
-        assert_eq!(m.errors, 2);
-        m.write(addr, &buf[..63]);
-        m.write(addr + 63, &[!buf[63]]);
-        assert_eq!(m.errors, 3);
+        for &p in ports {
+            let p = p.min(topo.ports[p as usize].rev);
+            let r = refs.entry(p).or_insert(0);
+            if *down {
+                out[i] |= *r == 0;
+                *r += 1;
+            } else {
+                *r = r.saturating_sub(1);
+            }
+        }
     }
+    out
 }

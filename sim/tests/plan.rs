@@ -17,15 +17,23 @@ fn bytes(s: &str) -> f64 {
 
 #[test]
 fn memory_estimate_is_close() {
-    for name in [
-        "bench-leafspine-1024-perm",
-        "fairwater-8plane",
-        "t1-failure",
+    // The default thread count (this machine's cores), and 4 (partitions copy the ports).
+    for (name, threads) in [
+        ("bench-leafspine-1024-perm", None),
+        ("fairwater-8plane", None),
+        ("t1-failure", None),
+        ("fairwater-8plane", Some("4")),
     ] {
         let scen = format!("{}/scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
         let out = std::env::temp_dir().join(format!("mrc-sim-plan-{}-{name}", std::process::id()));
+        let mut args = vec!["run", &scen, "--out"];
+        let out_s = out.display().to_string();
+        args.push(&out_s);
+        if let Some(n) = threads {
+            args.extend(["--threads", n]);
+        }
         let o = Command::new(env!("CARGO_BIN_EXE_mrc-sim"))
-            .args(["run", &scen, "--out", &out.display().to_string()])
+            .args(&args)
             .output()
             .expect("run mrc-sim");
         let err = String::from_utf8_lossy(&o.stderr);

@@ -596,6 +596,10 @@ pub struct RunCfg {
     /// After a failure, losses later than this are "lasting" (paths should be retired by then), in µs.
     #[serde(default = "settle")]
     pub settle_us: f64,
+    /// Threads one run uses (`mrc-sim run --threads`; 0 or 1: one). Not part of the scenario file: the
+    /// outcome is the same for every count.
+    #[serde(skip)]
+    pub threads: usize,
 }
 
 fn limit() -> f64 {
@@ -615,6 +619,7 @@ impl Default for RunCfg {
             bin_us: bin(),
             baseline: true,
             settle_us: settle(),
+            threads: 0,
         }
     }
 }

@@ -1,0 +1,84 @@
+//! One scenario on several threads gives the outputs of one (src/sim/par.rs): report.json and flows.csv are
+//! byte-identical for 1, 2 and 4 threads on every shipped scenario. Large fabrics are shrunk (at most 16 T0 of
+//! 16 hosts and 32 T1 per plane, every plane kept, runs cut at 400 µs) to keep CI short; a sweep scenario runs
+//! with its first failure set.
+
+use mrc_sim::plan::Plan;
+use mrc_sim::{Scenario, run_scenario};
+use std::path::{Path, PathBuf};
+
+fn shrink(s: &mut Scenario) {
+    let t = &mut s.topology;
+    let hosts = u64::from(t.t0) * u64::from(t.hosts_per_t0) * u64::from(t.pods.max(1));
+    if hosts > 256 {
+        t.t0 = t.t0.min(16);
+        t.hosts_per_t0 = t.hosts_per_t0.min(16);
+        t.t1 = t.t1.min(32);
+        s.run.limit_us = s.run.limit_us.min(400.0);
+    }
+    if let Some(set) = s.sweep.failure_sets.first().cloned() {
+        s.failures.extend(set.failures);
+        s.sweep.failure_sets.clear();
+    }
+}
+
+/// report.json and flows.csv of a run on `threads` threads (baselines included).
+fn outputs(s: &Scenario, threads: usize, dir: &Path) -> (String, String) {
+    let mut s = s.clone();
+    s.run.threads = threads;
+    let r = run_scenario(&s, true, &mut |_, _| true)
+        .unwrap_or_else(|e| panic!("{} on {threads} threads: {e}", s.name));
+    let d = dir.join(format!("{}-{threads}", s.name));
+    r.write(&d).expect("write outputs");
+    let read = |f: &str| std::fs::read_to_string(d.join(f)).expect("read output");
+    let out = (read("report.json"), read("flows.csv"));
+    let _ = std::fs::remove_dir_all(&d);
+    out
+}
+
+fn scenarios() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("scenarios folder")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_shipped_scenario_is_the_same_on_1_2_and_4_threads() {
+    let tmp = std::env::temp_dir().join(format!("mrc-sim-parallel-{}", std::process::id()));
+    let files = scenarios();
+    assert!(files.len() >= 15, "found only {files:?}");
+    for f in files {
+        let mut s = Scenario::load(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        shrink(&mut s);
+        let plan = Plan::new(&s).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let topo = mrc_sim::run::prepare(&s, &plan).expect("prepare").topo;
+        // Every shipped fabric really splits (else this test would compare a run with itself).
+        assert!(
+            mrc_sim::sim::partitions(&topo, 4) >= 2,
+            "{} does not split",
+            s.name
+        );
+        let t = std::time::Instant::now();
+        let one = outputs(&s, 1, &tmp);
+        for n in [2, 4] {
+            let other = outputs(&s, n, &tmp);
+            assert!(
+                one.0 == other.0,
+                "{}: report.json differs between 1 and {n} threads",
+                s.name
+            );
+            assert!(
+                one.1 == other.1,
+                "{}: flows.csv differs between 1 and {n} threads",
+                s.name
+            );
+        }
+        eprintln!("{}: same on 1, 2, 4 threads ({:.1?})", s.name, t.elapsed());
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
