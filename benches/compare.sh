@@ -15,7 +15,9 @@ REPS=${REPS:-3}       # back-to-back repetitions of mrc and the blast, lossless 
 OUT=benches/results
 mkdir -p "$OUT"
 cargo build --release -q -p mrc-tools
-BIN=target/release
+# Cargo's target folder (CARGO_TARGET_DIR or the build configuration may move it).
+target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+BIN=$target/release
 FAB="$BIN/mrc-fabric --prefix cmp"
 PERF=$BIN/mrc-perf
 BLAST=$BIN/mrc-blast
