@@ -503,33 +503,6 @@ fn unspecified() -> SocketAddrV6 {
     SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, 0, 0, 0)
 }
 
-impl<P: crate::PlaneIo> crate::Host<P> {
-    /// Starts writing every datagram this host sends and receives to `cfg.path` (pcapng, one interface per
-    /// plane), finishing a capture already on.
-    pub fn start_capture(&self, cfg: &CaptureConfig) -> Result<(), crate::HostError> {
-        let zero = self.with_datapath(|dp, _, _| dp.zero_checksum());
-        let capture = Capture::open(cfg, &self.local().planes, zero)?;
-        let old = self.with_datapath(|dp, _, _| dp.set_capture(Some(capture)));
-        if let Some(old) = old {
-            old.finish()?;
-        }
-        Ok(())
-    }
-
-    /// Stops the capture and completes its file; what it wrote, or `None` when none was on.
-    pub fn stop_capture(&self) -> Result<Option<CaptureStats>, crate::HostError> {
-        match self.with_datapath(|dp, _, _| dp.set_capture(None)) {
-            Some(c) => Ok(Some(c.finish()?)),
-            None => Ok(None),
-        }
-    }
-
-    /// What the capture wrote so far, if one is on.
-    pub fn capture_stats(&self) -> Option<CaptureStats> {
-        self.with_datapath(|dp, _, _| dp.capture_stats())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,21 +1,22 @@
-//! Live counters: one snapshot of a host's per-QP, per-plane and per-EV counters ([`Host::counters`]), written
-//! as JSON ([`Counters::to_json`], the document host/README.md "Counters" describes) or in the Prometheus text
-//! format ([`Counters::to_prometheus`]), and served over HTTP when asked ([`Host::serve_counters`], or
-//! `MRC_METRICS=addr:port` for every front end): `GET /metrics` (Prometheus) and `GET /counters.json`.
+//! Live counters: one snapshot of a host's per-QP, per-plane and per-EV counters
+//! ([`Host::counters`](crate::Host::counters)), written as JSON ([`Counters::to_json`], the document host/README.md
+//! "Counters" describes) or in the Prometheus text format ([`Counters::to_prometheus`]), and served over HTTP when
+//! asked ([`Host::serve_counters`](crate::Host::serve_counters), or `MRC_METRICS=addr:port` for every front end):
+//! `GET /metrics` (Prometheus) and `GET /counters.json`.
 //!
-//! Off by default and free when off: a snapshot is taken only when someone asks for one (under the engine lock,
-//! like [`Host::stats`]); the endpoint is one thread that holds no reference keeping the host alive.
+//! Off by default and free when off: a snapshot is taken only when someone asks for one (under the engine lock, like
+//! [`Host::stats`](crate::Host::stats)); the endpoint is one thread that holds no reference keeping the host alive.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use mrc::{EvState, QpState};
 use serde_json::{Map, Value, json};
 
-use crate::{Host, HostError, HostStats, PlaneIo};
+use crate::{HostError, HostStats};
 
 /// Named counter values of one object, in a fixed order.
 pub type Values = Vec<(&'static str, u64)>;
@@ -85,7 +86,7 @@ pub struct Counters {
 /// Version of the JSON document; bumped when a field changes meaning or goes away.
 pub const JSON_VERSION: u32 = 1;
 
-fn host_values(s: &HostStats) -> (Values, Values) {
+pub(crate) fn host_values(s: &HostStats) -> (Values, Values) {
     let d = s.datapath;
     let datapath = values!(d; tx_datagrams, tx_batches, tx_errors, tx_blocked, rx_datagrams, rx_oversize,
         rx_trimmed, rx_unknown_source, unreachable, rx_host, rx_host_dropped, tx_host);
@@ -98,7 +99,7 @@ fn host_values(s: &HostStats) -> (Values, Values) {
     (datapath, engine)
 }
 
-fn qp_values(s: &mrc::QpStats) -> Values {
+pub(crate) fn qp_values(s: &mrc::QpStats) -> Values {
     values!(s; tx_data_packets, tx_data_bytes, tx_retransmits, tx_probes, tx_sacks, tx_nacks, tx_acks,
         rx_data_packets, rx_data_bytes, rx_duplicates, rx_trimmed, rx_out_of_window, rx_access_errors,
         rx_no_resource, rx_invalid, rx_sacks, rx_bad_acks, rx_trim_nacks, rx_retry_nacks, rx_fatal_nacks,
@@ -106,85 +107,17 @@ fn qp_values(s: &mrc::QpStats) -> Values {
         losses_plane, ecn_marks, retries, completions, error_completions, ev_retirements, ev_restorations)
 }
 
-fn plane_values(s: &mrc::PlaneStats) -> Values {
+pub(crate) fn plane_values(s: &mrc::PlaneStats) -> Values {
     values!(s; tx_packets, tx_bytes, retransmits, trims, losses, ecn, plane_retirements)
 }
 
-fn ev_values(s: &mrc::EvStats) -> Values {
+pub(crate) fn ev_values(s: &mrc::EvStats) -> Values {
     values!(s; sent, delivered, trims, ecn, losses, retired, restored, probes, last_rtt_ns)
 }
 
-fn cc_values(s: &mrc::cc::CcCounters) -> Values {
+pub(crate) fn cc_values(s: &mrc::cc::CcCounters) -> Values {
     values!(s; proportional_increases, fair_increases, decreases, holds, quick_adapts, trims,
         last_hop_trims, losses)
-}
-
-impl<P: PlaneIo> Host<P> {
-    /// A snapshot of every counter: the host's, each plane's, each QP's with its planes and EVs.
-    pub fn counters(&self) -> Counters {
-        let stats = self.stats();
-        let (datapath, engine) = host_values(&stats);
-        let planes = self.local().planes.len();
-        let (ports, qps) = self.with_datapath(|dp, _, _| {
-            let ep = dp.endpoint_ref();
-            let qps: Vec<QpCounters> = ep
-                .qpns()
-                .into_iter()
-                .filter_map(|qpn| {
-                    let (srtt, cwnd, inflight) = ep.qp_transport(qpn)?;
-                    Some(QpCounters {
-                        qpn,
-                        state: ep.qp_state(qpn)?,
-                        srtt_ns: u64::try_from(srtt.as_nanos()).unwrap_or(u64::MAX),
-                        cwnd_bytes: cwnd,
-                        inflight_bytes: inflight,
-                        values: qp_values(&ep.qp_stats(qpn)?),
-                        cc: ep
-                            .qp_cc_counters(qpn)
-                            .map_or_else(Vec::new, |c| cc_values(&c)),
-                        planes: (0..planes)
-                            .map(|p| {
-                                ep.plane_stats(qpn, p)
-                                    .map_or_else(Vec::new, |s| plane_values(&s))
-                            })
-                            .collect(),
-                        evs: ep
-                            .ev_infos(qpn)
-                            .into_iter()
-                            .map(|e| EvCounters {
-                                ev: e.ev,
-                                plane: e.plane,
-                                state: e.state,
-                                active: e.active,
-                                values: ev_values(&e.stats),
-                            })
-                            .collect(),
-                    })
-                })
-                .collect();
-            (ep.ports_up(), qps)
-        });
-        let mut totals: Vec<Values> = Vec::with_capacity(planes);
-        for p in 0..planes {
-            let mut sum = plane_values(&mrc::PlaneStats::default());
-            for q in &qps {
-                for (slot, (_, v)) in sum.iter_mut().zip(q.planes.get(p).into_iter().flatten()) {
-                    slot.1 += v;
-                }
-            }
-            totals.push(sum);
-        }
-        Counters {
-            time_unix_ns: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-            ports_up: (0..planes).map(|p| ports & (1 << p) != 0).collect(),
-            datapath,
-            engine,
-            planes: totals,
-            qps,
-        }
-    }
 }
 
 fn object(values: &Values) -> Map<String, Value> {
@@ -337,7 +270,7 @@ impl Prom {
     }
 }
 
-/// The HTTP endpoint of [`Host::serve_counters`]; dropping it stops the thread.
+/// The HTTP endpoint of [`Host::serve_counters`](crate::Host::serve_counters); dropping it stops the thread.
 #[derive(Debug)]
 pub struct CountersServer {
     addr: SocketAddr,
@@ -375,56 +308,68 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest request head read; the rest is ignored.
 const MAX_REQUEST: usize = 4096;
 
-impl<P: PlaneIo> Host<P> {
-    /// Where the endpoint started with the host ([`HostConfig::metrics`](crate::HostConfig::metrics) or
-    /// `MRC_METRICS`) listens, if one did.
-    pub fn counters_endpoint(&self) -> Option<SocketAddr> {
-        self.handle()
-            .counters
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-            .map(CountersServer::local_addr)
-    }
-
-    /// Serves [`counters`](Self::counters) over HTTP on `addr` from a thread of its own: `GET /metrics` in the
-    /// Prometheus text format, `GET /counters.json` as JSON. One client at a time; the thread ends when the
-    /// returned server is dropped or the host is gone.
-    pub fn serve_counters(&self, addr: SocketAddr) -> Result<CountersServer, HostError> {
-        let listener = TcpListener::bind(addr).map_err(|e| {
-            HostError::Io(io::Error::new(e.kind(), format!("counters on {addr}: {e}")))
-        })?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let weak = self.downgrade();
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::Builder::new()
-            .name("mrc-counters".into())
-            .spawn(move || serve(&listener, &weak, &flag))?;
-        Ok(CountersServer {
-            addr,
-            stop,
-            thread: Some(thread),
-        })
-    }
+/// What the endpoint serves: a host seen through a reference that does not keep it alive.
+pub(crate) trait Source: Send + 'static {
+    /// The counters now; `None` once the host is gone.
+    fn snapshot(&self) -> Option<Counters>;
+    /// Whether the host is gone (the endpoint's thread then ends).
+    fn gone(&self) -> bool;
 }
 
-fn serve<P: PlaneIo>(
-    listener: &TcpListener,
-    host: &Weak<crate::host::Handle<P>>,
-    stop: &AtomicBool,
-) {
+/// Serves `source` over HTTP on `addr` from a thread of its own ([`Host::serve_counters`]).
+pub(crate) fn serve_on(addr: SocketAddr, source: impl Source) -> Result<CountersServer, HostError> {
+    let listener = TcpListener::bind(addr)
+        .map_err(|e| HostError::Io(io::Error::new(e.kind(), format!("counters on {addr}: {e}"))))?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let thread = std::thread::Builder::new()
+        .name("mrc-counters".into())
+        .spawn(move || serve(&listener, &source, &flag))?;
+    Ok(CountersServer {
+        addr,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// [`serve_on`] on the first free port from `addr`'s (port 0: any).
+pub(crate) fn serve_from<S: Source + Clone>(
+    addr: SocketAddr,
+    source: S,
+) -> Result<CountersServer, HostError> {
+    let mut a = addr;
+    let mut last = None;
+    for i in 0..PORTS_TRIED {
+        if addr.port() != 0 {
+            a.set_port(addr.port().saturating_add(i));
+        }
+        match serve_on(a, source.clone()) {
+            Ok(s) => return Ok(s),
+            Err(HostError::Io(e)) if e.kind() == io::ErrorKind::AddrInUse && addr.port() != 0 => {
+                last = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(HostError::Invalid(format!(
+        "counters endpoint: no free port among {PORTS_TRIED} from {addr} ({})",
+        last.map_or_else(String::new, |e| e.to_string())
+    )))
+}
+
+fn serve(listener: &TcpListener, source: &impl Source, stop: &AtomicBool) {
     while !stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, _)) => {
-                let Some(h) = host.upgrade().map(Host::from_handle) else {
+                if source.gone() {
                     return;
-                };
-                let _ = answer(stream, &h);
+                }
+                let _ = answer(stream, source);
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                if host.strong_count() == 0 {
+                if source.gone() {
                     return;
                 }
                 std::thread::sleep(POLL);
@@ -434,7 +379,7 @@ fn serve<P: PlaneIo>(
     }
 }
 
-fn answer<P: PlaneIo>(mut stream: TcpStream, host: &Host<P>) -> io::Result<()> {
+fn answer(mut stream: TcpStream, source: &impl Source) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
     stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
@@ -454,9 +399,9 @@ fn answer<P: PlaneIo>(mut stream: TcpStream, host: &Host<P>) -> io::Result<()> {
         ("GET", "/metrics") => (
             "200 OK",
             "text/plain; version=0.0.4",
-            host.counters().to_prometheus(),
+            snapshot(source)?.to_prometheus(),
         ),
-        ("GET", "/counters.json") => ("200 OK", "application/json", host.counters().to_json()),
+        ("GET", "/counters.json") => ("200 OK", "application/json", snapshot(source)?.to_json()),
         ("GET", _) => (
             "404 Not Found",
             "text/plain",
@@ -469,6 +414,13 @@ fn answer<P: PlaneIo>(mut stream: TcpStream, host: &Host<P>) -> io::Result<()> {
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
+}
+
+/// The host's counters, or an error that ends the answer once the host is gone.
+fn snapshot(source: &impl Source) -> io::Result<Counters> {
+    source
+        .snapshot()
+        .ok_or_else(|| io::Error::other("the host is gone"))
 }
 
 /// `MRC_METRICS` (`addr:port`, e.g. `127.0.0.1:9464` or `[::1]:9464`): where every host of the process serves
@@ -490,32 +442,3 @@ pub(crate) fn metrics_from_env() -> Result<Option<SocketAddr>, HostError> {
 /// Ports tried from the one asked for: several hosts (NCCL ranks on one node, two hosts in one process) each
 /// take the first free one.
 const PORTS_TRIED: u16 = 64;
-
-impl<P: PlaneIo> Host<P> {
-    /// [`serve_counters`](Self::serve_counters) on the first free port from `addr`'s (port 0: any).
-    pub(crate) fn serve_counters_from(
-        &self,
-        addr: SocketAddr,
-    ) -> Result<CountersServer, HostError> {
-        let mut a = addr;
-        let mut last = None;
-        for i in 0..PORTS_TRIED {
-            if addr.port() != 0 {
-                a.set_port(addr.port().saturating_add(i));
-            }
-            match self.serve_counters(a) {
-                Ok(s) => return Ok(s),
-                Err(HostError::Io(e))
-                    if e.kind() == io::ErrorKind::AddrInUse && addr.port() != 0 =>
-                {
-                    last = Some(e);
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Err(HostError::Invalid(format!(
-            "counters endpoint: no free port among {PORTS_TRIED} from {addr} ({})",
-            last.map_or_else(String::new, |e| e.to_string())
-        )))
-    }
-}

@@ -1,6 +1,7 @@
 //! Unmodified ibverbs programs moving data over MRC on loopback, two processes each: `ibv_rc_pingpong -g 0 -c`
-//! (polling and with `-e` completion events; the received buffer checked) and perftest's `ib_{write,send,read}_{bw,lat}` with defaults and
-//! with `-a` (all sizes). Each test checks both sides' exit status and parses their report lines, which it
+//! (polling, with `-e` completion events, and 10,000 iterations; the received buffer checked) and perftest's
+//! `ib_{write,send,read}_{bw,lat}` with defaults and with `-a` (all sizes), the latency tests with `-e`, and
+//! `ib_write_bw -q 16`. Each test checks both sides' exit status and parses their report lines, which it
 //! prints (`cargo test -p mrc-verbs-shim --test datapath -- --nocapture` shows them).
 //!
 //! Run under `flock /tmp/mrc-net.lock` with the other socket tests; the tests of this file take turns (a
@@ -154,26 +155,41 @@ fn perftest(name: &str, port: u16, extra: &[&str], sizes: &[f64], iterations: f6
 /// receives there (it prints "invalid data in page N" and still exits 0, so the output is checked).
 #[test]
 fn rc_pingpong_exchanges_1000_messages() {
-    for (port, extra) in [(18801u16, &[][..]), (18802, &["-e"][..])] {
-        let mut args = vec!["-g", "0", "-c", "-s", "65536"];
-        args.extend_from_slice(extra);
-        let r = pair("ibv_rc_pingpong", "ibverbs-utils", port, &args, &args);
-        let (sout, cout) = both_ok("ibv_rc_pingpong", &r);
-        for (side, out) in [("server", &sout), ("client", &cout)] {
-            println!("ibv_rc_pingpong {} ({side}):\n{out}", extra.join(" "));
-            assert!(
-                out.contains("131072000 bytes in") && out.contains("1000 iters in"),
-                "{side} {extra:?}: no summary in\n{out}"
-            );
-            assert!(
-                !out.contains("invalid data"),
-                "{side} {extra:?}: the received buffer is wrong:\n{out}"
-            );
-            assert!(
-                out.contains("GID ::1"),
-                "{side}: addresses not shown\n{out}"
-            );
-        }
+    rc_pingpong(18801, &[], 1000);
+    rc_pingpong(18802, &["-e"], 1000);
+}
+
+/// Ten thousand 64 KiB round trips: a long run of SENDs each finding its receive, 500 posted ahead.
+#[test]
+fn rc_pingpong_exchanges_10000_messages() {
+    rc_pingpong(18803, &["-n", "10000"], 10_000);
+}
+
+/// `ibv_rc_pingpong -g 0 -c -s 65536` with `extra`, `iters` round trips: both sides report them all and the
+/// received buffers hold what the client wrote.
+fn rc_pingpong(port: u16, extra: &[&str], iters: u64) {
+    let mut args = vec!["-g", "0", "-c", "-s", "65536"];
+    args.extend_from_slice(extra);
+    let r = pair("ibv_rc_pingpong", "ibverbs-utils", port, &args, &args);
+    let (sout, cout) = both_ok("ibv_rc_pingpong", &r);
+    let summary = (
+        format!("{} bytes in", 2 * 65536 * iters),
+        format!("{iters} iters in"),
+    );
+    for (side, out) in [("server", &sout), ("client", &cout)] {
+        println!("ibv_rc_pingpong {} ({side}):\n{out}", extra.join(" "));
+        assert!(
+            out.contains(&summary.0) && out.contains(&summary.1),
+            "{side} {extra:?}: no summary {summary:?} in\n{out}"
+        );
+        assert!(
+            !out.contains("invalid data"),
+            "{side} {extra:?}: the received buffer is wrong:\n{out}"
+        );
+        assert!(
+            out.contains("GID ::1"),
+            "{side}: addresses not shown\n{out}"
+        );
     }
 }
 
@@ -193,6 +209,28 @@ fn send_bw_and_lat() {
 fn read_bw_and_lat() {
     perftest("ib_read_bw", 18815, &[], &[65536.0], 1000.0);
     perftest("ib_read_lat", 18816, &[], &[2.0], 1000.0);
+}
+
+/// `-e`: the latency tests sleep on a completion channel (`ibv_req_notify_cq`, `ibv_get_cq_event`, ack, re-arm,
+/// then poll), with the send and receive CQs on one channel: an event for a completion already in a CQ when it
+/// was armed would wake them on the wrong CQ.
+#[test]
+fn latency_with_completion_events() {
+    perftest("ib_send_lat", 18817, &["-e"], &[2.0], 1000.0);
+    perftest("ib_read_lat", 18818, &["-e"], &[2.0], 1000.0);
+}
+
+/// `-q 16`: sixteen QPs between the two processes, each with its own stream of WRITEs.
+#[test]
+fn write_bw_on_16_qps() {
+    // perftest reports the iterations of all QPs together.
+    perftest(
+        "ib_write_bw",
+        18819,
+        &["-q", "16"],
+        &[65536.0],
+        16.0 * 5000.0,
+    );
 }
 
 /// `-a`: every size from 2 B to 8 MiB (`-n 100` iterations per size keeps the 8 MiB rows to seconds).

@@ -299,7 +299,7 @@ impl<P: PlaneIo> Host<P> {
         Ok(())
     }
 
-    /// The protection domain every [`Link`]'s QPs belong to: register memory a link uses in it.
+    /// The protection domain every [`Link`](crate::Link)'s QPs belong to: register memory a link uses in it.
     pub fn default_pd(&self) -> Pd {
         self.inner().default_pd
     }

@@ -15,7 +15,8 @@ pub enum ProgressMode {
     Thread,
     /// A progress thread that never sleeps: lowest latency, one core.
     BusyPoll,
-    /// No thread: the caller runs rounds with [`Host::progress`] (a single-threaded application or a test).
+    /// No thread: the caller runs rounds with [`Host::progress`](crate::Host::progress) (a single-threaded
+    /// application or a test).
     Manual,
 }
 
@@ -23,13 +24,13 @@ pub enum ProgressMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct QpProfile {
-    /// Payload bytes per packet; 0 (the default): the largest the planes carry ([`PlaneIo::payload_mtu`]; over
-    /// UDP [`pmtu::payload_mtu`](crate::pmtu::payload_mtu): 60000 on loopback, the link MTU less headers on a
-    /// fabric).
+    /// Payload bytes per packet; 0 (the default): the largest the planes carry
+    /// ([`PlaneIo::payload_mtu`](crate::PlaneIo::payload_mtu); over UDP
+    /// [`pmtu::payload_mtu`](crate::pmtu::payload_mtu): 60000 on loopback, the link MTU less headers on a fabric).
     pub mtu: u32,
     /// Active EVs (paths) per plane.
     pub evs_per_plane: u16,
-    /// Packets in flight per QP (a fixed window; see [`software_cc`]).
+    /// Packets in flight per QP (a fixed window; see [`software_cc`](crate::software_cc)).
     pub window_packets: u32,
     /// NSCC sized for this rate instead of the fixed window.
     pub rate_bps: Option<u64>,
@@ -72,8 +73,9 @@ impl QpProfile {
     }
 }
 
-/// A QP's local-ACK timeout and retry counts (the engine's units; the fields of [`QpProfile`] of the same
-/// names). Set per QP with [`Qp::set_retry`] or verbs' RTS ([`QpTransition::Rts`]).
+/// A QP's local-ACK timeout and retry counts (the engine's units; the fields of [`QpProfile`] of the same names). Set
+/// per QP with [`Qp::set_retry`](crate::Qp::set_retry) or verbs' RTS
+/// ([`QpTransition::Rts`](crate::QpTransition::Rts)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpRetry {
     /// 1.024 µs × 2^`ack_timeout` without progress before a retry (0..=31; 0: wait forever).
@@ -119,8 +121,8 @@ impl QpRetry {
     }
 }
 
-/// Everything [`Host::start`] needs. `#[non_exhaustive]`: start from [`Default`], [`HostConfig::loopback`] or
-/// [`HostConfig::from_env`] and set fields.
+/// Everything [`Host::start`](crate::Host::start) needs. `#[non_exhaustive]`: start from [`Default`],
+/// [`HostConfig::loopback`] or [`HostConfig::from_env`] and set fields.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HostConfig {
@@ -138,9 +140,9 @@ pub struct HostConfig {
     pub socket_buffer: usize,
     /// How long bootstrap (connect, peer resolution) retries before it gives up.
     pub bootstrap_timeout: StdDuration,
-    /// Send queue depth of each QP of a [`Link`].
+    /// Send queue depth of each QP of a [`Link`](crate::Link).
     pub link_send_wr: u32,
-    /// Receive queue depth of each QP of a [`Link`].
+    /// Receive queue depth of each QP of a [`Link`](crate::Link).
     pub link_recv_wr: u32,
     /// A pcapng capture of every datagram (off: `None`, unless `MRC_CAPTURE` is set; see
     /// [`CaptureConfig::from_env`](crate::capture::CaptureConfig::from_env)).

@@ -26,7 +26,8 @@ impl Cq {
     }
 
     /// Moves up to `out.len()` completions into `out`; never waits for a progress round (in
-    /// [`ProgressMode::Manual`] call [`Host::progress`] to fill the ring).
+    /// [`ProgressMode::Manual`](crate::ProgressMode::Manual) call [`Host::progress`](crate::Host::progress) to fill
+    /// the ring).
     pub fn poll(&self, out: &mut [Completion]) -> usize {
         let mut n = 0;
         while n < out.len() {
@@ -41,15 +42,12 @@ impl Cq {
         n
     }
 
-    /// Arms the CQ: the next completion makes [`fd`](Self::fd) readable (`solicited_only` is treated as any).
+    /// Arms the CQ: the next completion added from now on makes [`fd`](Self::fd) readable, as
+    /// `ibv_req_notify_cq` defines it: completions already in the CQ raise no event, so poll after arming
+    /// (`solicited_only` is treated as any).
     pub fn req_notify(&self, solicited_only: bool) {
-        self.sh
-            .armed
-            .store(if solicited_only { 2 } else { 1 }, Ordering::Release);
-        // A completion that arrived before arming would otherwise wait for the next one.
-        if !self.sh.ring.is_empty() {
-            self.sh.notify();
-        }
+        let _ = solicited_only;
+        self.sh.arm();
     }
 
     /// The eventfd a completion channel sleeps on.

@@ -80,15 +80,16 @@ pub enum AsyncEvent {
         /// The EV.
         ev: u32,
     },
-    /// The peer closed the link this QP belonged to ([`Link::close`]): both sides drained their QPs, and this
-    /// one is destroyed (receives still posted are dropped without completions, as by `ibv_destroy_qp`).
+    /// The peer closed the link this QP belonged to ([`Link::close`](crate::Link::close)): both sides drained their
+    /// QPs, and this one is destroyed (receives still posted are dropped without completions, as by
+    /// `ibv_destroy_qp`).
     LinkClosed {
         /// The QP.
         qpn: u32,
     },
 }
 
-/// A registered region: the keys work requests and peers use. Valid until [`Host::dereg_mr`].
+/// A registered region: the keys work requests and peers use. Valid until [`Host::dereg_mr`](crate::Host::dereg_mr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mr {
     /// Key for local scatter/gather elements.

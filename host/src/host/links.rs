@@ -42,7 +42,7 @@ impl<P: PlaneIo> Host<P> {
 
     /// Starts connecting `qps` QPs to the listener described by `blob`, sending `app` (at most 1 KiB) with the
     /// request; [`Connecting::poll`] finishes it. The request is repeated until the listener answers or
-    /// [`HostConfig::bootstrap_timeout`] passes.
+    /// [`HostConfig::bootstrap_timeout`](crate::HostConfig::bootstrap_timeout) passes.
     pub fn connect(&self, blob: &[u8], qps: usize, app: &[u8]) -> Result<Connecting<P>, HostError> {
         let i = self.inner();
         let b = Blob::decode(blob)?;
@@ -443,11 +443,11 @@ impl<P: PlaneIo> Link<P> {
         self.qps.iter().position(|q| q.qpn() == qpn)
     }
 
-    /// Closes the link gracefully; poll the returned [`Closing`] until it says done. This side's QPs drain
-    /// first (everything posted is sent and acknowledged), then a CLOSE tells the peer, whose QPs drain in turn
-    /// and are destroyed ([`AsyncEvent::LinkClosed`] there), and its CLOSED lets this side destroy its QPs and
-    /// the link's CQs. The peer sees a clean close, never a retry timeout. Everything must be done within the
-    /// host's bootstrap timeout; after it the QPs are destroyed anyway and `poll` says `ETIMEDOUT`.
+    /// Closes the link gracefully; poll the returned [`Closing`] until it says done. This side's QPs drain first
+    /// (everything posted is sent and acknowledged), then a CLOSE tells the peer, whose QPs drain in turn and are
+    /// destroyed ([`AsyncEvent::LinkClosed`](crate::AsyncEvent::LinkClosed) there), and its CLOSED lets this side
+    /// destroy its QPs and the link's CQs. The peer sees a clean close, never a retry timeout. Everything must be
+    /// done within the host's bootstrap timeout; after it the QPs are destroyed anyway and `poll` says `ETIMEDOUT`.
     pub fn close(self) -> Closing<P> {
         let host = self.qps.first().map(|q| Arc::clone(&q.host));
         let deadline = WallClock::now()

@@ -8,10 +8,14 @@
 //! [`Host::progress`]).
 
 mod api;
+mod capture;
 mod config;
+mod control;
+mod counters;
 mod cq;
 mod info;
 mod links;
+mod memory;
 mod peers;
 mod progress;
 mod qp;
@@ -22,5 +26,4 @@ pub use cq::Cq;
 pub use info::{AsyncEvent, HostStats, LocalInfo, Mr};
 pub use links::{Accepted, Closing, Connecting, Link, Listener};
 pub use qp::{PeerAddr, Qp, QpSpec, QpTransition, SendRequest};
-pub(crate) use state::Handle;
 pub use state::Host;

@@ -68,7 +68,7 @@ pub enum QpTransition {
     Reset,
 }
 
-/// What [`Host::create_qp`] needs.
+/// What [`Host::create_qp`](crate::Host::create_qp) needs.
 #[derive(Debug, Clone, Copy)]
 pub struct QpSpec<'a> {
     /// Protection domain.

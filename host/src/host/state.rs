@@ -66,9 +66,12 @@ pub(super) struct CqShared {
     pub(super) id: CqId,
     pub(super) ring: ArrayQueue<Completion>,
     pub(super) fd: EventFd,
-    /// 0: not armed; 1: any completion signals the fd; 2: solicited only (treated as any: a wake-up too many is
-    /// harmless, one too few is not).
-    pub(super) armed: AtomicU8,
+    /// Completions pushed so far: arming remembers it, so that only later ones signal.
+    pub(super) pushed: AtomicU64,
+    /// 0: not armed; otherwise 1 + [`pushed`](Self::pushed) when [`Cq::req_notify`](crate::Cq::req_notify)
+    /// armed it: the next completion pushed after that signals the fd (solicited-only arming is treated as any:
+    /// a wake-up too many is harmless, one too few is not).
+    pub(super) armed: AtomicU64,
     /// Completions lost because the ring was full.
     pub(super) overruns: AtomicU64,
 }
@@ -79,13 +82,29 @@ impl CqShared {
             self.overruns.fetch_add(1, Ordering::Relaxed);
             return false;
         }
+        self.pushed.fetch_add(1, Ordering::AcqRel);
         true
     }
 
+    /// Signals the fd if the CQ is armed and a completion arrived since it was: verbs generates no event for
+    /// entries already in the CQ when `ibv_req_notify_cq` armed it (the application polls those after arming).
     pub(super) fn notify(&self) {
-        if self.armed.swap(0, Ordering::AcqRel) != 0 {
+        let armed = self.armed.load(Ordering::Acquire);
+        if armed != 0
+            && self.pushed.load(Ordering::Acquire) >= armed
+            && self
+                .armed
+                .compare_exchange(armed, 0, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
             self.fd.signal();
         }
+    }
+
+    /// Arms the CQ for the next completion pushed from now on.
+    pub(super) fn arm(&self) {
+        let now = self.pushed.load(Ordering::Acquire);
+        self.armed.store(now + 1, Ordering::Release);
     }
 }
 
@@ -371,7 +390,8 @@ impl<P: PlaneIo> Core<P> {
             id,
             ring: ArrayQueue::new(depth),
             fd,
-            armed: AtomicU8::new(0),
+            pushed: AtomicU64::new(0),
+            armed: AtomicU64::new(0),
             overruns: AtomicU64::new(0),
         });
         self.cqs.insert(id.id(), Arc::clone(&sh));
