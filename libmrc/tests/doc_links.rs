@@ -114,10 +114,47 @@ fn anchored_in(base: &Path, rel: &Path) -> bool {
     base.join(first).exists()
 }
 
+/// What the root `.gitignore` names as a folder or file of the root (`/target`, `/fuzz/logs/`, `/scale-out*`):
+/// build and run outputs, which a fresh clone does not have.
+fn ignored(root: &Path) -> Vec<String> {
+    std::fs::read_to_string(root.join(".gitignore"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix('/'))
+        .map(|l| l.trim_end_matches(['/', '*']).to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// `p` (relative to `dir`) under one of the `ignored` root paths.
+fn is_output(root: &Path, dir: &Path, p: &Path, ignored: &[String]) -> bool {
+    [root.join(p), dir.join(p)].iter().any(|full| {
+        let full: PathBuf = full.components().fold(PathBuf::new(), |mut acc, c| {
+            match c {
+                Component::ParentDir => {
+                    acc.pop();
+                }
+                Component::CurDir => {}
+                c => acc.push(c),
+            }
+            acc
+        });
+        full.strip_prefix(root).is_ok_and(|rel| {
+            let rel = rel.to_string_lossy();
+            ignored.iter().any(|i| rel.starts_with(i.as_str()))
+        })
+    })
+}
+
 fn check_file(file: &Path, root: &Path, problems: &mut Vec<String>) {
+    let outputs = ignored(root);
     let text = std::fs::read_to_string(file).expect("read a Markdown file");
     let dir = file.parent().expect("a folder");
-    let shown = file.strip_prefix(root).unwrap_or(file).display().to_string();
+    let shown = file
+        .strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string();
     let is_readme = file.file_name().is_some_and(|n| n == "README.md");
     for (n, line) in prose(&text) {
         for target in link_targets(line) {
@@ -151,7 +188,7 @@ fn check_file(file: &Path, root: &Path, problems: &mut Vec<String>) {
                 continue;
             }
             let rel = Path::new(p);
-            if rel.is_absolute() {
+            if rel.is_absolute() || is_output(root, dir, rel, &outputs) {
                 continue;
             }
             let source = matches!(
@@ -187,10 +224,7 @@ fn every_reference_in_the_readmes_resolves() {
     for f in &files {
         check_file(f, &root, &mut problems);
     }
-    println!(
-        "{} Markdown files ({readmes} READMEs) checked",
-        files.len()
-    );
+    println!("{} Markdown files ({readmes} READMEs) checked", files.len());
     assert!(
         problems.is_empty(),
         "dead references:\n{}",
@@ -202,12 +236,14 @@ fn every_reference_in_the_readmes_resolves() {
 fn the_checker_sees_dead_links_and_paths() {
     let dir = std::env::temp_dir().join(format!("mrc-doc-links-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("sub")).expect("temp folder");
+    std::fs::create_dir_all(dir.join("out/x")).expect("temp folder");
+    std::fs::write(dir.join(".gitignore"), "/out/\n").expect("write");
     std::fs::write(dir.join("sub/a.md"), "# A title (`x`)\n").expect("write");
     let readme = dir.join("sub/README.md");
     std::fs::write(
         &readme,
         "[ok](a.md#a-title-x) [bad](b.md) [anchor](a.md#nope) `sub/a.md` `sub/gone.rs` `elsewhere/gone.md` \
-         `target/x/y` `out/r.json` `/work/notes.md`\n```sh\n[in code](nowhere.md) `sub/code.rs`\n```\n",
+         `target/x/y` `out/x/r.rs` `../out/gone.md` `/work/notes.md`\n```sh\n[in code](nowhere.md) `sub/code.rs`\n```\n",
     )
     .expect("write");
     let mut problems = Vec::new();
