@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # MRC over a real SRv6 uSID fabric against the alternatives, all in one run on the same fabric:
-#   mrc-perf (MRC, 8 planes) | mrc-blast (raw per-packet UDP, sendmmsg, same datagram size, sprayed over the
-#   planes: the forwarding ceiling) | iperf3 TCP on plane 0 | MPTCP (mptcpize iperf3) across the 8 planes
-# in three conditions: lossless; 1% random drop on every plane; plane 0 cut silently mid-run (goodput in 10 ms
-# bins; time until 90% of the surviving capacity is back). Plus loopback: mrc-perf vs iperf3 TCP.
+#   mrc-perf (MRC, 8 planes; `mrc` datagram by datagram, `mrc-offload` in segmented trains of a few packets per
+#   EV, MRC_OFFLOAD=on) | mrc-blast (raw UDP, sendmmsg, same datagram size, sprayed over the planes: `udp-blast`
+#   per datagram, the per-packet ceiling; `udp-blast-train` in trains of 7) | iperf3 TCP on plane 0 | MPTCP
+#   (mptcpize iperf3) across the 8 planes
+# in three conditions: lossless; 1% random drop on every plane; plane 0 cut silently mid-run (goodput in 1 ms
+# samples; time until 90% of the surviving capacity is back). Then the same trains cut at the hosts' links (no
+# train crosses a switch whole: every switch forwards packets); CPU seconds per GB moved; loopback mrc-perf vs
+# iperf3 TCP.
 #
-# Needs root, iperf3, mptcpize and ethtool (apt-get install iperf3 mptcpize ethtool). Writes benches/results/compare.csv,
+# Trains need UDP checksums, which SRv6 hops make wrong at the receiver: the veth fabric never checks them
+# (host/src/offload.rs). By default veth passes a train whole from host to host, as it passes TCP's 64 KB
+# super-packets: the lossless rows compare like with like.
+#
+# Needs root, iperf3, mptcpize, ethtool and GNU time (apt-get install iperf3 mptcpize ethtool time). Writes benches/results/compare.csv,
 # timeline.csv and compare.svg. Usage: [TRIALS=3] [REPS=3] benches/compare.sh [seconds per run, default 5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,25 +43,51 @@ echo "condition,tool,gbps" >"$CSV"
 record() { echo "$1,$2,$3" >>"$CSV"; printf '%-10s %-8s %8.3f Gbit/s\n' "$1" "$2" "$3"; }
 json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
+# Offload for the mrc rows whose name says so.
+offload_of() { case $1 in *offload*) echo on ;; *) echo off ;; esac; }
+
 run_mrc() {   # condition tool-name [extra client args]
     local cond=$1 tool=$2; shift 2
-    $H1 $PERF --config $N1 --json >/dev/null 2>&1 &
+    local o
+    o=$(offload_of "$tool")
+    $H1 env MRC_OFFLOAD="$o" $PERF --config $N1 --json >/tmp/cmp-srv.json 2>/dev/null &
     local srv=$!
     sleep 0.4
-    local g
-    g=$($H0 $PERF $DST --config $N0 --size 1m --duration "$T" --interval-ms 0 --json "$@" | json_get "d['results'][0]['gbps']")
+    $H0 env MRC_OFFLOAD="$o" $PERF $DST --config $N0 --size 1m --duration "$T" --interval-ms 0 --json "$@" >/tmp/cmp-cli.json &
+    local cli=$!
+    wait $cli || true
     wait $srv || true
+    local g
+    g=$(json_get "d['results'][0]['gbps']" </tmp/cmp-cli.json)
     record "$cond" "$tool" "$g"
 }
 
-run_blast() {
-    local cond=$1
+run_blast() {   # condition [train]
+    local cond=$1 train=${2:-1} tool=udp-blast
+    [ "$train" -gt 1 ] && tool=udp-blast-train
     $H1 $BLAST sink --config $N1 --duration $((T + 2)) --json >/tmp/cmp-sink.json &
     local sink=$!
     sleep 0.3
-    $H0 $BLAST send --config $N0 --peer-config $N1 --size 8952 --duration "$T" --json >/dev/null
+    $H0 $BLAST send --config $N0 --peer-config $N1 --size 8952 --duration "$T" --train "$train" --json >/dev/null
     wait $sink || true
-    record "$cond" udp-blast "$(json_get "d['gbps']" </tmp/cmp-sink.json)"
+    record "$cond" "$tool" "$(json_get "d['gbps']" </tmp/cmp-sink.json)"
+}
+
+# CPU seconds per GB moved by mrc-perf, both sides (user + system, from getrusage via /usr/bin/time's
+# format), offload off and on.
+cpu_per_gb() {   # tool
+    local o
+    o=$(offload_of "$1")
+    $H1 env MRC_OFFLOAD="$o" /usr/bin/time -f "%U %S" -o /tmp/cmp-srv.time $PERF --config $N1 --json >/dev/null 2>&1 &
+    local srv=$!
+    sleep 0.4
+    $H0 env MRC_OFFLOAD="$o" /usr/bin/time -f "%U %S" -o /tmp/cmp-cli.time $PERF $DST --config $N0 --size 1m \
+        --duration "$T" --interval-ms 0 --json >/tmp/cmp-cli.json
+    wait $srv || true
+    local bytes cpu
+    bytes=$(json_get "d['results'][0]['bytes']" </tmp/cmp-cli.json)
+    cpu=$(cat /tmp/cmp-srv.time /tmp/cmp-cli.time | awk '{s += $1 + $2} END {print s}')
+    record cpu "$1-s-per-gb" "$(python3 -c "print($cpu / ($bytes / 1e9))")"
 }
 
 run_tcp() {   # condition tool(tcp|tcp-mtu|tcp-cubic|mptcp)
@@ -87,8 +121,8 @@ drop_off() { for p in 0 1 2 3 4 5 6 7; do $FAB undrop --plane $p --link t0-0:t1-
 # drop, are measured back to back REPS times; the ratios below are medians of the per-repetition ratios.
 echo "== mrc and the raw UDP blast, lossless and with 1% random drop on every plane (T0 -> T1), $REPS repetitions"
 for r in $(seq "$REPS"); do
-    run_mrc lossless mrc; run_blast lossless
-    drop_on; run_mrc drop1 mrc; run_blast drop1; drop_off
+    run_mrc lossless mrc; run_mrc lossless mrc-offload; run_blast lossless; run_blast lossless 7
+    drop_on; run_mrc drop1 mrc; run_mrc drop1 mrc-offload; run_blast drop1; drop_off
 done
 
 echo "== lossless (fabric, 8 planes, MTU 9000)"
@@ -103,8 +137,8 @@ drop_off
 
 echo "== plane 0 cut silently, $TRIALS trials per tool (mrc: 1 ms samples, 10 ms bins; MPTCP: 100 ms bins)"
 now_ms() { date +%s%3N; }
-# mrc-fabric says between which wall-clock stamps the cut landed (nft started, nft committed); timing from the
-# first makes the recovery time an upper bound.
+# mrc-fabric schedules the cut at the next whole second (--at-second: nft's `meta time` drops from that
+# instant on, to the nanosecond) and prints it twice ("between unix ms T and T").
 cut_start() { sed -n 's/.* between unix ms \([0-9]*\) and \([0-9]*\).*/\1 \2/p'; }
 STAMPS=$OUT/failure-stamps.txt
 : >"$STAMPS"
@@ -112,19 +146,20 @@ STAMPS=$OUT/failure-stamps.txt
 # ($cli, $srv); restore the plane.
 cut_plane0() {
     sleep 1
-    read -r a b < <($FAB plane-down 0 | cut_start)
+    read -r a b < <($FAB plane-down 0 --at-second | cut_start)
     echo "$1 $2 $a $b $3" >>"$STAMPS"
     wait $cli || true
     wait $srv || true
     $FAB plane-up 0 >/dev/null
 }
 for k in $(seq 1 "$TRIALS"); do
-    $H1 $PERF --config $N1 --json >/dev/null 2>&1 &
+    $H1 env MRC_OFFLOAD=on $PERF --config $N1 --json >/dev/null 2>&1 &
     srv=$!
     sleep 0.4
     # The out-of-band TCP connection goes over plane 7, which stays up. 64 KiB messages and 1 ms samples: goodput
-    # counts completed messages, so a sample moves in steps of 0.5 Gbit/s.
-    $H0 $PERF fcbb:bb00:e701:: --config $N0 --size 64k --duration 3 --interval-ms 1 \
+    # counts completed messages, so a sample moves in steps of 0.5 Gbit/s. Trains (offload on), as the fastest
+    # configuration.
+    $H0 env MRC_OFFLOAD=on $PERF fcbb:bb00:e701:: --config $N0 --size 64k --duration 4 --interval-ms 1 \
         --timeline $OUT/timeline-mrc-$k.csv --json >/dev/null &
     cli=$!
     cut_plane0 mrc "$k" 0
@@ -133,7 +168,7 @@ for k in $(seq 1 "$TRIALS"); do
     srv=$!
     sleep 0.4
     start=$(now_ms)
-    $H0 mptcpize run iperf3 -c $DST -t 3 -i 0.1 -J >$OUT/mptcp-$k.json &
+    $H0 mptcpize run iperf3 -c $DST -t 4 -i 0.1 -J >$OUT/mptcp-$k.json &
     cli=$!
     cut_plane0 mptcp "$k" "$start"
 done
@@ -145,18 +180,19 @@ def capacity(series, bin_s):
     before = [g for t, g in series if -0.7 <= t < -bin_s]
     return sum(before) / max(len(before), 1) * 7 / 8
 def recovery(series, width, cap):
-    """Time from the failure until the goodput averaged over `width` consecutive samples is back at 90% of the
-    surviving capacity, and stays there for the next `width` samples too (the end of the first such window), after
-    some window that starts after the failure dipped below it; 0 when none dipped. `width` 1 on coarse bins."""
+    """Time from the failure until the goodput is back at 90% of the surviving capacity for good: the start of the
+    first window of `width` consecutive samples from which on every window of `width` samples, for the next
+    10 widths, averages at least that. 0 when no window starting within 100 ms of the failure dipped below it
+    (later dips are not the failure's); inf when it never came back. `width` 1 on coarse bins."""
     after = [(t, g) for t, g in series if t > 0]
     avg = [sum(g for _, g in after[k:k + width]) / width for k in range(len(after) - width + 1)]
-    dipped = False
-    for k, a in enumerate(avg):
-        if a < 0.9 * cap:
-            dipped = True
-        elif dipped and k + width < len(avg) and avg[k + width] >= 0.9 * cap:
-            return after[k + width - 1][0]
-    return 0.0 if not dipped else float("inf")
+    good = [a >= 0.9 * cap for a in avg]
+    if all(ok for k, ok in enumerate(good) if after[k][0] <= 0.1):
+        return 0.0
+    for k in range(len(good)):
+        if all(good[k:k + 10 * width + 1]) and k + 10 * width < len(good):
+            return after[k][0]
+    return float("inf")
 runs = {"mrc": [], "mptcp": []}
 for line in open(stamps):
     tool, k, a, b, start = line.split()
@@ -170,7 +206,7 @@ for line in open(stamps):
                 _, g, unix_ms = row.strip().split(",")
                 series.append((float(unix_ms) / 1000 - fail, float(g)))
         cap = capacity(series, 0.001)
-        r = recovery(series, 10, cap)
+        r = recovery(series, 3, cap)
     else:
         d = json.load(open(f"{out}/mptcp-{k}.json"))
         series = [(int(start) / 1000 + i["sum"]["end"] - fail, i["sum"]["bits_per_second"] / 1e9)
@@ -197,7 +233,7 @@ with open(f"{out}/timeline.csv", "w") as f:
     for t, g in mp: f.write(f"mptcp,{t:.3f},{g:.3f}\n")
 with open(f"{out}/compare.csv", "a") as f:
     f.write(f"plane0-down,mrc-recovery-ms,{rm*1000:.0f}\nplane0-down,mptcp-recovery-ms,{rp*1000:.0f}\n")
-print("  mrc is timed at the end of its first good 10 ms window of 1 ms samples, MPTCP at the end of a 100 ms bin")
+print("  mrc is timed at the end of the first 1 ms sample from which on every 3 ms average is back (for 30 ms), MPTCP at the end of a 100 ms bin")
 print("  mrc 10 ms bins of trial 1 (s after the cut: Gbit/s): " + ", ".join(f"{t:+.2f}: {g:.1f}" for t, g in mrc if -0.03 <= t <= 0.08))
 print("  mptcp bins of trial 1: " + ", ".join(f"{t:+.2f}: {g:.1f}" for t, g in mp if -0.2 <= t <= 1.5))
 # SVG: goodput around the failure, both tools.
@@ -227,6 +263,20 @@ svg.append("</svg>")
 open(f"{out}/compare.svg", "w").write("\n".join(svg))
 EOF
 
+echo "== trains cut at the hosts' links (tx-udp-segmentation off): every switch forwards packets, not trains"
+host_links() { for h in h0 h1; do for p in 0 1 2 3 4 5 6 7; do ip netns exec cmp-$h ethtool -K p$p tx-udp-segmentation "$1" >/dev/null; done; done; }
+host_links off
+# A switch drops a train that crosses it whole as one packet (a burst of up to 7): the drop is per packet only here.
+for _ in $(seq "$REPS"); do
+    run_mrc per-packet-fabric mrc-offload
+    drop_on; run_mrc per-packet-drop1 mrc-offload; drop_off
+done
+run_blast per-packet-fabric 7
+host_links on
+
+echo "== CPU per GB moved (both sides, user + system)"
+cpu_per_gb mrc; cpu_per_gb mrc-offload
+
 echo "== loopback"
 $PERF --json >/dev/null 2>&1 &
 srv=$!
@@ -252,12 +302,24 @@ pairs = lambda a, b: [x / y for x, y in zip(rows[a], rows[b])]
 each = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
 lm, lb, dm, db = ("lossless", "mrc"), ("lossless", "udp-blast"), ("drop1", "mrc"), ("drop1", "udp-blast")
 print("\n== ratios")
+lo, do, lt = ("lossless", "mrc-offload"), ("drop1", "mrc-offload"), ("lossless", "udp-blast-train")
 print(f"fabric lossless: mrc / raw UDP blast = {statistics.median(pairs(lm, lb)):.2f} (target >= 0.8; per repetition "
       f"{each(pairs(lm, lb))}); from 64 MiB of memory: {g('lossless','mrc-64m')/g('lossless','udp-blast'):.2f}")
+print(f"fabric lossless, trains: mrc-offload / per-packet blast = {statistics.median(pairs(lo, lb)):.2f} (target >= 1.5; "
+      f"per repetition {each(pairs(lo, lb))}); / iperf3 TCP = {g(*lo)/g('lossless','tcp'):.2f} (target >= 1.0); "
+      f"/ the blast in trains = {statistics.median(pairs(lo, lt)):.2f}")
 print(f"1% drop: mrc keeps {statistics.median(pairs(dm, lm)):.2f} of its lossless goodput (target >= 0.9; per repetition "
-      f"{each(pairs(dm, lm))}); the blast keeps {statistics.median(pairs(db, lb)):.2f}")
+      f"{each(pairs(dm, lm))}), mrc-offload {statistics.median(pairs(do, lo)):.2f} ({each(pairs(do, lo))}; a switch drops a whole train at once); "
+      f"the blast keeps {statistics.median(pairs(db, lb)):.2f}")
+print(f"trains cut at the hosts' links: mrc-offload {g('per-packet-fabric','mrc-offload'):.2f} Gbit/s = "
+      f"{g('per-packet-fabric','mrc-offload')/g(*lb):.2f} x the per-packet blast; blast in trains "
+      f"{g('per-packet-fabric','udp-blast-train'):.2f}; at 1% drop per packet mrc-offload keeps "
+      f"{statistics.median(pairs(('per-packet-drop1','mrc-offload'), ('per-packet-fabric','mrc-offload'))):.2f} (target >= 0.9; "
+      f"per repetition {each(pairs(('per-packet-drop1','mrc-offload'), ('per-packet-fabric','mrc-offload')))})")
+print(f"CPU seconds per GB moved, both sides: {g('cpu','mrc-s-per-gb'):.3f} datagram by datagram, "
+      f"{g('cpu','mrc-offload-s-per-gb'):.3f} in trains")
 print(f"1% drop: mrc / TCP = {g('drop1','mrc')/g('drop1','tcp'):.1f}x with 64 KB super-packets, {g('drop1','mrc')/g('drop1','tcp-mtu'):.1f}x with MTU-sized TCP packets, {g('drop1','mrc')/g('drop1','tcp-cubic'):.1f}x against MTU-sized CUBIC (target >= 3x); mrc / MPTCP = {g('drop1','mrc')/g('drop1','mptcp'):.1f}x")
-print(f"loopback: mrc / iperf3 TCP = {g('loopback','mrc')/g('loopback','tcp'):.2f} (target >= 0.5)")
+print(f"loopback: mrc / iperf3 TCP = {g('loopback','mrc')/g('loopback','tcp'):.2f} (target >= 1.5)")
 print("note: TCP over veth moves 64 KB super-packets that no hop segments, so its lossless figure is not a per-packet ceiling")
 print(f"(mrc and blast: medians of {len(rows[lm])} back-to-back repetitions; nproc {os.cpu_count()}, load {open('/proc/loadavg').read().split()[0]})")
 EOF

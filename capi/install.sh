@@ -47,6 +47,8 @@ install -m 0644 "$here"/include/mrc.h "$here"/include/mrc_api_ver.h "$here"/incl
 install -m 0755 "$from/libmrc_capi.so" "$lib/libmrc.so.$version"
 ln -sf "libmrc.so.$version" "$lib/libmrc.so.1"
 ln -sf libmrc.so.1 "$lib/libmrc.so"
+# OCP's example makefiles (examples/benchmark) link $(MRC_LIB_DIR)/lib_mrc.so by path.
+ln -sf libmrc.so.1 "$lib/lib_mrc.so"
 install -m 0644 "$from/libmrc_capi.a" "$lib/libmrc.a"
 requires=""
 if pkg-config --exists libibverbs 2>/dev/null; then requires="Requires: libibverbs"; fi

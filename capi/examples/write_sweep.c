@@ -2,7 +2,7 @@
  *
  * The program forks: the parent writes, the child is written to. Each process opens the first verbs device
  * (mrc-verbs-shim, preloaded), creates an MRC context, CQ and QP, registers a buffer with ibv_reg_mr and
- * sends its QP number, LID, GID 0, buffer address and rkey to the other over a socket pair. Then, for every
+ * sends its QP number, GID 0, buffer address and rkey to the other over a socket pair (the GID finds the peer). Then, for every
  * size of the sweep, the writer WRITEs one pattern into the first half of the peer's buffer, waits for its
  * completion, and WRITEs-with-immediate (imm = the size) a second pattern into the second half; the target
  * waits for the immediate's receive completion and checks every byte of both halves before it answers.
@@ -38,7 +38,6 @@ static const char *role = "write_sweep";
 
 struct peer_info {
 	uint32_t qpn;
-	uint16_t lid;
 	union ibv_gid gid;
 	uint64_t addr;
 	uint32_t rkey;
@@ -93,7 +92,9 @@ static void setup(struct side *s, size_t len)
 	s->mr = ibv_reg_mr(s->pd, s->buf, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
 	if (!s->mr)
 		DIE("ibv_reg_mr");
-	s->m = mrc_create_context(s->vctx, NULL);
+	/* As OCP's mrc_example: the protocol version where the API version goes (libmrc takes it as current). */
+	struct mrc_context_attr ca = { .mrc_api_version_used = MRC_PROTOCOL_VERSION_1 };
+	s->m = mrc_create_context(s->vctx, &ca);
 	if (!s->m)
 		DIE("mrc_create_context");
 	s->cq = mrc_create_cq(s->m, 256, NULL, NULL, 0);
@@ -114,9 +115,10 @@ static void setup(struct side *s, size_t len)
 
 static void connect_qp(struct side *s, const struct peer_info *p, uint32_t my_qpn)
 {
-	struct ibv_qp_attr va = { .qp_state = IBV_QPS_INIT, .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
+	/* IBV_QP_PORT at INIT, as OCP's mrc_example passes it (accepted and ignored: MRC QPs use every plane). */
+	struct ibv_qp_attr va = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
 	struct mrc_qp_attr ma = { 0 };
-	int rc = mrc_modify_qp(s->qp, &va, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS, &ma, 0);
+	int rc = mrc_modify_qp(s->qp, &va, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, &ma, 0);
 	if (rc) {
 		errno = rc;
 		DIE("mrc_modify_qp INIT");
@@ -128,7 +130,7 @@ static void connect_qp(struct side *s, const struct peer_info *p, uint32_t my_qp
 	va.rq_psn = 0;
 	va.ah_attr.is_global = 1;
 	va.ah_attr.port_num = 1;
-	va.ah_attr.dlid = p->lid;
+	/* RoCE style: the GID finds the peer; dlid stays 0. */
 	va.ah_attr.grh.dgid = p->gid;
 	ma.mpr.mpr_dest = 8;
 	ma.wimm.max_wimm_dest = 128;
@@ -142,13 +144,17 @@ static void connect_qp(struct side *s, const struct peer_info *p, uint32_t my_qp
 	memset(&ma, 0, sizeof(ma));
 	va.qp_state = IBV_QPS_RTS;
 	va.sq_psn = 0;
+	/* OCP's mrc_example RTS values (retry counts beyond verbs' 3 bits): accepted and ignored, the MRC ones rule. */
+	va.timeout = 7;
+	va.retry_cnt = 14;
+	va.rnr_retry = 14;
 	ma.timeout = 14;
 	ma.retry.linear_cnt = 7;
 	ma.retry.exp_cnt = 25;
 	ma.mpr.mpr = 8;
 	ma.wimm.max_wimm = 128;
-	rc = mrc_modify_qp(s->qp, &va, IBV_QP_STATE | IBV_QP_SQ_PSN, &ma,
-			   MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT | MRC_QP_MPR | MRC_QP_MAX_WIMM);
+	rc = mrc_modify_qp(s->qp, &va, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY,
+			   &ma, MRC_QP_TIMEOUT | MRC_QP_RETRY_CNT | MRC_QP_MPR | MRC_QP_MAX_WIMM);
 	if (rc) {
 		errno = rc;
 		DIE("mrc_modify_qp RTS");
@@ -215,10 +221,7 @@ static int run(int fd, int writer, size_t max)
 	uint32_t qpn = 0;
 	if (mrc_get_qpn(s.qp, &qpn))
 		DIE("mrc_get_qpn");
-	struct ibv_port_attr pa;
-	if (ibv_query_port(s.vctx, 1, &pa))
-		DIE("ibv_query_port");
-	struct peer_info me = { .qpn = qpn, .lid = pa.lid, .addr = (uintptr_t)s.buf, .rkey = s.mr->rkey }, peer;
+	struct peer_info me = { .qpn = qpn, .addr = (uintptr_t)s.buf, .rkey = s.mr->rkey }, peer;
 	if (ibv_query_gid(s.vctx, 1, 0, &me.gid))
 		DIE("ibv_query_gid");
 	xfer(fd, &me, sizeof(me), 1);

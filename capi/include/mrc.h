@@ -208,9 +208,10 @@ int mrc_query_qp(struct mrc_qp *qp, struct ibv_qp_attr *vattr, int vattr_mask, s
 		 int mrc_attr_mask, struct mrc_qp_init_attr *init_attr);
 
 /* Moves a QP through RESET -> INIT -> RTR -> RTS (and to ERR or RESET) with verbs and MRC attributes.
- * Not taken (EINVAL): IBV_QP_PORT, IBV_QP_TIMEOUT and IBV_QP_RETRY_CNT (use the MRC ones), IBV_QP_RNR_RETRY,
- * IBV_QP_MIN_RNR_TIMER, IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_MAX_DEST_RD_ATOMIC, IBV_QP_ALT_PATH and
- * IBV_QP_PATH_MIG_STATE. The source GID of IBV_QP_AV is the device's GID 0. Like ibv_modify_qp. */
+ * Accepted where verbs allows them and ignored, named once in the log: IBV_QP_PORT (must be 1), IBV_QP_TIMEOUT
+ * and IBV_QP_RETRY_CNT (the MRC ones rule), IBV_QP_RNR_RETRY, IBV_QP_MIN_RNR_TIMER, IBV_QP_MAX_QP_RD_ATOMIC,
+ * IBV_QP_MAX_DEST_RD_ATOMIC. Not taken (EINVAL): IBV_QP_ALT_PATH, IBV_QP_PATH_MIG_STATE. The peer is found by
+ * the GID of IBV_QP_AV (dlid optional); the source GID is the device's GID 0. Like ibv_modify_qp. */
 int mrc_modify_qp(struct mrc_qp *qp, struct ibv_qp_attr *vattr, int vattr_mask, struct mrc_qp_attr *mrc_attr,
 		  int mrc_attr_mask);
 

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use crate::abi::*;
 use crate::bridge;
 use crate::device::{self, Device};
-use crate::ffi::{self, Error, minus_one, non_null};
+use crate::ffi::{Error, FFI, non_null};
+use crate::log::log_once;
 use crate::registry::{self, Kind, Object, Users};
 
 /// An MRC context: one program's handle on one MRC device, parent of its CQs, channels, hints and QPs.
@@ -82,7 +83,7 @@ pub unsafe extern "C" fn mrc_query_version(
     vendor_version: *mut u32,
     last_supported_vendor_version: *mut u32,
 ) {
-    ffi::void("mrc_query_version", || {
+    FFI.void("mrc_query_version", || {
         write_out(current_version, MRC_API_CURRENT_VERSION);
         // mrc_query_device keeps the 1.0.0 meaning, so 1.0.0 programs are still served.
         write_out(last_supported_version, mrc_api_ver(1, 0, 0));
@@ -136,7 +137,7 @@ pub unsafe extern "C" fn mrc_query_device(
     attr: *mut mrc_device_attr,
     supported: *mut c_int,
 ) -> c_int {
-    minus_one("mrc_query_device", || {
+    FFI.minus_one("mrc_query_device", || {
         query_device(context, None, attr, supported)
     })
 }
@@ -149,7 +150,7 @@ pub unsafe extern "C" fn mrc_query_device_ex(
     attr: *mut mrc_device_attr,
     supported: *mut c_int,
 ) -> c_int {
-    minus_one("mrc_query_device_ex", || {
+    FFI.minus_one("mrc_query_device_ex", || {
         let m = if mcontext.is_null() {
             None
         } else {
@@ -165,7 +166,7 @@ pub unsafe extern "C" fn mrc_create_context(
     vcontext: *mut ibv_context,
     context_attr: *mut mrc_context_attr,
 ) -> *mut mrc_context {
-    ffi::ptr("mrc_create_context", || {
+    FFI.ptr("mrc_create_context", || {
         non_null(vcontext, "vcontext")?;
         let attr = if context_attr.is_null() {
             mrc_context_attr::default()
@@ -173,7 +174,21 @@ pub unsafe extern "C" fn mrc_create_context(
             // SAFETY: non-NULL, and the header's contract makes it a readable `mrc_context_attr`.
             unsafe { context_attr.read() }
         };
-        let v = attr.mrc_api_version_used;
+        let mut v = attr.mrc_api_version_used;
+        if v == MRC_PROTOCOL_VERSION_1 {
+            // OCP's mrc_example passes the protocol version here: 1 would read as API 0.0.1, which no
+            // library implements. Taken as the current API.
+            log_once!(
+                "mrc_api_version_used=MRC_PROTOCOL_VERSION_1",
+                Warn,
+                "mrc_create_context: mrc_api_version_used 1 is MRC_PROTOCOL_VERSION_1, not an MRC_API_VER(); \
+                 taken as the current API {}.{}.{}",
+                MRC_API_CURRENT_VERSION >> 24,
+                (MRC_API_CURRENT_VERSION >> 16) & 0xff,
+                MRC_API_CURRENT_VERSION & 0xffff
+            );
+            v = MRC_API_CURRENT_VERSION;
+        }
         if v != 0 && !(mrc_api_ver(1, 0, 0)..=MRC_API_CURRENT_VERSION).contains(&v) {
             return Err(Error::inval(format!(
                 "mrc_api_version_used {}.{}.{} is not one libmrc implements (1.0.0 to 1.0.1)",
@@ -219,7 +234,7 @@ pub unsafe extern "C" fn mrc_create_context(
 /// Frees a context; `EBUSY` while objects remain on it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_destroy_context(mrc_ctx: *mut mrc_context) -> c_int {
-    minus_one("mrc_destroy_context", || {
+    FFI.minus_one("mrc_destroy_context", || {
         // SAFETY: the caller does not use the context while destroying it.
         let c = unsafe {
             registry::destroy(mrc_ctx, "mrc_ctx", |c: &mrc_context| {
@@ -241,7 +256,7 @@ pub unsafe extern "C" fn mrc_get_async_event(
     mrc_ctx: *mut mrc_context,
     event: *mut mrc_async_event,
 ) -> c_int {
-    minus_one("mrc_get_async_event", || {
+    FFI.minus_one("mrc_get_async_event", || {
         let c = context(mrc_ctx)?;
         non_null(event, "event")?;
         let e = c.sink.get()?;
@@ -253,7 +268,7 @@ pub unsafe extern "C" fn mrc_get_async_event(
 /// Acknowledges an event (events hold no resources in libmrc; checks the argument only).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_ack_async_event(event: *mut mrc_async_event) {
-    ffi::void("mrc_ack_async_event", || non_null(event, "event"))
+    FFI.void("mrc_ack_async_event", || non_null(event, "event").map(drop))
 }
 
 /// A context on a made-up device (no verbs context, no shim), for unit tests of the objects below it.

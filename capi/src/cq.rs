@@ -17,7 +17,7 @@ use std::sync::{Condvar, Mutex};
 use crate::abi::*;
 use crate::context::{context, eventfd, mrc_context};
 use crate::device::limits;
-use crate::ffi::{self, Error, errno_value, minus_one, non_null};
+use crate::ffi::{Error, FFI, non_null};
 use crate::registry::{self, Kind, Object, Users};
 use crate::transport;
 
@@ -242,7 +242,7 @@ pub unsafe extern "C" fn mrc_create_comp_channel(
     mrc_ctx: *mut mrc_context,
     channel: *mut *mut mrc_comp_channel,
 ) -> c_int {
-    minus_one("mrc_create_comp_channel", || {
+    FFI.minus_one("mrc_create_comp_channel", || {
         let c = context(mrc_ctx)?;
         non_null(channel, "channel")?;
         let fd = eventfd()?;
@@ -271,7 +271,7 @@ pub unsafe extern "C" fn mrc_get_comp_channel_fd(
     channel: *mut mrc_comp_channel,
     fd: *mut c_int,
 ) -> c_int {
-    minus_one("mrc_get_comp_channel_fd", || {
+    FFI.minus_one("mrc_get_comp_channel_fd", || {
         // SAFETY: checked against the registry.
         let ch = unsafe { registry::get(channel, "channel") }?;
         non_null(fd, "fd")?;
@@ -284,7 +284,7 @@ pub unsafe extern "C" fn mrc_get_comp_channel_fd(
 /// Destroys a channel; `EBUSY` while CQs use it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_destroy_comp_channel(channel: *mut mrc_comp_channel) -> c_int {
-    errno_value("mrc_destroy_comp_channel", || {
+    FFI.errno_value("mrc_destroy_comp_channel", || {
         // SAFETY: the caller does not use the channel while destroying it.
         let ch = unsafe {
             registry::destroy(channel, "channel", |ch: &mrc_comp_channel| {
@@ -373,7 +373,7 @@ pub unsafe extern "C" fn mrc_create_cq(
     channel: *mut mrc_comp_channel,
     comp_vector: c_int,
 ) -> *mut mrc_cq {
-    ffi::ptr("mrc_create_cq", || {
+    FFI.ptr("mrc_create_cq", || {
         create(mrc_ctx, cqe, cq_context, channel, comp_vector, CqKind::Work)
     })
 }
@@ -387,7 +387,7 @@ pub unsafe extern "C" fn mrc_ctl_create_ev_event_cq(
     channel: *mut mrc_comp_channel,
     comp_vector: c_int,
 ) -> *mut mrc_cq {
-    ffi::ptr("mrc_ctl_create_ev_event_cq", || {
+    FFI.ptr("mrc_ctl_create_ev_event_cq", || {
         create(
             mrc_ctx,
             cqe,
@@ -406,7 +406,7 @@ pub unsafe extern "C" fn mrc_poll_cq(
     num_entries: c_int,
     wc: *mut ibv_wc,
 ) -> c_int {
-    ffi::count("mrc_poll_cq", || {
+    FFI.count("mrc_poll_cq", || {
         let q = crate::cq::cq(cq, "cq")?;
         if q.kind != CqKind::Work {
             return Err(Error::inval(
@@ -428,7 +428,7 @@ pub unsafe extern "C" fn mrc_poll_cq(
 /// Destroys a CQ; `EBUSY` while QPs use it; waits until its events are acknowledged.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_destroy_cq(cq: *mut mrc_cq) -> c_int {
-    errno_value("mrc_destroy_cq", || {
+    FFI.errno_value("mrc_destroy_cq", || {
         // Wait for acknowledgements first (outside the registry lock), as verbs does.
         {
             let q = crate::cq::cq(cq, "cq")?;
@@ -468,7 +468,7 @@ pub unsafe extern "C" fn mrc_destroy_cq(cq: *mut mrc_cq) -> c_int {
 /// Arms a CQ for one event on its channel.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_req_notify_cq(cq: *mut mrc_cq, solicited_only: c_int) -> c_int {
-    errno_value("mrc_req_notify_cq", || {
+    FFI.errno_value("mrc_req_notify_cq", || {
         let q = crate::cq::cq(cq, "cq")?;
         q.events.lock().unwrap_or_else(|p| p.into_inner()).armed = Some(solicited_only != 0);
         if !q.vcq.is_null() {
@@ -486,7 +486,7 @@ pub unsafe extern "C" fn mrc_get_cq_event(
     cq: *mut *mut mrc_cq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
-    minus_one("mrc_get_cq_event", || {
+    FFI.minus_one("mrc_get_cq_event", || {
         // SAFETY: checked against the registry.
         let ch = unsafe { registry::get(channel, "channel") }?;
         non_null(cq, "cq")?;
@@ -519,7 +519,7 @@ pub unsafe extern "C" fn mrc_get_cq_event(
 /// Acknowledges events taken with `mrc_get_cq_event`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_ack_cq_events(cq: *mut mrc_cq, nevents: c_uint) {
-    ffi::void("mrc_ack_cq_events", || {
+    FFI.void("mrc_ack_cq_events", || {
         let q = crate::cq::cq(cq, "cq")?;
         let mut e = q.events.lock().unwrap_or_else(|p| p.into_inner());
         let n = u64::from(nevents);

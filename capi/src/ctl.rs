@@ -14,7 +14,7 @@ use crate::abi::*;
 use crate::context::{context, device_of, mrc_context};
 use crate::cq::{CqKind, cq, mrc_cq};
 use crate::device::{Device, limits};
-use crate::ffi::{self, Error, minus_one, non_null};
+use crate::ffi::{Error, FFI, non_null};
 use crate::transport;
 
 /// The kinds of profile a QP refers to.
@@ -1294,7 +1294,7 @@ pub unsafe extern "C" fn mrc_ctl_query_device(
     context: *mut ibv_context,
     ctl_attr: *mut mrc_ctl_device_attr,
 ) -> c_int {
-    minus_one("mrc_ctl_query_device", || {
+    FFI.minus_one("mrc_ctl_query_device", || {
         non_null(context, "context")?;
         non_null(ctl_attr, "ctl_attr")?;
         let d = device_of(context).ok_or_else(|| {
@@ -1317,7 +1317,7 @@ pub unsafe extern "C" fn mrc_ctl_query_device_ex(
     ctl_attr: *mut mrc_ctl_device_attr,
     supported: *mut c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_query_device_ex", || {
+    FFI.minus_one("mrc_ctl_query_device_ex", || {
         non_null(context, "context")?;
         non_null(ctl_attr, "ctl_attr")?;
         non_null(supported, "supported")?;
@@ -1352,7 +1352,7 @@ pub unsafe extern "C" fn mrc_ctl_query_version(
     vendor_version: *mut u32,
     last_supported_vendor_version: *mut u32,
 ) {
-    ffi::void("mrc_ctl_query_version", || {
+    FFI.void("mrc_ctl_query_version", || {
         for (p, v) in [
             (current_version, MRC_CTL_API_CURRENT_VERSION),
             (last_supported_version, mrc_api_ver(1, 0, 0)),
@@ -1379,7 +1379,7 @@ pub unsafe extern "C" fn mrc_ctl_query_port(
     attr: *mut mrc_ctl_port_attr,
     attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_query_port", || {
+    FFI.minus_one("mrc_ctl_query_port", || {
         let c = context(mctx)?;
         non_null(attr, "attr")?;
         check_mask("attr_mask", attr_mask, MRC_CTL_PORT_ADMIN_STATE)?;
@@ -1401,7 +1401,7 @@ pub unsafe extern "C" fn mrc_ctl_modify_port(
     attr: *mut mrc_ctl_port_attr,
     attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_modify_port", || {
+    FFI.minus_one("mrc_ctl_modify_port", || {
         let c = context(mctx)?;
         non_null(attr, "attr")?;
         check_mask("attr_mask", attr_mask, MRC_CTL_PORT_ADMIN_STATE)?;
@@ -1432,7 +1432,7 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_fmt_profile(
     attr: *mut mrc_ctl_ev_fmt_profile_attr,
     attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_modify_ev_fmt_profile", || {
+    FFI.minus_one("mrc_ctl_modify_ev_fmt_profile", || {
         let c = context(mctx)?;
         non_null(attr, "attr")?;
         // SAFETY: non-NULL writable struct (the header's contract).
@@ -1461,7 +1461,7 @@ pub unsafe extern "C" fn mrc_ctl_query_ev_fmt_profile(
     attr: *mut mrc_ctl_ev_fmt_profile_attr,
     attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_query_ev_fmt_profile", || {
+    FFI.minus_one("mrc_ctl_query_ev_fmt_profile", || {
         let c = context(mctx)?;
         non_null(attr, "attr")?;
         // SAFETY: non-NULL writable struct (the header's contract).
@@ -1539,7 +1539,7 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_profile(
     attr: *mut mrc_ctl_ev_profile_attr,
     attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_modify_ev_profile", || {
+    FFI.minus_one("mrc_ctl_modify_ev_profile", || {
         let c = context(mctx)?;
         non_null(attr, "attr")?;
         // SAFETY: non-NULL writable struct (the header's contract).
@@ -1562,7 +1562,7 @@ pub unsafe extern "C" fn mrc_ctl_query_ev_profile(
     attr: *mut mrc_ctl_ev_profile_attr,
     attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_query_ev_profile", || {
+    FFI.minus_one("mrc_ctl_query_ev_profile", || {
         let c = context(mctx)?;
         non_null(attr, "attr")?;
         // SAFETY: non-NULL writable struct (the header's contract).
@@ -1589,7 +1589,7 @@ pub unsafe extern "C" fn mrc_ctl_modify_cc_profile(
     attr: *mut mrc_ctl_cc_profile_attr,
     attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_modify_cc_profile", || {
+    FFI.minus_one("mrc_ctl_modify_cc_profile", || {
         let c = context(mctx)?;
         non_null(attr, "attr")?;
         // SAFETY: non-NULL readable struct (the header's contract).
@@ -1621,7 +1621,7 @@ pub unsafe extern "C" fn mrc_ctl_query_cc_profile(
     attr: *mut mrc_ctl_cc_profile_attr,
     attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_query_cc_profile", || {
+    FFI.minus_one("mrc_ctl_query_cc_profile", || {
         let c = context(mctx)?;
         non_null(attr, "attr")?;
         // SAFETY: non-NULL writable struct (the header's contract).
@@ -1653,7 +1653,7 @@ pub unsafe extern "C" fn mrc_ctl_poll_ev_event(
     num_entries: c_int,
     ev_event: *mut mrc_ctl_ev_event,
 ) -> c_int {
-    ffi::neg_errno("mrc_ctl_poll_ev_event", || {
+    FFI.neg_errno("mrc_ctl_poll_ev_event", || {
         let q = cq(ev_cq, "ev_cq")?;
         if q.kind != CqKind::EvEvents {
             return Err(Error::inval(
@@ -1690,7 +1690,7 @@ pub unsafe extern "C" fn mrc_ctl_ep_batch_send_wait(
     rsp: *mut mrc_ctl_ep_rsp,
     num_rsp: *mut c_int,
 ) -> c_int {
-    minus_one("mrc_ctl_ep_batch_send_wait", || {
+    FFI.minus_one("mrc_ctl_ep_batch_send_wait", || {
         let c = context(mctx)?;
         non_null(num_rsp, "num_rsp")?;
         // SAFETY: non-NULL writable int (the header's contract).

@@ -23,7 +23,7 @@ use crate::abi::*;
 use crate::bridge;
 use crate::context::eventfd;
 use crate::device::Device;
-use crate::ffi::Error;
+use crate::ffi::{Error, FFI};
 
 /// `enum ibv_event_type` values libmrc reports (rdma-core's numbering).
 pub(crate) const IBV_EVENT_CQ_ERR: c_uint = 0;
@@ -239,7 +239,7 @@ fn run(dev: &Device, vctx: *mut ibv_context, fds: [c_int; 3]) {
         }
         // Inside the panic boundary: a panic is logged and the thread goes on (`EIO`); a failing bridge means the
         // verbs context is gone, and nothing more will come.
-        match crate::ffi::guard("libmrc-events", || drain(dev, vctx)) {
+        match FFI.guard("libmrc-events", || drain(dev, vctx)) {
             Ok(()) => {}
             Err(e) if e.errno == libc::EIO => {}
             Err(_) => return,

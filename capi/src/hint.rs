@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use crate::abi::*;
 use crate::context::{context, mrc_context};
 use crate::device::limits;
-use crate::ffi::{self, Error, minus_one, non_null};
+use crate::ffi::{Error, FFI, non_null};
 use crate::registry::{self, Kind, Object, Users};
 
 /// A QP hint.
@@ -111,7 +111,7 @@ pub unsafe extern "C" fn mrc_create_qp_hint(
     mrc_ctx: *mut mrc_context,
     init_attr: *mut mrc_qp_hint_init_attr,
 ) -> *mut mrc_qp_hint {
-    ffi::ptr("mrc_create_qp_hint", || {
+    FFI.ptr("mrc_create_qp_hint", || {
         let c = context(mrc_ctx)?;
         non_null(init_attr, "init_attr")?;
         // SAFETY: non-NULL; the header makes it a readable `mrc_qp_hint_init_attr`.
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn mrc_create_qp_hint(
 /// Destroys a QP hint; `EBUSY` while QPs use it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_destroy_qp_hint(qp_hint: *mut mrc_qp_hint) -> c_int {
-    minus_one("mrc_destroy_qp_hint", || {
+    FFI.minus_one("mrc_destroy_qp_hint", || {
         // SAFETY: the caller does not use the hint while destroying it.
         let h = unsafe {
             registry::destroy(qp_hint, "qp_hint", |h: &mrc_qp_hint| {
@@ -160,7 +160,7 @@ pub unsafe extern "C" fn mrc_query_qp_hint(
     qp_hint_attr: *mut mrc_qp_hint_attr,
     qp_hint_attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_query_qp_hint", || {
+    FFI.minus_one("mrc_query_qp_hint", || {
         let h = hint(qp_hint, "qp_hint")?;
         non_null(qp_hint_attr, "qp_hint_attr")?;
         check_mask(qp_hint_attr_mask)?;
@@ -191,7 +191,7 @@ pub unsafe extern "C" fn mrc_modify_qp_hint(
     qp_hint_attr: *mut mrc_qp_hint_attr,
     qp_hint_attr_mask: c_int,
 ) -> c_int {
-    minus_one("mrc_modify_qp_hint", || {
+    FFI.minus_one("mrc_modify_qp_hint", || {
         let h = hint(qp_hint, "qp_hint")?;
         non_null(qp_hint_attr, "qp_hint_attr")?;
         // SAFETY: non-NULL; the header makes it a readable `mrc_qp_hint_attr`.

@@ -3,8 +3,8 @@
 
 pub(crate) static LOG: mrc_ffi::log::Log = mrc_ffi::log::Log::new("libmrc", "MRC_CAPI_LOG");
 
-/// `log!(Warn, "...", args)`: one line if the level is enabled.
-macro_rules! log {
-    ($($arg:tt)*) => { mrc_ffi::log!(&$crate::log::LOG, $($arg)*) };
+/// `log_once!("key", Warn, "...", args)`: as `log!`, the first time for this key only.
+macro_rules! log_once {
+    ($($arg:tt)*) => { mrc_ffi::log_once!(&$crate::log::LOG, $($arg)*) };
 }
-pub(crate) use log;
+pub(crate) use log_once;

@@ -18,7 +18,7 @@ use crate::context::{context, mrc_context};
 use crate::cq::{CqKind, cq, mrc_cq};
 use crate::ctl::ProfileKind;
 use crate::device::{Device, limits};
-use crate::ffi::{self, Error, errno_value, minus_one, non_null};
+use crate::ffi::{Error, FFI, non_null};
 use crate::hint::{hint, mrc_qp_hint};
 use crate::registry::{self, Kind, Object};
 use crate::{bridge, transport};
@@ -32,17 +32,59 @@ const IBV_TAKEN: c_int = IBV_QP_STATE
     | IBV_QP_PATH_MTU
     | IBV_QP_RQ_PSN
     | IBV_QP_SQ_PSN
-    | IBV_QP_DEST_QPN;
+    | IBV_QP_DEST_QPN
+    | IBV_IGNORED_MASK;
 
-/// Verbs attributes the OCP API replaces or drops, with the reason for the log line.
-const IBV_REFUSED: [(c_int, &str); 13] = [
-    (IBV_QP_PORT, "IBV_QP_PORT (MRC QPs use every port)"),
-    (IBV_QP_TIMEOUT, "IBV_QP_TIMEOUT (use MRC_QP_TIMEOUT)"),
-    (IBV_QP_RETRY_CNT, "IBV_QP_RETRY_CNT (use MRC_QP_RETRY_CNT)"),
-    (IBV_QP_RNR_RETRY, "IBV_QP_RNR_RETRY"),
-    (IBV_QP_MIN_RNR_TIMER, "IBV_QP_MIN_RNR_TIMER"),
-    (IBV_QP_MAX_QP_RD_ATOMIC, "IBV_QP_MAX_QP_RD_ATOMIC"),
-    (IBV_QP_MAX_DEST_RD_ATOMIC, "IBV_QP_MAX_DEST_RD_ATOMIC"),
+/// Verbs attributes OCP's mrc.h lists as not supported, which its own examples (and verbs programs ported to the
+/// API) pass anyway: accepted at the transitions verbs allows them, without effect, and named once in the log.
+const IBV_IGNORED: [(c_int, &str, &str); 7] = [
+    (
+        IBV_QP_PORT,
+        "IBV_QP_PORT",
+        "an MRC QP uses every port (plane)",
+    ),
+    (
+        IBV_QP_TIMEOUT,
+        "IBV_QP_TIMEOUT",
+        "MRC_QP_TIMEOUT sets the ACK timeout",
+    ),
+    (
+        IBV_QP_RETRY_CNT,
+        "IBV_QP_RETRY_CNT",
+        "MRC_QP_RETRY_CNT sets the retries",
+    ),
+    (
+        IBV_QP_RNR_RETRY,
+        "IBV_QP_RNR_RETRY",
+        "receiver-not-ready NACKs count against MRC_QP_RETRY_CNT",
+    ),
+    (
+        IBV_QP_MIN_RNR_TIMER,
+        "IBV_QP_MIN_RNR_TIMER",
+        "the responder chooses its RNR delay",
+    ),
+    (
+        IBV_QP_MAX_QP_RD_ATOMIC,
+        "IBV_QP_MAX_QP_RD_ATOMIC",
+        "the send queue bounds the READs in flight",
+    ),
+    (
+        IBV_QP_MAX_DEST_RD_ATOMIC,
+        "IBV_QP_MAX_DEST_RD_ATOMIC",
+        "the responder takes every READ in the window",
+    ),
+];
+
+const IBV_IGNORED_MASK: c_int = IBV_QP_PORT
+    | IBV_QP_TIMEOUT
+    | IBV_QP_RETRY_CNT
+    | IBV_QP_RNR_RETRY
+    | IBV_QP_MIN_RNR_TIMER
+    | IBV_QP_MAX_QP_RD_ATOMIC
+    | IBV_QP_MAX_DEST_RD_ATOMIC;
+
+/// Verbs attributes the OCP API refuses, with the reason for the log line.
+const IBV_REFUSED: [(c_int, &str); 6] = [
     (IBV_QP_ALT_PATH, "IBV_QP_ALT_PATH"),
     (IBV_QP_PATH_MIG_STATE, "IBV_QP_PATH_MIG_STATE"),
     (IBV_QP_QKEY, "IBV_QP_QKEY (not an RC attribute)"),
@@ -50,6 +92,30 @@ const IBV_REFUSED: [(c_int, &str); 13] = [
     (IBV_QP_CAP, "IBV_QP_CAP (queues cannot be resized)"),
     (IBV_QP_RATE_LIMIT, "IBV_QP_RATE_LIMIT"),
 ];
+
+/// Names once per process each ignored verbs attribute in `vmask` (after a modify that took it).
+fn log_ignored(vmask: c_int, v: Option<&ibv_qp_attr>) {
+    let v = v.copied().unwrap_or_default();
+    for (bit, name, why) in IBV_IGNORED {
+        if vmask & bit == 0 {
+            continue;
+        }
+        let value = match bit {
+            IBV_QP_PORT => v.port_num,
+            IBV_QP_TIMEOUT => v.timeout,
+            IBV_QP_RETRY_CNT => v.retry_cnt,
+            IBV_QP_RNR_RETRY => v.rnr_retry,
+            IBV_QP_MIN_RNR_TIMER => v.min_rnr_timer,
+            IBV_QP_MAX_QP_RD_ATOMIC => v.max_rd_atomic,
+            _ => v.max_dest_rd_atomic,
+        };
+        crate::log::log_once!(
+            name,
+            Warn,
+            "mrc_modify_qp: {name} ({value}) accepted and ignored: {why} (OCP mrc.h: not supported)"
+        );
+    }
+}
 
 const MRC_ALL: c_int = MRC_QP_MAX_WIMM
     | MRC_QP_MAX_WIMM_DEST
@@ -73,6 +139,8 @@ const ACCESS_TAKEN: c_uint =
 /// `(required verbs, allowed verbs, allowed MRC)` for a transition, or `None` if it is not one.
 fn rules(from: c_uint, to: c_uint) -> Option<(c_int, c_int, c_int)> {
     const ANY: c_int = IBV_QP_STATE | IBV_QP_CUR_STATE;
+    const RTS_IGNORED: c_int =
+        IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
     Some(match (from, to) {
         (IBV_QPS_RESET, IBV_QPS_INIT) | (IBV_QPS_INIT, IBV_QPS_INIT) => (
             if from == IBV_QPS_RESET {
@@ -80,7 +148,7 @@ fn rules(from: c_uint, to: c_uint) -> Option<(c_int, c_int, c_int)> {
             } else {
                 0
             },
-            ANY | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
+            ANY | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT,
             MRC_QP_HINT
                 | MRC_QP_EV_PROFILE_ID
                 | MRC_QP_CC_PROFILE_ID
@@ -95,7 +163,9 @@ fn rules(from: c_uint, to: c_uint) -> Option<(c_int, c_int, c_int)> {
                 | IBV_QP_DEST_QPN
                 | IBV_QP_RQ_PSN
                 | IBV_QP_ACCESS_FLAGS
-                | IBV_QP_PKEY_INDEX,
+                | IBV_QP_PKEY_INDEX
+                | IBV_QP_MIN_RNR_TIMER
+                | IBV_QP_MAX_DEST_RD_ATOMIC,
             MRC_QP_MAX_WIMM_DEST
                 | MRC_QP_MPR_DEST
                 | MRC_QP_MAX_WIMM
@@ -105,7 +175,7 @@ fn rules(from: c_uint, to: c_uint) -> Option<(c_int, c_int, c_int)> {
         ),
         (IBV_QPS_RTR, IBV_QPS_RTS) => (
             IBV_QP_STATE | IBV_QP_SQ_PSN,
-            ANY | IBV_QP_SQ_PSN | IBV_QP_ACCESS_FLAGS,
+            ANY | IBV_QP_SQ_PSN | IBV_QP_ACCESS_FLAGS | RTS_IGNORED,
             MRC_QP_MAX_WIMM
                 | MRC_QP_MPR
                 | MRC_QP_RETRY_CNT
@@ -115,7 +185,7 @@ fn rules(from: c_uint, to: c_uint) -> Option<(c_int, c_int, c_int)> {
         ),
         (IBV_QPS_RTS, IBV_QPS_RTS) => (
             0,
-            ANY | IBV_QP_ACCESS_FLAGS,
+            ANY | IBV_QP_ACCESS_FLAGS | RTS_IGNORED,
             MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_RETRY_CNT | MRC_QP_TIMEOUT,
         ),
         (_, IBV_QPS_RESET) | (_, IBV_QPS_ERR) if from <= IBV_QPS_ERR => (IBV_QP_STATE, ANY, 0),
@@ -329,6 +399,12 @@ impl Settings {
             }
             next.access = v.qp_access_flags;
         }
+        if vmask & IBV_QP_PORT != 0 && v.port_num != 1 {
+            return Err(Error::inval(format!(
+                "port_num {} is not 1 (the device has one port)",
+                v.port_num
+            )));
+        }
         if vmask & IBV_QP_PKEY_INDEX != 0 && v.pkey_index != 0 {
             return Err(Error::inval(format!(
                 "pkey_index {} is not 0 (the port has one P_Key)",
@@ -339,8 +415,8 @@ impl Settings {
             let ah = v.ah_attr;
             if ah.is_global == 0 {
                 return Err(Error::inval(
-                    "ah_attr.is_global is 0: MRC peers are named by GID (grh.dgid = the peer's GID 0, dlid = its \
-                     LID)",
+                    "ah_attr.is_global is 0: MRC peers are found by GID (grh.dgid = the peer's GID 0; dlid \
+                     optional)",
                 ));
             }
             if ah.grh.sgid_index != 0 {
@@ -552,7 +628,7 @@ pub unsafe extern "C" fn mrc_create_qp(
     mrc_ctx: *mut mrc_context,
     mrc_qp_attr: *mut mrc_qp_init_attr,
 ) -> *mut mrc_qp {
-    ffi::ptr("mrc_create_qp", || {
+    FFI.ptr("mrc_create_qp", || {
         let c = context(mrc_ctx)?;
         non_null(mrc_qp_attr, "mrc_qp_attr")?;
         // SAFETY: non-NULL; the header makes it a readable and writable `mrc_qp_init_attr`.
@@ -650,7 +726,7 @@ pub unsafe extern "C" fn mrc_create_qp(
 /// Destroys a QP.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_destroy_qp(p: *mut mrc_qp) -> c_int {
-    errno_value("mrc_destroy_qp", || {
+    FFI.errno_value("mrc_destroy_qp", || {
         // SAFETY: the caller does not use the QP while destroying it.
         let q = unsafe { registry::destroy(p, "qp", |_| Ok(())) }?;
         let s = q.settings.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -699,7 +775,7 @@ pub unsafe extern "C" fn mrc_modify_qp(
     mrc_attr: *mut mrc_qp_attr,
     mrc_attr_mask: c_int,
 ) -> c_int {
-    errno_value("mrc_modify_qp", || {
+    FFI.errno_value("mrc_modify_qp", || {
         let q = qp(p)?;
         // SAFETY: NULL or readable structs (the header's contract).
         let (v, m) = unsafe { (vattr.as_ref(), mrc_attr.as_ref()) };
@@ -739,6 +815,7 @@ pub unsafe extern "C" fn mrc_modify_qp(
             hint_users(s.mrc.qp_hint, false);
         }
         *s = next;
+        log_ignored(vattr_mask, v);
         Ok(())
     })
 }
@@ -753,7 +830,7 @@ pub unsafe extern "C" fn mrc_query_qp(
     mrc_attr_mask: c_int,
     init_attr: *mut mrc_qp_init_attr,
 ) -> c_int {
-    errno_value("mrc_query_qp", || {
+    FFI.errno_value("mrc_query_qp", || {
         let q = qp(p)?;
         if vattr_mask != 0 {
             non_null(vattr, "vattr")?;
@@ -847,7 +924,7 @@ pub unsafe extern "C" fn mrc_query_qp(
 /// The QP number the peer names at RTR.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mrc_get_qpn(p: *mut mrc_qp, qpn: *mut u32) -> c_int {
-    minus_one("mrc_get_qpn", || {
+    FFI.minus_one("mrc_get_qpn", || {
         let q = qp(p)?;
         non_null(qpn, "qpn")?;
         // SAFETY: non-NULL writable u32 (the header's contract).
@@ -863,7 +940,7 @@ pub unsafe extern "C" fn mrc_post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    minus_one("mrc_post_recv", || {
+    FFI.minus_one("mrc_post_recv", || {
         let q = qp(p)?;
         non_null(bad_wr, "bad_wr")?;
         // SAFETY: non-NULL writable slot; set first so every failure names the first WR not posted.
@@ -889,7 +966,7 @@ pub unsafe extern "C" fn mrc_post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    errno_value("mrc_post_send", || {
+    FFI.errno_value("mrc_post_send", || {
         let q = qp(p)?;
         non_null(bad_wr, "bad_wr")?;
         // SAFETY: non-NULL writable slot; set first so every failure names the first WR not posted.
@@ -1052,6 +1129,50 @@ mod tests {
         assert!(env.0.values().all(|&n| n == 0), "{:?}", env.0);
     }
 
+    /// OCP's mrc_example: IBV_QP_PORT at INIT, the RTS mask with verbs' timeout, retry_cnt 14 and rnr_retry 14
+    /// (beyond verbs' 3-bit range). Taken; the verbs values change nothing (the MRC timers stay).
+    #[test]
+    fn the_ocp_example_masks_are_taken_and_their_verbs_timers_ignored() {
+        let mut s = Settings::default();
+        let mut env = Table::default();
+        let none = mrc_qp_attr::default();
+        let before = s.mrc;
+        let init = ibv_qp_attr {
+            port_num: 1,
+            qp_access_flags: IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+            ..state(IBV_QPS_INIT)
+        };
+        let init_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
+        to(&mut s, &mut env, init, init_mask, none, 0).unwrap();
+        to(
+            &mut s,
+            &mut env,
+            rtr(),
+            IBV_QP_STATE | IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_PATH_MTU,
+            none,
+            0,
+        )
+        .unwrap();
+        let rts = ibv_qp_attr {
+            timeout: 7,
+            retry_cnt: 14,
+            rnr_retry: 14,
+            ..state(IBV_QPS_RTS)
+        };
+        let rts_mask =
+            IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_TIMEOUT;
+        to(&mut s, &mut env, rts, rts_mask, none, 0).unwrap();
+        assert_eq!(s.state, IBV_QPS_RTS);
+        assert_eq!(
+            (s.mrc.timeout, s.mrc.retry.linear_cnt, s.mrc.retry.exp_cnt),
+            (
+                before.timeout,
+                before.retry.linear_cnt,
+                before.retry.exp_cnt
+            )
+        );
+    }
+
     #[test]
     fn wrong_steps_masks_and_values_change_nothing() {
         let mut s = Settings::default();
@@ -1074,18 +1195,28 @@ mod tests {
             ),
             (state(9), IBV_QP_STATE, none, 0, "not a valid transition"),
             (
-                state(IBV_QPS_INIT),
+                ibv_qp_attr {
+                    port_num: 2,
+                    ..state(IBV_QPS_INIT)
+                },
                 IBV_QP_STATE | IBV_QP_PORT,
                 none,
                 0,
-                "IBV_QP_PORT",
+                "port_num 2 is not 1",
             ),
             (
                 state(IBV_QPS_INIT),
                 IBV_QP_STATE | IBV_QP_TIMEOUT,
                 none,
                 0,
-                "use MRC_QP_TIMEOUT",
+                "bits 0x200 cannot be set on RESET -> INIT",
+            ),
+            (
+                state(IBV_QPS_INIT),
+                IBV_QP_STATE | IBV_QP_ALT_PATH,
+                none,
+                0,
+                "IBV_QP_ALT_PATH is not taken",
             ),
             (
                 state(IBV_QPS_INIT),

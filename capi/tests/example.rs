@@ -1,5 +1,7 @@
 //! `examples/write_sweep.c`, the C example: two processes through libmrc and the verbs shim (preloaded), RDMA
-//! WRITE and WRITE-with-immediate from 1 byte to 4 MiB (×4 steps), every byte checked by the target.
+//! WRITE and WRITE-with-immediate from 1 byte to 4 MiB (×4 steps), every byte checked by the target. It uses
+//! the API as OCP's mrc_example does: `MRC_PROTOCOL_VERSION_1` as the API version, `IBV_QP_PORT` at INIT, the
+//! peer by GID with `dlid` 0, RTS with verbs' timeout, retry_cnt and rnr_retry (14: beyond verbs' range).
 //! Run under `flock /tmp/mrc-net.lock` (real sockets).
 
 mod common;
@@ -25,4 +27,18 @@ fn write_sweep_example_passes() {
         size *= 4;
     }
     assert!(out.contains("PASS"), "{out}");
+    // What libmrc accepted and ignored is said once per process (writer and target).
+    for line in [
+        "mrc_create_context: mrc_api_version_used 1 is MRC_PROTOCOL_VERSION_1",
+        "mrc_modify_qp: IBV_QP_PORT (1) accepted and ignored",
+        "mrc_modify_qp: IBV_QP_TIMEOUT (7) accepted and ignored",
+        "mrc_modify_qp: IBV_QP_RETRY_CNT (14) accepted and ignored",
+        "mrc_modify_qp: IBV_QP_RNR_RETRY (14) accepted and ignored",
+    ] {
+        assert_eq!(
+            err.matches(line).count(),
+            2,
+            "{line:?} once per process in:\n{err}"
+        );
+    }
 }

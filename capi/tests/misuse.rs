@@ -31,7 +31,8 @@ fn misuse_from_c_fails_cleanly_and_the_objects_work() {
     for line in [
         "libmrc: mrc_create_context: vcontext is not an open MRC device",
         "libmrc: mrc_modify_qp: RESET -> RTR is not a valid transition (EINVAL)",
-        "libmrc: mrc_modify_qp: IBV_QP_PORT (MRC QPs use every port) is not taken by mrc_modify_qp (EINVAL)",
+        "libmrc: mrc_modify_qp: port_num 0 is not 1 (the device has one port) (EINVAL)",
+        "libmrc: mrc_modify_qp: IBV_QP_ALT_PATH is not taken by mrc_modify_qp (EINVAL)",
         "libmrc: mrc_destroy_cq: the CQ is still used by 1 object(s)",
         "libmrc: mrc_ctl_modify_ev_profile: 1 QP(s) use EV profile 1 (EBUSY)",
         "libmrc: mrc_ctl_ep_batch_send_wait: req[0].dgid: no connected QP of this device reaches that peer",

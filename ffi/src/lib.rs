@@ -1,7 +1,9 @@
 //! What MRC's C front ends share. Each front end is a shared library inside someone else's process (the verbs
 //! shim under `LD_PRELOAD`, libmrc under a program written to the OCP headers), so none installs a global
-//! logger: each has its own [`log::Log`], named by its prefix and its environment variable. Each checks the
+//! logger: each has its own [`log::Log`], named by its prefix and its environment variable. Each runs every
+//! entry point inside a [`boundary::Boundary`] (panics and errors become its C convention) and checks the
 //! pointers C callers hand back against its own [`registry::Registry`].
 
+pub mod boundary;
 pub mod log;
 pub mod registry;

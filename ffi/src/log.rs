@@ -3,7 +3,7 @@
 //! ignored.
 
 use std::io::Write;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// Severity, most severe first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -21,6 +21,8 @@ pub struct Log {
     prefix: &'static str,
     env: &'static str,
     level: OnceLock<u8>,
+    /// Keys of the messages [`first`](Self::first) has let through.
+    said: Mutex<Vec<&'static str>>,
 }
 
 impl Log {
@@ -30,7 +32,22 @@ impl Log {
             prefix,
             env,
             level: OnceLock::new(),
+            said: Mutex::new(Vec::new()),
         }
+    }
+
+    /// `true` the first time `key` is asked for, `false` after: for a message a process should see once (a
+    /// value that is accepted and ignored on every call).
+    pub fn first(&self, key: &'static str) -> bool {
+        let mut said = self
+            .said
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if said.contains(&key) {
+            return false;
+        }
+        said.push(key);
+        true
     }
 
     /// The variable that sets the level.
@@ -91,6 +108,17 @@ macro_rules! log {
     }};
 }
 
+/// `mrc_ffi::log_once!(&LOG, "key", Warn, "...", args)`: as [`log!`], for the first message with this key only.
+#[macro_export]
+macro_rules! log_once {
+    ($log:expr, $key:expr, $lvl:ident, $($arg:tt)*) => {{
+        let log: &$crate::log::Log = $log;
+        if log.enabled($crate::log::Level::$lvl) && log.first($key) {
+            log.write(format_args!($($arg)*));
+        }
+    }};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +132,13 @@ mod tests {
         assert_eq!(log.parse(Some("trace")), Ok(Level::Trace as u8));
         let e = log.parse(Some("loud")).unwrap_err();
         assert!(e.contains("MRC_TEST_LOG") && e.contains("warn"), "{e}");
+    }
+
+    #[test]
+    fn first_is_true_once_per_key() {
+        let log = Log::new("test", "MRC_TEST_LOG");
+        assert!(log.first("a"));
+        assert!(!log.first("a"));
+        assert!(log.first("b"));
     }
 }

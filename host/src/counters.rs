@@ -88,8 +88,8 @@ pub const JSON_VERSION: u32 = 1;
 
 pub(crate) fn host_values(s: &HostStats) -> (Values, Values) {
     let d = s.datapath;
-    let datapath = values!(d; tx_datagrams, tx_batches, tx_errors, tx_blocked, rx_datagrams, rx_oversize,
-        rx_trimmed, rx_unknown_source, unreachable, rx_host, rx_host_dropped, tx_host);
+    let datapath = values!(d; tx_datagrams, tx_batches, tx_errors, tx_blocked, tx_offload_refused,
+        rx_datagrams, rx_oversize, rx_trimmed, rx_unknown_source, unreachable, rx_host, rx_host_dropped, tx_host);
     let e = s.engine;
     let mut engine = values!(e; rx_datagrams, rx_truncated, rx_bad_version, rx_unknown_opcode, rx_bad_icrc,
         rx_malformed, rx_unknown_qp, rx_bad_pkey, rx_wrong_peer, rx_ep_requests, rx_bad_port_status,

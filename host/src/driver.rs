@@ -75,6 +75,8 @@ pub struct DatapathStats {
     pub tx_errors: u64,
     /// Times a plane's socket buffer was full.
     pub tx_blocked: u64,
+    /// Trains the kernel refused (the plane then sends datagram by datagram).
+    pub tx_offload_refused: u64,
     /// Datagrams received.
     pub rx_datagrams: u64,
     /// Received datagrams longer than `max_datagram` (dropped).
@@ -235,15 +237,18 @@ impl<P: PlaneIo> Datapath<P> {
         let zero_checksum = node.usid_block.is_some();
         let max_datagram = dp.max_datagram.max(256);
         let planes = node.plane_count();
+        let offload = io.offload();
+        // A coalesced receive holds up to 64 KiB of datagrams.
+        let rx_slot = if offload { 1 << 16 } else { max_datagram };
         Ok(Self {
             ep,
             plane_bits: EvConfig::with_planes(planes as u8, 1).plane_bits,
             node,
             tx: (0..planes)
-                .map(|_| TxBatch::new(BATCH, max_datagram))
+                .map(|_| TxBatch::new(BATCH, max_datagram).with_segmentation(offload))
                 .collect(),
             scratch: vec![0; max_datagram],
-            rx: RxBatch::new(RX_BATCH, max_datagram),
+            rx: RxBatch::new(RX_BATCH, rx_slot),
             io,
             planes,
             peers: Vec::new(),
@@ -540,7 +545,7 @@ impl<P: PlaneIo> Datapath<P> {
         for i in 0..n {
             let (payload, src, tc, cut) = self.rx.get(i);
             self.stats.rx_datagrams += 1;
-            if cut {
+            if cut || payload.len() > self.max_datagram {
                 self.stats.rx_oversize += 1;
                 continue;
             }
@@ -749,9 +754,17 @@ impl<P: PlaneIo> Datapath<P> {
                     self.blocked[plane] = true;
                     return Ok(());
                 }
+                Err(e)
+                    if self.tx[plane].message_len(0) > 1
+                        && matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EIO)) =>
+                {
+                    // The kernel refused a train (no segmentation where it goes): send datagrams one by one.
+                    self.stats.tx_offload_refused += 1;
+                    self.tx[plane].stop_segmentation();
+                }
                 Err(e) => {
-                    // The first datagram cannot go (e.g. no route after a link went down): drop it, retire its
-                    // path, go on with the rest.
+                    // The first message cannot go (e.g. no route after a link went down): drop it (one datagram,
+                    // or a train on one path), retire its path, go on with the rest.
                     self.stats.tx_errors += 1;
                     let se = SendError {
                         dest: self.tx[plane].dest(0),
@@ -759,7 +772,8 @@ impl<P: PlaneIo> Datapath<P> {
                         offender: None,
                         payload: self.tx[plane].payload(0).to_vec(),
                     };
-                    self.tx[plane].consume(1);
+                    let n = self.tx[plane].message_len(0);
+                    self.tx[plane].consume(n);
                     self.unreachable(plane, &se);
                 }
             }

@@ -33,7 +33,7 @@ pub enum HostError {
     /// The peer answered that no such listener exists (`ECONNREFUSED`).
     Refused,
     /// The peer did not answer in time (`ETIMEDOUT`).
-    Timeout(&'static str),
+    Timeout(String),
     /// The operation needs an extension this host or the peer lacks (`EOPNOTSUPP`).
     Unsupported(&'static str),
     /// The progress thread stopped on an error (`EIO`).

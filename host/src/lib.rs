@@ -29,6 +29,7 @@ mod error;
 mod host;
 pub mod mem_plane;
 pub mod memory;
+pub mod offload;
 pub mod plane;
 pub mod pmtu;
 mod share;
@@ -46,4 +47,5 @@ pub use host::{
 };
 pub use mem_plane::{MemFabric, MemPlanes};
 pub use memory::HostMemory;
+pub use offload::Offload;
 pub use plane::{PlaneIo, UdpPlanes};

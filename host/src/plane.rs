@@ -54,6 +54,10 @@ pub trait PlaneIo: Send + 'static {
     fn payload_mtu(&self) -> u32 {
         crate::pmtu::payload_for_link(crate::pmtu::FALLBACK_LINK_MTU)
     }
+    /// Whether the carrier takes segmented trains and hands over coalesced receives ([`crate::offload`]).
+    fn offload(&self) -> bool {
+        false
+    }
     /// Bytes the smallest plane's receive queue holds, when bounded: the host keeps its QPs' fixed windows
     /// within what its peer, configured alike, can queue.
     fn receive_buffer(&self) -> Option<usize> {
@@ -67,6 +71,7 @@ pub trait PlaneIo: Send + 'static {
 pub struct UdpPlanes {
     socks: Vec<PlaneSocket>,
     payload_mtu: u32,
+    offload: bool,
 }
 
 impl UdpPlanes {
@@ -81,7 +86,18 @@ impl UdpPlanes {
         Ok(Self {
             socks,
             payload_mtu: crate::pmtu::payload_mtu(node),
+            offload: false,
         })
+    }
+
+    /// Sends segmented trains and takes coalesced receives ([`crate::offload`]); the sockets must send with UDP
+    /// checksums (`bind` without `zero_checksum`).
+    pub fn with_offload(mut self) -> io::Result<Self> {
+        for s in &self.socks {
+            s.receive_trains()?;
+        }
+        self.offload = true;
+        Ok(self)
     }
 
     fn sock(&self, plane: usize) -> io::Result<&PlaneSocket> {
@@ -98,6 +114,10 @@ impl PlaneIo for UdpPlanes {
 
     fn payload_mtu(&self) -> u32 {
         self.payload_mtu
+    }
+
+    fn offload(&self) -> bool {
+        self.offload
     }
 
     fn receive_buffer(&self) -> Option<usize> {

@@ -77,6 +77,8 @@ fn host(capture: Option<CaptureConfig>) -> Host {
     let mut cfg = HostConfig::loopback(2);
     cfg.progress = ProgressMode::Manual;
     cfg.profile.mtu = 4096;
+    // Packet by packet over the planes, so a 16 KiB WRITE crosses both (trains would keep it on one EV).
+    cfg.profile.ev_burst = 1;
     cfg.capture = capture;
     Host::start(cfg).expect("loopback sockets")
 }

@@ -206,11 +206,9 @@ fn verbs_style_bring_up_and_completion_channel() {
         })
         .unwrap();
         assert_eq!(q.state(), QpState::Init);
+        // Found by GID alone, as RoCE does: no LID.
         q.modify(QpTransition::Rtr {
-            peer: PeerAddr {
-                plane0: l.gid0,
-                port: l.port,
-            },
+            peer: PeerAddr::from_verbs(l.gid, 0).unwrap(),
             remote_qpn: remote.qpn(),
             rq_psn: remote.psn(),
             mtu: 4096,

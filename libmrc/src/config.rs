@@ -136,6 +136,9 @@ pub struct QpConfig {
     pub pkey: u16,
     /// Whether to compute and check the ICRC (turn off only in simulations that carry no payload bytes).
     pub icrc: bool,
+    /// New packets sent on one EV before the next is picked (1..=64): 1 sprays packet by packet (MRC's way); a
+    /// software host that sends segmented trains of a few packets to one path sets a few (spec PATH-EV-6).
+    pub ev_burst: u8,
 }
 
 impl Default for QpConfig {
@@ -160,6 +163,7 @@ impl Default for QpConfig {
             rnr_delay: Duration::from_micros(50),
             pkey: crate::wire::DEFAULT_PKEY,
             icrc: true,
+            ev_burst: 1,
         }
     }
 }
@@ -173,6 +177,15 @@ impl QpConfig {
                 format!(
                     "{} payload bytes; use 64..=65000 (e.g. 4096 for a 4 KiB path MTU)",
                     self.mtu
+                ),
+            ));
+        }
+        if !(1..=64).contains(&self.ev_burst) {
+            return Err(ConfigError::new(
+                "qp.ev_burst",
+                format!(
+                    "{} packets per EV; use 1..=64 (1 sprays every packet on its own EV)",
+                    self.ev_burst
                 ),
             ));
         }

@@ -797,10 +797,14 @@ impl Endpoint {
                 let data = t.is_some_and(|t| t.class != TrafficClass::Control);
                 if data && qp.nothing_to_file() {
                     // A data packet changed nothing the endpoint files (no completion, event or earlier deadline)
-                    // and more data usually follows: back to the end of the ready queue. If there is none, the
-                    // next poll finds out.
+                    // and more data usually follows: back to the end of the ready queue, or to its front while
+                    // the QP is in a burst on one EV. If there is none, the next poll finds out.
                     self.slots[slot].queued = true;
-                    self.ready.push_back(slot);
+                    if qp.bursting() {
+                        self.ready.push_front(slot);
+                    } else {
+                        self.ready.push_back(slot);
+                    }
                 } else {
                     self.after_qp(slot, now);
                 }
@@ -904,6 +908,7 @@ impl Endpoint {
         let failed = std::mem::take(&mut qp.went_to_error);
         let deadline = qp.next_deadline();
         let wants = may_queue && qp.wants_transmit(now);
+        let bursting = qp.bursting();
         for change in changes {
             self.push_event(Event::EvChanged { qpn, change });
         }
@@ -924,7 +929,12 @@ impl Endpoint {
         }
         if wants && !m.queued {
             m.queued = true;
-            self.ready.push_back(slot);
+            // A QP in a burst on one EV goes first, so the burst leaves back to back (spec PATH-EV-6).
+            if bursting {
+                self.ready.push_front(slot);
+            } else {
+                self.ready.push_back(slot);
+            }
         }
     }
 

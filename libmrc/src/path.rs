@@ -412,6 +412,7 @@ pub struct PathSet {
     /// Largest smoothed RTT of any EV, ns, and which EV has it: the round trip an EV without a sample of its
     /// own may have.
     worst_delay: (u64, u16),
+
     /// Low EV bits that name the plane (for EVs put in by [`PathSet::replace_ev`]).
     plane_bits: u8,
 }
@@ -620,6 +621,17 @@ impl PathSet {
             }
         }
         None
+    }
+
+    /// Whether EV `idx` may carry the next packet: GOOD, on a plane that is up and whose port is ready.
+    pub fn can_send_on(&self, idx: u16, ports_ready: u32) -> bool {
+        let Some(ev) = self.evs.get(usize::from(idx)) else {
+            return false;
+        };
+        let p = usize::from(ev.plane);
+        ev.state == EvState::Good
+            && self.planes.get(p).is_some_and(|pl| pl.up())
+            && (p >= 32 || ports_ready >> p & 1 == 1)
     }
 
     /// Chooses an EV regardless of health (QP retries when nothing is usable): every non-denied EV in turn.

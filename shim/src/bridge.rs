@@ -19,7 +19,7 @@ use crate::abi::{
 };
 use crate::context::context;
 use crate::cq::Cq;
-use crate::ffi::{Error, guard};
+use crate::ffi::{Error, FFI};
 use crate::pd::pd;
 use crate::qp::Qp;
 use crate::registry;
@@ -197,7 +197,7 @@ fn errno_of(r: Result<(), Error>) -> c_int {
 }
 
 unsafe extern "C" fn context_info(ctx: *mut ibv_context, info: *mut MrcShimContextInfo) -> c_int {
-    errno_of(guard("mrc_shim_bridge.context_info", || {
+    errno_of(FFI.guard("mrc_shim_bridge.context_info", || {
         // "Is this an MRC device?" is a normal question for libmrc to ask: no log line for "no".
         let c = context(ctx).map_err(|e| Error::quiet(e.errno))?;
         if info.is_null() {
@@ -212,7 +212,7 @@ unsafe extern "C" fn context_info(ctx: *mut ibv_context, info: *mut MrcShimConte
             planes: u32::try_from(c.dev.cfg.node.planes.len()).unwrap_or(u32::MAX),
             usid: u32::from(c.dev.cfg.node.usid_block.is_some()),
             lid: c.lid(),
-            gid: c.dev.gid().raw,
+            gid: c.gid().raw,
             name,
         };
         // SAFETY: `info` is non-NULL and, by the bridge's contract, points at a writable `MrcShimContextInfo`.
@@ -222,7 +222,7 @@ unsafe extern "C" fn context_info(ctx: *mut ibv_context, info: *mut MrcShimConte
 }
 
 unsafe extern "C" fn context_hold(ctx: *mut ibv_context) -> c_int {
-    errno_of(guard("mrc_shim_bridge.context_hold", || {
+    errno_of(FFI.guard("mrc_shim_bridge.context_hold", || {
         let c = context(ctx)?;
         c.users.add();
         c.holds.add();
@@ -232,7 +232,7 @@ unsafe extern "C" fn context_hold(ctx: *mut ibv_context) -> c_int {
 }
 
 unsafe extern "C" fn context_release(ctx: *mut ibv_context) -> c_int {
-    errno_of(guard("mrc_shim_bridge.context_release", || {
+    errno_of(FFI.guard("mrc_shim_bridge.context_release", || {
         let c = context(ctx)?;
         c.holds.sub();
         c.users.sub();
@@ -242,7 +242,7 @@ unsafe extern "C" fn context_release(ctx: *mut ibv_context) -> c_int {
 }
 
 unsafe extern "C" fn pd_hold(p: *mut ibv_pd, ctx: *mut *mut ibv_context) -> c_int {
-    errno_of(guard("mrc_shim_bridge.pd_hold", || {
+    errno_of(FFI.guard("mrc_shim_bridge.pd_hold", || {
         let p = pd(p, "pd")?;
         if ctx.is_null() {
             return Err(Error::inval("ctx is NULL"));
@@ -256,7 +256,7 @@ unsafe extern "C" fn pd_hold(p: *mut ibv_pd, ctx: *mut *mut ibv_context) -> c_in
 }
 
 unsafe extern "C" fn pd_release(p: *mut ibv_pd) -> c_int {
-    errno_of(guard("mrc_shim_bridge.pd_release", || {
+    errno_of(FFI.guard("mrc_shim_bridge.pd_release", || {
         pd(p, "pd")?.users.sub();
         Ok(())
     }))
@@ -274,7 +274,7 @@ fn out_ptr<T>(p: *mut T, what: &str) -> Result<(), Error> {
 }
 
 unsafe extern "C" fn create_cq(ctx: *mut ibv_context, cqe: c_int, out: *mut *mut ibv_cq) -> c_int {
-    errno_of(guard("mrc_shim_bridge.create_cq", || {
+    errno_of(FFI.guard("mrc_shim_bridge.create_cq", || {
         out_ptr(out, "out")?;
         context(ctx)?;
         // SAFETY: a live context of ours; no channel.
@@ -317,7 +317,7 @@ unsafe extern "C" fn create_qp(
     sq_sig_all: c_int,
     out: *mut *mut ibv_qp,
 ) -> c_int {
-    errno_of(guard("mrc_shim_bridge.create_qp", || {
+    errno_of(FFI.guard("mrc_shim_bridge.create_qp", || {
         out_ptr(out, "out")?;
         out_ptr(cap, "cap")?;
         // SAFETY: non-NULL, readable and writable (the bridge's contract).
@@ -409,7 +409,7 @@ unsafe extern "C" fn qp_configure(
     active: u16,
     cc: *const MrcShimNscc,
 ) -> c_int {
-    errno_of(guard("mrc_shim_bridge.qp_configure", || {
+    errno_of(FFI.guard("mrc_shim_bridge.qp_configure", || {
         let (h, qpn) = qp_host(qp)?;
         let explicit = if n > 0 {
             out_ptr(evs.cast_mut(), "evs")?;
@@ -444,7 +444,7 @@ unsafe extern "C" fn qp_configure(
 }
 
 unsafe extern "C" fn ev_set_denied(qp: *mut ibv_qp, ev: u32, denied: c_int) -> c_int {
-    errno_of(guard("mrc_shim_bridge.ev_set_denied", || {
+    errno_of(FFI.guard("mrc_shim_bridge.ev_set_denied", || {
         let (h, qpn) = qp_host(qp)?;
         h.set_ev_denied(qpn, ev, denied != 0)
             .map_err(|e| host_err("denying an EV", e))
@@ -452,7 +452,7 @@ unsafe extern "C" fn ev_set_denied(qp: *mut ibv_qp, ev: u32, denied: c_int) -> c
 }
 
 unsafe extern "C" fn ev_sent(qp: *mut ibv_qp, ev: u32, sent: *mut u64) -> c_int {
-    errno_of(guard("mrc_shim_bridge.ev_sent", || {
+    errno_of(FFI.guard("mrc_shim_bridge.ev_sent", || {
         out_ptr(sent, "sent")?;
         let (h, qpn) = qp_host(qp)?;
         let n = h
@@ -483,7 +483,7 @@ unsafe extern "C" fn poll_ev_event(
     out: *mut MrcShimEvEvent,
     n: c_int,
 ) -> c_int {
-    count_of(guard("mrc_shim_bridge.poll_ev_event", || {
+    count_of(FFI.guard("mrc_shim_bridge.poll_ev_event", || {
         let h = context(ctx)?.host.host();
         let n = usize::try_from(n).map_err(|_| Error::inval("n is negative"))?;
         if n > 0 {
@@ -515,7 +515,7 @@ unsafe extern "C" fn probe_evs(
     timeout_ns: u64,
     rtt_ns: *mut u64,
 ) -> c_int {
-    errno_of(guard("mrc_shim_bridge.probe_evs", || {
+    errno_of(FFI.guard("mrc_shim_bridge.probe_evs", || {
         let (h, qpn) = qp_host(qp)?;
         if n == 0 {
             return Ok(());
@@ -539,7 +539,7 @@ unsafe extern "C" fn probe_evs(
 }
 
 unsafe extern "C" fn set_port(ctx: *mut ibv_context, plane: u8, up: c_int) -> c_int {
-    errno_of(guard("mrc_shim_bridge.set_port", || {
+    errno_of(FFI.guard("mrc_shim_bridge.set_port", || {
         context(ctx)?
             .host
             .host()
@@ -552,7 +552,7 @@ unsafe extern "C" fn create_comp_channel(
     ctx: *mut ibv_context,
     out: *mut *mut ibv_comp_channel,
 ) -> c_int {
-    errno_of(guard("mrc_shim_bridge.create_comp_channel", || {
+    errno_of(FFI.guard("mrc_shim_bridge.create_comp_channel", || {
         out_ptr(out, "out")?;
         context(ctx)?;
         // SAFETY: a live context of ours.
@@ -589,7 +589,7 @@ unsafe extern "C" fn create_cq_on(
     ch: *mut ibv_comp_channel,
     out: *mut *mut ibv_cq,
 ) -> c_int {
-    errno_of(guard("mrc_shim_bridge.create_cq_on", || {
+    errno_of(FFI.guard("mrc_shim_bridge.create_cq_on", || {
         out_ptr(out, "out")?;
         context(ctx)?;
         // SAFETY: the shim validates the context and channel.
@@ -622,7 +622,7 @@ unsafe extern "C" fn take_cq_event(
     timeout_ms: c_int,
     out: *mut *mut ibv_cq,
 ) -> c_int {
-    errno_of(guard("mrc_shim_bridge.take_cq_event", || {
+    errno_of(FFI.guard("mrc_shim_bridge.take_cq_event", || {
         out_ptr(out, "out")?;
         // SAFETY: the registry check makes sure `ch` is a live channel of ours.
         unsafe { registry::get::<crate::cq::Channel>(ch, "channel") }?;
@@ -656,7 +656,7 @@ unsafe extern "C" fn async_fds(
     bridge_fd: *mut c_int,
     verbs_fd: *mut c_int,
 ) -> c_int {
-    errno_of(guard("mrc_shim_bridge.async_fds", || {
+    errno_of(FFI.guard("mrc_shim_bridge.async_fds", || {
         out_ptr(bridge_fd, "bridge_fd")?;
         out_ptr(verbs_fd, "verbs_fd")?;
         let c = context(ctx)?;
@@ -674,7 +674,7 @@ unsafe extern "C" fn poll_async_event(
     out: *mut MrcShimAsyncEvent,
     n: c_int,
 ) -> c_int {
-    count_of(guard("mrc_shim_bridge.poll_async_event", || {
+    count_of(FFI.guard("mrc_shim_bridge.poll_async_event", || {
         let c = context(ctx)?;
         let n = usize::try_from(n).map_err(|_| Error::inval("n is negative"))?;
         if n > 0 {
@@ -700,7 +700,7 @@ unsafe extern "C" fn poll_async_event(
 }
 
 unsafe extern "C" fn ev_event_fd(ctx: *mut ibv_context, fd: *mut c_int) -> c_int {
-    errno_of(guard("mrc_shim_bridge.ev_event_fd", || {
+    errno_of(FFI.guard("mrc_shim_bridge.ev_event_fd", || {
         out_ptr(fd, "fd")?;
         let f = context(ctx)?
             .host
@@ -714,7 +714,7 @@ unsafe extern "C" fn ev_event_fd(ctx: *mut ibv_context, fd: *mut c_int) -> c_int
 }
 
 unsafe extern "C" fn ev_events_dropped(ctx: *mut ibv_context, n: *mut u64) -> c_int {
-    errno_of(guard("mrc_shim_bridge.ev_events_dropped", || {
+    errno_of(FFI.guard("mrc_shim_bridge.ev_events_dropped", || {
         out_ptr(n, "n")?;
         let d = context(ctx)?.host.host().ev_events_dropped();
         // SAFETY: non-NULL and writable (the bridge's contract).
@@ -724,7 +724,7 @@ unsafe extern "C" fn ev_events_dropped(ctx: *mut ibv_context, n: *mut u64) -> c_
 }
 
 unsafe extern "C" fn ev_replace(qp: *mut ibv_qp, old: u32, new: u32) -> c_int {
-    errno_of(guard("mrc_shim_bridge.ev_replace", || {
+    errno_of(FFI.guard("mrc_shim_bridge.ev_replace", || {
         let (h, qpn) = qp_host(qp)?;
         h.replace_ev(qpn, old, new)
             .map_err(|e| host_err("replacing an EV", e))
@@ -739,7 +739,7 @@ unsafe extern "C" fn port_status(
     timeout_ns: u64,
     rtt_ns: *mut u64,
 ) -> c_int {
-    errno_of(guard("mrc_shim_bridge.port_status", || {
+    errno_of(FFI.guard("mrc_shim_bridge.port_status", || {
         let (h, qpn) = qp_host(qp)?;
         if n == 0 {
             return Ok(());

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::abi::*;
 use crate::device::{self, Device};
-use crate::ffi::{self, Error, int_call, neg_call, ptr_call};
+use crate::ffi::{self, Error, FFI};
 use crate::host::{HostDevice, HostEvent};
 use crate::log::log;
 use crate::registry::{self, Kind, Object, Users};
@@ -141,9 +141,16 @@ impl Context {
         unsafe { &raw mut (*self.vctx.get()).context }
     }
 
-    /// The port's LID: plane 0's UDP port, so peers sharing one address are told apart.
+    /// The port's LID: plane 0's UDP port (optional for peers: the GID finds the host).
     pub(crate) fn lid(&self) -> u16 {
         self.host.port()
+    }
+
+    /// GID 0: finds this context's host without a LID (`mrc_host::PeerAddr::from_verbs`).
+    pub(crate) fn gid(&self) -> ibv_gid {
+        ibv_gid {
+            raw: self.host.gid().octets(),
+        }
     }
 }
 
@@ -179,7 +186,7 @@ unsafe extern "C" fn query_port_op(
     attr: *mut ibv_port_attr,
     len: usize,
 ) -> c_int {
-    int_call("ibv_query_port", || {
+    FFI.errno_value("ibv_query_port", || {
         write_port_attr(context(ctx)?, port, attr, len)
     })
 }
@@ -191,7 +198,7 @@ unsafe extern "C" fn query_device_ex_op(
     attr: *mut ibv_device_attr_ex,
     len: usize,
 ) -> c_int {
-    int_call("ibv_query_device_ex", || {
+    FFI.errno_value("ibv_query_device_ex", || {
         let c = context(ctx)?;
         let attr = ffi::non_null(attr, "attr")?;
         if !input.is_null() {
@@ -225,13 +232,13 @@ unsafe extern "C" fn query_device_ex_op(
 /// Opens a device of this library.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
-    ptr_call("ibv_open_device", || Context::open(device::find(dev)?))
+    FFI.ptr("ibv_open_device", || Context::open(device::find(dev)?))
 }
 
 /// Closes a context; `EBUSY` while PDs, CQs or completion channels are left on it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_close_device(ctx: *mut ibv_context) -> c_int {
-    int_call("ibv_close_device", || {
+    FFI.errno_value("ibv_close_device", || {
         // SAFETY: verbs callers do not use a context while closing it.
         let c = unsafe {
             registry::destroy::<Context>(ctx, "context", |c| c.holds.idle("context (by libmrc)"))
@@ -259,7 +266,7 @@ pub unsafe extern "C" fn ibv_query_device(
     ctx: *mut ibv_context,
     attr: *mut ibv_device_attr,
 ) -> c_int {
-    int_call("ibv_query_device", || {
+    FFI.errno_value("ibv_query_device", || {
         let c = context(ctx)?;
         let attr = ffi::non_null(attr, "device_attr")?;
         // SAFETY: the caller passes a writable `ibv_device_attr`.
@@ -276,12 +283,12 @@ pub unsafe extern "C" fn ibv_query_port(
     port: u8,
     attr: *mut ibv_port_attr,
 ) -> c_int {
-    int_call("ibv_query_port", || {
+    FFI.errno_value("ibv_query_port", || {
         write_port_attr(context(ctx)?, port, attr, 48)
     })
 }
 
-/// GID `index` of `port`: index 0 is the node's address.
+/// GID `index` of `port`: index 0 finds this host (shim/README.md, "Addressing").
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_gid(
     ctx: *mut ibv_context,
@@ -289,7 +296,7 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ibv_gid,
 ) -> c_int {
-    neg_call("ibv_query_gid", || {
+    FFI.count("ibv_query_gid", || {
         let c = context(ctx)?;
         let gid = ffi::non_null(gid, "gid")?;
         device::check_port(port.into())?;
@@ -299,7 +306,7 @@ pub unsafe extern "C" fn ibv_query_gid(
             )));
         }
         // SAFETY: the caller passes a writable 16-byte GID.
-        unsafe { gid.write(c.dev.gid()) };
+        unsafe { gid.write(c.gid()) };
         Ok(0)
     })
 }
@@ -312,7 +319,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     index: c_uint,
     ty: *mut c_int,
 ) -> c_int {
-    neg_call("ibv_query_gid_type", || {
+    FFI.count("ibv_query_gid_type", || {
         context(ctx)?;
         let ty = ffi::non_null(ty, "type")?;
         device::check_port(port.into())?;
@@ -327,7 +334,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
 
 fn gid_entry(c: &Context) -> ibv_gid_entry {
     ibv_gid_entry {
-        gid: c.dev.gid(),
+        gid: c.gid(),
         gid_index: 0,
         port_num: 1,
         gid_type: IBV_GID_TYPE_ROCE_V2,
@@ -345,7 +352,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
-    int_call("ibv_query_gid_ex", || {
+    FFI.errno_value("ibv_query_gid_ex", || {
         let c = context(ctx)?;
         let entry = ffi::non_null(entry, "entry")?;
         device::check_port(port)?;
@@ -372,7 +379,7 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
-    let r = ffi::guard("ibv_query_gid_table", || {
+    let r = FFI.guard("ibv_query_gid_table", || {
         let c = context(ctx)?;
         let entries = ffi::non_null(entries, "entries")?;
         if flags != 0 || entry_size < size_of::<ibv_gid_entry>() || max_entries == 0 {
@@ -396,7 +403,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
     index: c_int,
     pkey: *mut u16,
 ) -> c_int {
-    neg_call("ibv_query_pkey", || {
+    FFI.count("ibv_query_pkey", || {
         context(ctx)?;
         let pkey = ffi::non_null(pkey, "pkey")?;
         device::check_port(port.into())?;
@@ -412,7 +419,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
 /// The index of a big-endian P_Key.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_pkey_index(ctx: *mut ibv_context, port: u8, pkey: u16) -> c_int {
-    neg_call("ibv_get_pkey_index", || {
+    FFI.count("ibv_get_pkey_index", || {
         context(ctx)?;
         device::check_port(port.into())?;
         if u16::from_be(pkey) & 0x7fff != 0x7fff {
@@ -431,7 +438,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
     ctx: *mut ibv_context,
     event: *mut ibv_async_event,
 ) -> c_int {
-    neg_call("ibv_get_async_event", || {
+    FFI.count("ibv_get_async_event", || {
         let c = context(ctx)?;
         let event = ffi::non_null(event, "event")?;
         let ev = loop {
@@ -462,7 +469,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
 /// Acknowledges an asynchronous event (QP events count towards `ibv_qp.events_completed`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
-    ffi::void_call("ibv_ack_async_event", || {
+    FFI.void("ibv_ack_async_event", || {
         let event = ffi::non_null(event, "event")?;
         // SAFETY: the caller passes an event from `ibv_get_async_event`.
         let e = unsafe { &*event };

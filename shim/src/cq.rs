@@ -12,7 +12,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use crate::abi::*;
 use crate::context::{Context, context};
 use crate::device::limits;
-use crate::ffi::{self, Error, int_call, neg_call, ptr_call};
+use crate::ffi::{self, Error, FFI};
 use crate::host::HostCq;
 use crate::registry::{self, Kind, Object, Users};
 
@@ -124,7 +124,7 @@ pub(crate) fn cq<'a>(p: *mut ibv_cq, what: &str) -> Result<&'a Cq, Error> {
 
 /// `ibv_poll_cq`: up to `n` completions into `wc`; a negative errno on failure.
 pub(crate) unsafe extern "C" fn poll_cq_op(cq: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) -> c_int {
-    ffi::guard("ibv_poll_cq", || {
+    FFI.guard("ibv_poll_cq", || {
         // SAFETY: reached through the ops of the CQ's own context, so `cq` is one of ours.
         let q = unsafe { registry::get_unchecked::<Cq>(cq, "cq") }?;
         if n < 0 {
@@ -143,7 +143,7 @@ pub(crate) unsafe extern "C" fn poll_cq_op(cq: *mut ibv_cq, n: c_int, wc: *mut i
 
 /// `ibv_req_notify_cq`: the next completion (or the next solicited one) queues an event on the channel.
 pub(crate) unsafe extern "C" fn req_notify_cq_op(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
-    int_call("ibv_req_notify_cq", || {
+    FFI.errno_value("ibv_req_notify_cq", || {
         // SAFETY: reached through the ops of the CQ's own context, so `cq` is one of ours.
         let q = unsafe { registry::get_unchecked::<Cq>(cq, "cq") }?;
         q.host.req_notify(solicited_only != 0);
@@ -158,7 +158,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq_op(cq: *mut ibv_cq, solicited_only
 /// Creates a completion channel with a real fd.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut ibv_comp_channel {
-    ptr_call("ibv_create_comp_channel", || {
+    FFI.ptr("ibv_create_comp_channel", || {
         let c = context(ctx)?;
         // SAFETY: plain system call; the result is checked.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -188,7 +188,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut 
 /// Destroys a completion channel; `EBUSY` while CQs use it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(ch: *mut ibv_comp_channel) -> c_int {
-    int_call("ibv_destroy_comp_channel", || {
+    FFI.errno_value("ibv_destroy_comp_channel", || {
         // SAFETY: verbs callers do not use a channel while destroying it.
         let ch = unsafe {
             registry::destroy::<Channel>(ch, "channel", |c| c.users.idle("completion channel"))
@@ -207,7 +207,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
-    ptr_call("ibv_create_cq", || {
+    FFI.ptr("ibv_create_cq", || {
         let c = context(ctx)?;
         if cqe < 1 || cqe as u32 > limits::MAX_CQE {
             return Err(Error::inval(format!(
@@ -275,7 +275,7 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// Destroys a CQ; `EBUSY` while QPs use it. Events still queued for it on its channel are dropped.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
-    int_call("ibv_destroy_cq", || {
+    FFI.errno_value("ibv_destroy_cq", || {
         // SAFETY: verbs callers do not use a CQ while destroying it.
         let q = unsafe { registry::destroy::<Cq>(cq, "cq", |q| q.users.idle("completion queue")) }?;
         if let Some(ch) = q.channel() {
@@ -301,7 +301,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq_out: *mut *mut ibv_cq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
-    neg_call("ibv_get_cq_event", || {
+    FFI.count("ibv_get_cq_event", || {
         // SAFETY: the registry check inside `get` makes sure `channel` is one of ours and live.
         let ch = unsafe { registry::get::<Channel>(channel, "channel") }?;
         let cq_out = ffi::non_null(cq_out, "cq")?;
@@ -362,7 +362,7 @@ pub(crate) fn ack_async_event(p: *mut ibv_cq) -> Result<(), Error> {
 /// Acknowledges `nevents` events of `cq` (`ibv_cq.comp_events_completed`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: c_uint) {
-    ffi::void_call("ibv_ack_cq_events", || {
+    FFI.void("ibv_ack_cq_events", || {
         let q = self::cq(cq, "cq")?;
         let raw = q.raw();
         // SAFETY: the CQ's mutex and cond were initialised at creation; the counter is guarded by the mutex.

@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use crate::abi::*;
 use crate::config::{self, DeviceConfig};
-use crate::ffi::{self, Error, neg_call, value_call};
+use crate::ffi::{self, Error, FFI};
 use crate::log::log;
 
 /// `vendor_id`: "MRC" in 24 bits, an OUI no provider uses.
@@ -167,13 +167,6 @@ impl Device {
             ..ibv_port_attr::default()
         }
     }
-
-    /// GID 0: the node's address.
-    pub(crate) fn gid(&self) -> ibv_gid {
-        ibv_gid {
-            raw: self.cfg.address().octets(),
-        }
-    }
 }
 
 /// The devices, read from the environment on first use.
@@ -222,7 +215,7 @@ pub(crate) fn check_port(port: u32) -> Result<(), Error> {
 /// Returns a NULL-terminated array of the devices; `num` (may be NULL) gets the count.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_device {
-    ffi::ptr_call("ibv_get_device_list", || {
+    FFI.ptr("ibv_get_device_list", || {
         let devs = devices();
         // calloc'd so `ibv_free_device_list` needs no length.
         // SAFETY: calloc with a non-zero count; the result is checked for NULL.
@@ -246,7 +239,7 @@ pub unsafe extern "C" fn ibv_get_device_list(num: *mut c_int) -> *mut *mut ibv_d
 /// Frees a list from [`ibv_get_device_list`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    ffi::void_call("ibv_free_device_list", || {
+    FFI.void("ibv_free_device_list", || {
         // SAFETY: `list` came from `ibv_get_device_list` (calloc) or is NULL; free(NULL) is a no-op.
         unsafe { libc::free(list.cast()) };
         Ok(())
@@ -256,7 +249,7 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
 /// The device's name (`mrc0`, …).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_name(dev: *mut ibv_device) -> *const c_char {
-    ffi::ptr_call("ibv_get_device_name", || {
+    FFI.ptr("ibv_get_device_name", || {
         let d = find(dev)?;
         // SAFETY: the device lives for the whole process; its name is NUL-terminated.
         Ok(unsafe { (*d.raw()).name.as_mut_ptr() })
@@ -266,13 +259,13 @@ pub unsafe extern "C" fn ibv_get_device_name(dev: *mut ibv_device) -> *const c_c
 /// The node GUID, big-endian.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_guid(dev: *mut ibv_device) -> u64 {
-    value_call("ibv_get_device_guid", 0, || Ok(find(dev)?.guid.to_be()))
+    FFI.value("ibv_get_device_guid", 0, || Ok(find(dev)?.guid.to_be()))
 }
 
 /// The device's index in the list.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_index(dev: *mut ibv_device) -> c_int {
-    neg_call("ibv_get_device_index", || Ok(find(dev)?.index as c_int))
+    FFI.count("ibv_get_device_index", || Ok(find(dev)?.index as c_int))
 }
 
 #[cfg(test)]
@@ -293,13 +286,12 @@ mod tests {
     }
 
     #[test]
-    fn port_is_an_active_ethernet_port_and_gid0_the_address() {
+    fn port_is_an_active_ethernet_port() {
         let d = dev();
         let p = d.port_attr(4791);
         assert_eq!(p.state, IBV_PORT_ACTIVE);
         assert_eq!(p.link_layer, IBV_LINK_LAYER_ETHERNET);
         assert_eq!(p.lid, 4791);
-        assert_eq!(d.gid().raw, std::net::Ipv6Addr::LOCALHOST.octets());
         let a = d.attr();
         assert_eq!(a.phys_port_cnt, 1);
         assert!(a.max_qp_rd_atom > 0, "perftest needs outstanding READs");

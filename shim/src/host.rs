@@ -645,13 +645,9 @@ impl HostDevice {
         self.local.port
     }
 
-    /// Plane 0's address (GID 0).
-    #[allow(
-        dead_code,
-        reason = "GID 0 is the configured plane-0 address, which this equals"
-    )]
-    pub(crate) fn address(&self) -> Ipv6Addr {
-        self.local.gid0
+    /// GID 0: plane 0's address, with the port folded in on loopback (`mrc_host::LocalInfo::gid`).
+    pub(crate) fn gid(&self) -> Ipv6Addr {
+        self.local.gid
     }
 
     /// Readable once per queued asynchronous event (the contexts' `async_fd`).
@@ -845,10 +841,8 @@ impl HostDevice {
                 rq_psn: _,
                 mtu,
             } => mh::QpTransition::Rtr {
-                peer: mh::PeerAddr {
-                    plane0: Ipv6Addr::from(gid),
-                    port: lid,
-                },
+                peer: mh::PeerAddr::from_verbs(Ipv6Addr::from(gid), lid)
+                    .map_err(|e| host_err("RTR", &e))?,
                 remote_qpn: dest_qpn,
                 rq_psn: rtr_psn,
                 mtu,
@@ -867,9 +861,20 @@ impl HostDevice {
             Transition::Error => mh::QpTransition::Error,
             Transition::Reset => mh::QpTransition::Reset,
         };
-        qp.qp
-            .modify(t)
-            .map_err(|e| host_err("changing the QP's state", &e))
+        let peer = match t {
+            mh::QpTransition::Rtr { peer, .. } => Some(peer),
+            _ => None,
+        };
+        qp.qp.modify(t).map_err(|e| match peer {
+            Some(p) => host_err(
+                &format!(
+                    "RTR toward {} (from ah_attr.grh.dgid, ah_attr.dlid)",
+                    p.socket_addr()
+                ),
+                &e,
+            ),
+            None => host_err("changing the QP's state", &e),
+        })
     }
 
     pub(crate) fn post_send(&self, qp: &HostQp, wr: &SendRequest<'_>) -> Result<(), Error> {

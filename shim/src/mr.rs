@@ -7,7 +7,7 @@ use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_uint, c_void};
 
 use crate::abi::*;
-use crate::ffi::{Error, int_call, ptr_call};
+use crate::ffi::{Error, FFI};
 use crate::host::HostMr;
 use crate::pd::{Pd, pd};
 use crate::registry::{self, Kind, Object};
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     access: c_int,
 ) -> *mut ibv_mr {
-    ptr_call("ibv_reg_mr", || reg(pd, addr, length, addr as u64, access))
+    FFI.ptr("ibv_reg_mr", || reg(pd, addr, length, addr as u64, access))
 }
 
 /// `ibv_reg_mr_iova` (IBVERBS_1.7).
@@ -157,7 +157,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     iova: u64,
     access: c_int,
 ) -> *mut ibv_mr {
-    ptr_call("ibv_reg_mr_iova", || reg(pd, addr, length, iova, access))
+    FFI.ptr("ibv_reg_mr_iova", || reg(pd, addr, length, iova, access))
 }
 
 /// `ibv_reg_mr_iova2` (IBVERBS_1.8): what the `ibv_reg_mr` macro calls when `access` is not a compile-time
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: c_uint,
 ) -> *mut ibv_mr {
-    ptr_call("ibv_reg_mr_iova2", || {
+    FFI.ptr("ibv_reg_mr_iova2", || {
         reg(pd, addr, length, iova, access as c_int)
     })
 }
@@ -178,7 +178,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
 /// Deregisters a region.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
-    int_call("ibv_dereg_mr", || {
+    FFI.errno_value("ibv_dereg_mr", || {
         // SAFETY: verbs callers do not use an MR while deregistering it.
         let m = unsafe { registry::destroy::<Mr>(mr, "mr", |_| Ok(())) }?;
         m.pd().ctx().host.dereg_mr(m.host);

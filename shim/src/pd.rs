@@ -5,7 +5,7 @@ use std::ffi::c_int;
 
 use crate::abi::*;
 use crate::context::{Context, context};
-use crate::ffi::{Error, int_call, ptr_call};
+use crate::ffi::{Error, FFI};
 use crate::host::HostPd;
 use crate::registry::{self, Kind, Object, Users};
 
@@ -47,7 +47,7 @@ pub(crate) fn pd<'a>(p: *mut ibv_pd, what: &str) -> Result<&'a Pd, Error> {
 /// Allocates a protection domain.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
-    ptr_call("ibv_alloc_pd", || {
+    FFI.ptr("ibv_alloc_pd", || {
         let c = context(ctx)?;
         let host = c.host.alloc_pd()?;
         c.users.add();
@@ -66,7 +66,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ibv_context) -> *mut ibv_pd {
 /// Frees a protection domain; `EBUSY` while MRs or QPs are left in it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
-    int_call("ibv_dealloc_pd", || {
+    FFI.errno_value("ibv_dealloc_pd", || {
         // SAFETY: verbs callers do not use a PD while freeing it.
         let p =
             unsafe { registry::destroy::<Pd>(pd, "pd", |p| p.users.idle("protection domain")) }?;

@@ -14,7 +14,7 @@ use crate::abi::*;
 use crate::context::{Context, context};
 use crate::cq::{self, Cq, cq};
 use crate::device::limits;
-use crate::ffi::{self, Error, int_call, ptr_call};
+use crate::ffi::{self, Error, FFI};
 use crate::host::{HostQp, SendOp, SendRequest, Transition};
 use crate::pd::{Pd, pd};
 use crate::registry::{self, Kind, Object};
@@ -452,7 +452,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex_op(
     ctx: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
-    ptr_call("ibv_create_qp_ex", || {
+    FFI.ptr("ibv_create_qp_ex", || {
         context(ctx)?;
         let attr = ffi::non_null(attr, "qp_init_attr_ex")?;
         // SAFETY: the caller passes a readable and writable `ibv_qp_init_attr_ex`.
@@ -554,7 +554,7 @@ fn post_list<W>(
     mut post: impl FnMut(&Qp, &W) -> Result<(), Error>,
 ) -> c_int {
     let mut cur = list;
-    let r = int_call(call, || {
+    let r = FFI.errno_value(call, || {
         // SAFETY: reached through the ops of the QP's own context, so `qp` is one of ours.
         let q = unsafe { registry::get_unchecked::<Qp>(qp, "qp") }?;
         ready(q)?;
@@ -669,7 +669,7 @@ pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut ibv_pd,
     init: *mut ibv_qp_init_attr,
 ) -> *mut ibv_qp {
-    ptr_call("ibv_create_qp", || create(pd, init))
+    FFI.ptr("ibv_create_qp", || create(pd, init))
 }
 
 /// Moves a QP through its states.
@@ -679,7 +679,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     mask: c_int,
 ) -> c_int {
-    int_call("ibv_modify_qp", || {
+    FFI.errno_value("ibv_modify_qp", || {
         // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
         let q = unsafe { registry::get::<Qp>(qp, "qp") }?;
         let attr = ffi::non_null(attr, "attr")?;
@@ -711,7 +711,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     _mask: c_int,
     init: *mut ibv_qp_init_attr,
 ) -> c_int {
-    int_call("ibv_query_qp", || {
+    FFI.errno_value("ibv_query_qp", || {
         // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
         let q = unsafe { registry::get::<Qp>(qp, "qp") }?;
         let attr = ffi::non_null(attr, "attr")?;
@@ -745,7 +745,7 @@ pub unsafe extern "C" fn ibv_query_qp(
 /// Destroys a QP (outstanding work is dropped by the host layer).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    int_call("ibv_destroy_qp", || {
+    FFI.errno_value("ibv_destroy_qp", || {
         // SAFETY: verbs callers do not use a QP while destroying it.
         let q = unsafe { registry::destroy::<Qp>(qp, "qp", |_| Ok(())) }?;
         q.ctx().host.name_qp(q.host.qpn, None);
@@ -766,7 +766,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 /// `ibv_qp_to_qp_ex` (IBVERBS_1.6): the `ibv_wr_*` API is not supported, so no QP is extended.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut c_void {
-    ptr_call("ibv_qp_to_qp_ex", || {
+    FFI.ptr("ibv_qp_to_qp_ex", || {
         // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
         unsafe { registry::get::<Qp>(qp, "qp") }?;
         Err(Error::unsupported(

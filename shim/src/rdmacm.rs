@@ -5,7 +5,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use crate::ffi::{Error, neg_call, ptr_call};
+use crate::ffi::{Error, FFI};
 
 fn no_cm() -> Error {
     Error::unsupported(
@@ -25,8 +25,8 @@ macro_rules! refuse_cm {
     )*};
     (@ty ptr) => { *mut c_void };
     (@ty int) => { c_int };
-    (@call ptr, $n:expr) => { ptr_call($n, || Err(no_cm())) };
-    (@call int, $n:expr) => { neg_call($n, || Err::<c_int, _>(no_cm())) };
+    (@call ptr, $n:expr) => { FFI.ptr($n, || Err(no_cm())) };
+    (@call int, $n:expr) => { FFI.count($n, || Err::<c_int, _>(no_cm())) };
 }
 
 refuse_cm! {

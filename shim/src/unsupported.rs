@@ -9,19 +9,19 @@
 use std::ffi::{c_int, c_void};
 
 use crate::abi::*;
-use crate::ffi::{Error, int_call, ptr_call};
+use crate::ffi::{Error, FFI};
 
 /// Defines stubs returning `EOPNOTSUPP` (int ops) or NULL with `errno = EOPNOTSUPP` (pointer ops).
 macro_rules! stubs {
     (int: $($iname:ident => $icall:literal),* ; ptr: $($pname:ident => $pcall:literal),* $(,)?) => {
         $(
             unsafe extern "C" fn $iname() -> c_int {
-                int_call($icall, || Err(Error::unsupported("not supported by mrc-verbs-shim")))
+                FFI.errno_value($icall, || Err(Error::unsupported("not supported by mrc-verbs-shim")))
             }
         )*
         $(
             unsafe extern "C" fn $pname() -> *mut c_void {
-                ptr_call($pcall, || Err(Error::unsupported("not supported by mrc-verbs-shim")))
+                FFI.ptr($pcall, || Err(Error::unsupported("not supported by mrc-verbs-shim")))
             }
         )*
     };
@@ -142,7 +142,7 @@ macro_rules! refuse {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($a: $t),*) -> *mut c_void {
             $(let _ = $a;)*
-            ptr_call(stringify!($name), || Err($why))
+            FFI.ptr(stringify!($name), || Err($why))
         }
     };
     ($(#[$m:meta])* fn $name:ident($($a:ident: $t:ty),*) -> int, $why:expr) => {
@@ -150,7 +150,7 @@ macro_rules! refuse {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $name($($a: $t),*) -> c_int {
             $(let _ = $a;)*
-            int_call(stringify!($name), || Err($why))
+            FFI.errno_value(stringify!($name), || Err($why))
         }
     };
 }
@@ -216,7 +216,7 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     access: c_int,
 ) -> c_int {
     let _ = (mr, flags, pd, addr, length, access);
-    match int_call("ibv_rereg_mr", || {
+    match FFI.errno_value("ibv_rereg_mr", || {
         Err(Error::unsupported(
             "re-registering an MR is not supported; deregister and register again",
         ))

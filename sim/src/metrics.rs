@@ -14,6 +14,8 @@ pub enum Needs {
     NicFailure,
     /// An incast victim flow (`workload.victim`) and its run alone (`run.baseline = true`).
     Victim,
+    /// A run without failures: the scenario has none, or `run.baseline = true` runs it without them.
+    Healthy,
 }
 
 /// One metric.
@@ -131,6 +133,18 @@ pub const METRICS: &[Metric] = &[
         Needs::Run,
     ),
     m("ev_retirements", "EVs retired (ASSUMED_BAD)", Needs::Run),
+    m(
+        "healthy_retirements",
+        "EVs and planes retired in the run without failures (the run itself when the scenario has none, else \
+         the baseline); every report checks it is 0: a healthy fabric retires no path",
+        Needs::Healthy,
+    ),
+    m(
+        "losses_by_time_fraction",
+        "data packets found lost by time (each path's round trip, REL-LOSS-1, or presumed lost with a path \
+         that lost twice) over all found lost by time or RTO; absent when there were none",
+        Needs::Run,
+    ),
     m("ev_recoveries", "EVs restored by probes", Needs::Run),
     m("trimmed_pkts", "packets trimmed by switches", Needs::Run),
     m(

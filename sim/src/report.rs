@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::ideal::Ideal;
-use crate::scenario::{FailureCfg, FailureKind, Scenario};
+use crate::scenario::{FailureCfg, FailureKind, Scenario, Threshold};
 use crate::sim::{Counters, Outcome};
 use crate::workload::Transfer;
 
@@ -178,12 +178,46 @@ pub struct Report {
     pub metrics: BTreeMap<String, f64>,
     /// Threshold verdicts.
     pub checks: Vec<Verdict>,
+    /// What the scenario asks that the run did not use: failures outside the traffic.
+    pub warnings: Vec<String>,
     /// Per transfer: (src, dst, bytes).
     #[serde(skip)]
     pub flows: Vec<(u32, u32, u64)>,
     /// Files the scenario imports: (where they are, the name of their copy beside the echoed scenario).
     #[serde(skip)]
     pub imports: Vec<(std::path::PathBuf, String)>,
+}
+
+/// Failures that changed nothing because the traffic had not started or had ended: a planner who meant them
+/// to hit the job learns it from the report instead of from a slowdown of 0.
+fn failure_warnings(s: &Scenario, run: &RunSummary) -> Vec<String> {
+    let first = run
+        .times_us
+        .iter()
+        .map(|t| t.0)
+        .filter(|&t| t >= 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let mut v = Vec::new();
+    for (i, f) in s.failures.iter().enumerate() {
+        if matches!(f.kind, FailureKind::LinkUp | FailureKind::SwitchUp) {
+            continue;
+        }
+        let what = crate::plots::describe(f);
+        if run.finished && f.at_us >= run.jct_us {
+            v.push(format!(
+                "failures[{i}] ({what}) at {} µs: after the last transfer finished ({:.1} µs); it changed \
+                 nothing (move at_us into the traffic, or raise the workload)",
+                f.at_us, run.jct_us
+            ));
+        } else if f.until_us.is_some_and(|u| u <= first) {
+            v.push(format!(
+                "failures[{i}] ({what}) ends at {} µs, before the first transfer starts ({first:.1} µs); it \
+                 changed nothing",
+                f.until_us.unwrap_or(0.0)
+            ));
+        }
+    }
+    v
 }
 
 /// The planes a failure touches (`None`: every plane).
@@ -372,6 +406,24 @@ impl Report {
         }
         m.insert("lasting_data_drops".into(), c.lasting_data_drops as f64);
         m.insert("ev_retirements".into(), c.ev_retirements as f64);
+        let healthy = match &baseline {
+            Some(b) => Some(b),
+            None => s.failures.is_empty().then_some(&run),
+        };
+        if let Some(h) = healthy {
+            let planes: u64 = h.plane_tx.iter().map(|r| r[4]).sum();
+            m.insert(
+                "healthy_retirements".into(),
+                (h.counters.ev_retirements + planes) as f64,
+            );
+        }
+        let by_time = c.losses_rack + c.losses_path;
+        if by_time + c.losses_rto > 0 {
+            m.insert(
+                "losses_by_time_fraction".into(),
+                by_time as f64 / (by_time + c.losses_rto) as f64,
+            );
+        }
         m.insert("ev_recoveries".into(), c.ev_recoveries as f64);
         m.insert("trimmed_pkts".into(), c.trimmed_pkts as f64);
         m.insert(
@@ -391,9 +443,20 @@ impl Report {
                 .as_ref()
                 .map_or(0, RunSummary::conservation_error);
         m.insert("conservation_error".into(), cons as f64);
+        // Every report checks that the run without failures retired no path (issue 24), unless the scenario
+        // already names the metric.
+        let auto = m.contains_key("healthy_retirements")
+            && !s.validate.iter().any(|v| v.metric == "healthy_retirements");
+        let auto = auto.then(|| Threshold {
+            metric: "healthy_retirements".into(),
+            min: None,
+            max: Some(0.0),
+            why: "a healthy fabric retires no path (checked in every report)".into(),
+        });
         let checks = s
             .validate
             .iter()
+            .chain(auto.as_ref())
             .map(|th| {
                 let value = m.get(&th.metric).copied().unwrap_or(f64::NAN);
                 let pass = !value.is_nan()
@@ -430,6 +493,7 @@ impl Report {
             }
         }
         scenario.base_dir = None;
+        let warnings = failure_warnings(s, &run);
         Self {
             name: s.name.clone(),
             seed: s.seed,
@@ -444,6 +508,7 @@ impl Report {
             ideal,
             metrics: m,
             checks,
+            warnings,
             flows: xfers.iter().map(|t| (t.src, t.dst, t.bytes)).collect(),
             imports,
         }
@@ -564,7 +629,15 @@ impl Report {
             c.trimmed_bytes,
             c.trimmed_pkts * u64::from(self.scenario.topology.queue.trimmed_bytes)
         );
-        let _ = writeln!(o, "events {}", c.events);
+        let _ = writeln!(
+            o,
+            "events: {} in the run{}",
+            c.events,
+            self.baseline.as_ref().map_or(String::new(), |b| format!(
+                ", {} in its healthy baseline",
+                b.counters.events
+            ))
+        );
         o
     }
 
@@ -574,6 +647,9 @@ impl Report {
         let r = &self.run;
         let c = &r.counters;
         let _ = writeln!(o, "scenario {} (seed {})", self.name, self.seed);
+        for w in &self.warnings {
+            let _ = writeln!(o, "warning: {w}");
+        }
         if !self.scenario.description.is_empty() {
             let _ = writeln!(o, "  {}", self.scenario.description.trim());
         }

@@ -47,13 +47,19 @@ fn setopt(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, val: libc::c_int)
     }
 }
 
+/// `UDP_SEGMENT` (level `SOL_UDP`): the size of the datagrams a message is cut into.
+const UDP_SEGMENT: libc::c_int = 103;
+/// `UDP_GRO` (level `SOL_UDP`): coalesced receives; as a control message, the datagrams' size.
+const UDP_GRO: libc::c_int = 104;
+
 /// An IPv6 UDP socket bound to `bind`, without UDP checksums in either direction, with big buffers.
 pub fn udp_socket(bind: &SocketAddrV6) -> io::Result<OwnedFd> {
-    udp_socket_opts(bind, false)
+    udp_socket_opts(bind, false, false)
 }
 
-/// [`udp_socket`], optionally with `IPV6_RECVPKTINFO` (each datagram's destination address).
-pub fn udp_socket_opts(bind: &SocketAddrV6, pktinfo: bool) -> io::Result<OwnedFd> {
+/// [`udp_socket`], optionally with `IPV6_RECVPKTINFO` (each datagram's destination address), and optionally
+/// sending with UDP checksums (`trains`: the kernel segments only checksummed messages).
+pub fn udp_socket_opts(bind: &SocketAddrV6, pktinfo: bool, trains: bool) -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2) call; the result is checked before use.
     let raw = unsafe { libc::socket(libc::AF_INET6, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
@@ -68,8 +74,12 @@ pub fn udp_socket_opts(bind: &SocketAddrV6, pktinfo: bool) -> io::Result<OwnedFd
     if setopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, big).is_err() {
         setopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, big)?;
     }
-    setopt(&fd, libc::SOL_UDP, UDP_NO_CHECK6_TX, 1)?;
+    if !trains {
+        setopt(&fd, libc::SOL_UDP, UDP_NO_CHECK6_TX, 1)?;
+    }
     setopt(&fd, libc::SOL_UDP, UDP_NO_CHECK6_RX, 1)?;
+    // Coalesced receives, cut back into datagrams by the size the kernel reports.
+    setopt(&fd, libc::SOL_UDP, UDP_GRO, 1)?;
     if pktinfo {
         setopt(&fd, libc::IPPROTO_IPV6, libc::IPV6_RECVPKTINFO, 1)?;
     }
@@ -89,12 +99,19 @@ pub fn udp_socket_opts(bind: &SocketAddrV6, pktinfo: bool) -> io::Result<OwnedFd
     Ok(fd)
 }
 
-/// Sends `payload` once to each of `dests` with one sendmmsg; returns how many went out.
-pub fn send_batch(fd: &OwnedFd, dests: &[libc::sockaddr_in6], payload: &[u8]) -> io::Result<usize> {
+/// Sends `payload` once to each of `dests` with one sendmmsg; returns how many messages went out. With
+/// `segment`, each message is a train the kernel cuts into datagrams of that size (`UDP_SEGMENT`).
+pub fn send_batch(
+    fd: &OwnedFd,
+    dests: &[libc::sockaddr_in6],
+    payload: &[u8],
+    segment: Option<u16>,
+) -> io::Result<usize> {
     let mut iov = libc::iovec {
         iov_base: payload.as_ptr() as *mut libc::c_void,
         iov_len: payload.len(),
     };
+    let mut ctrl = [0u64; 4];
     // SAFETY: mmsghdr is plain old data; all-zero is valid (no control data, no flags).
     let mut msgs: Vec<libc::mmsghdr> = vec![unsafe { mem::zeroed() }; dests.len()];
     for (m, d) in msgs.iter_mut().zip(dests) {
@@ -102,6 +119,26 @@ pub fn send_batch(fd: &OwnedFd, dests: &[libc::sockaddr_in6], payload: &[u8]) ->
         m.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
         m.msg_hdr.msg_iov = &mut iov;
         m.msg_hdr.msg_iovlen = 1;
+    }
+    if let Some(seg) = segment {
+        // Every message shares one control message: the segment size.
+        // SAFETY: CMSG_SPACE/CMSG_LEN are arithmetic; `ctrl` (32 bytes) holds one u16 control message, written
+        // through CMSG_FIRSTHDR/CMSG_DATA inside it; the kernel only reads it, and it outlives the call.
+        unsafe {
+            let space = libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+            let mut h: libc::msghdr = mem::zeroed();
+            h.msg_control = ctrl.as_mut_ptr().cast();
+            h.msg_controllen = space;
+            let c = libc::CMSG_FIRSTHDR(&h);
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as usize;
+            libc::CMSG_DATA(c).cast::<u16>().write_unaligned(seg);
+            for m in &mut msgs {
+                m.msg_hdr.msg_control = ctrl.as_mut_ptr().cast();
+                m.msg_hdr.msg_controllen = space;
+            }
+        }
     }
     // SAFETY: every header points at a live sockaddr in `dests` and at `iov`, which points at `payload`; the kernel
     // only reads them, and all outlive the call.
@@ -183,30 +220,46 @@ impl RecvBufs {
             };
         }
         for m in &msgs[..n as usize] {
-            lens.push((m.msg_len as usize, pktinfo_dst(&m.msg_hdr)));
+            let (dst, seg) = control(&m.msg_hdr);
+            let len = m.msg_len as usize;
+            // A coalesced receive: one entry per datagram.
+            let seg = seg.filter(|&s| s > 0).unwrap_or(len.max(1));
+            let mut at = 0;
+            while at < len {
+                lens.push(((len - at).min(seg), dst));
+                at += seg;
+            }
         }
         Ok(())
     }
 }
 
-/// The destination address from an `IPV6_PKTINFO` control message, if any.
-fn pktinfo_dst(h: &libc::msghdr) -> Option<Ipv6Addr> {
+/// The destination address from an `IPV6_PKTINFO` control message and the datagram size of a coalesced receive
+/// (`UDP_GRO`), if any.
+fn control(h: &libc::msghdr) -> (Option<Ipv6Addr>, Option<usize>) {
+    let (mut dst, mut seg) = (None, None);
     // SAFETY: `h` was filled by recvmmsg, so its control buffer and length describe valid control messages; the
-    // CMSG_* macros stay within msg_controllen, and the data of an IPV6_PKTINFO message is an in6_pktinfo
-    // (read unaligned).
+    // CMSG_* macros stay within msg_controllen; an IPV6_PKTINFO message holds an in6_pktinfo, a UDP_GRO one an
+    // int (both read unaligned).
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(h);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_PKTINFO {
-                let info = libc::CMSG_DATA(c)
-                    .cast::<libc::in6_pktinfo>()
-                    .read_unaligned();
-                return Some(Ipv6Addr::from(info.ipi6_addr.s6_addr));
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) => {
+                    let info = libc::CMSG_DATA(c)
+                        .cast::<libc::in6_pktinfo>()
+                        .read_unaligned();
+                    dst = Some(Ipv6Addr::from(info.ipi6_addr.s6_addr));
+                }
+                (libc::SOL_UDP, UDP_GRO) => {
+                    seg = Some(libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned() as usize);
+                }
+                _ => {}
             }
             c = libc::CMSG_NXTHDR(h, c);
         }
     }
-    None
+    (dst, seg)
 }
 
 /// Waits up to `timeout` for any of `fds` to be readable.
@@ -292,6 +345,8 @@ pub struct SendOpts {
     pub duration: Duration,
     /// Datagrams per sendmmsg.
     pub batch: usize,
+    /// Datagrams per message to one path (`UDP_SEGMENT` trains, checksums on); 1: one datagram per message.
+    pub train: usize,
 }
 
 /// The destinations of `paths` paths on every plane from `me` to `peer`, as MRC would compute them.
@@ -322,18 +377,21 @@ pub fn fabric_targets(
 
 /// Sends round-robin over planes (one sendmmsg batch per plane in turn) and paths (within a batch).
 pub fn send(opts: &SendOpts) -> io::Result<Summary> {
+    let train = opts.train.max(1);
     let socks: Vec<OwnedFd> = opts
         .planes
         .iter()
-        .map(|(b, _)| udp_socket(b))
+        .map(|(b, _)| udp_socket_opts(b, false, train > 1))
         .collect::<io::Result<_>>()?;
     let dests: Vec<Vec<libc::sockaddr_in6>> = opts
         .planes
         .iter()
         .map(|(_, d)| d.iter().map(sockaddr).collect())
         .collect();
-    let payload = vec![0x5au8; opts.size];
-    let batch = opts.batch.max(1);
+    let payload = vec![0x5au8; opts.size * train];
+    let segment = (train > 1).then_some(opts.size as u16);
+    // Messages per sendmmsg: the same number of datagrams per call as without trains.
+    let batch = opts.batch.div_ceil(train).max(1);
     let mut sum = Summary {
         role: "send".into(),
         plane_packets: vec![0; socks.len()],
@@ -353,11 +411,11 @@ pub fn send(opts: &SendOpts) -> io::Result<Summary> {
             for i in 0..batch {
                 batch_dests.push(d[(cursor[p] + i) % d.len()]);
             }
-            match send_batch(fd, &batch_dests, &payload) {
+            match send_batch(fd, &batch_dests, &payload, segment) {
                 Ok(n) => {
                     cursor[p] = (cursor[p] + n) % d.len();
-                    sum.packets += n as u64;
-                    sum.plane_packets[p] += n as u64;
+                    sum.packets += (n * train) as u64;
+                    sum.plane_packets[p] += (n * train) as u64;
                 }
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR)) => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::EAGAIN)) => {
@@ -405,7 +463,11 @@ pub fn sink(opts: &SinkOpts, mut progress: impl FnMut(&str)) -> io::Result<Summa
         ports.dedup();
         for port in ports {
             socks.push((
-                udp_socket_opts(&SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0), true)?,
+                udp_socket_opts(
+                    &SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0),
+                    true,
+                    false,
+                )?,
                 None,
             ));
         }

@@ -335,7 +335,9 @@ int main(int argc, char **argv)
 	memset(&ma, 0, sizeof(ma));
 	RET(mrc_modify_qp(qp, &va, IBV_QP_STATE, NULL, 0), EINVAL, "modify_reset_to_rtr");
 	va.qp_state = IBV_QPS_INIT;
-	RET(mrc_modify_qp(qp, &va, IBV_QP_STATE | IBV_QP_PORT, NULL, 0), EINVAL, "modify_port_refused");
+	/* IBV_QP_PORT is taken (and ignored) only for the device's one port. */
+	RET(mrc_modify_qp(qp, &va, IBV_QP_STATE | IBV_QP_PORT, NULL, 0), EINVAL, "modify_port_0_refused");
+	RET(mrc_modify_qp(qp, &va, IBV_QP_STATE | IBV_QP_ALT_PATH, NULL, 0), EINVAL, "modify_alt_path_refused");
 	RET(mrc_modify_qp(qp, NULL, IBV_QP_STATE, NULL, 0), EINVAL, "modify_null_vattr");
 	RET(mrc_modify_qp(qp, &va, IBV_QP_STATE, NULL, MRC_QP_EV_PROFILE_ID), EINVAL, "modify_null_mrc_attr");
 	ma.profile.ev_profile_id = 1;

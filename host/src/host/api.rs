@@ -2,6 +2,7 @@
 
 use super::config::{HostConfig, ProgressMode};
 use super::cq::Cq;
+use super::gid::gid_of;
 use super::info::{AsyncEvent, HostStats, LocalInfo};
 use super::progress::run;
 use super::qp::{Qp, QpSpec};
@@ -28,7 +29,17 @@ use crate::socket::{EventFd, wait};
 impl Host {
     /// Binds the planes' sockets, starts the engine and (unless [`ProgressMode::Manual`]) the progress thread.
     pub fn start(cfg: HostConfig) -> Result<Host, HostError> {
-        let io = UdpPlanes::bind(&cfg.node, cfg.node.usid_block.is_some(), cfg.socket_buffer)?;
+        let offload = match cfg.offload {
+            Some(o) => o,
+            None => crate::offload::Offload::from_env()
+                .map_err(HostError::Invalid)?
+                .unwrap_or_default(),
+        };
+        let usid = cfg.node.usid_block.is_some();
+        let on = offload.enabled(usid);
+        // Without offload, uSID hops make UDP checksums wrong at the receiver: send none (spec WIRE-ICRC-1).
+        let io = UdpPlanes::bind(&cfg.node, usid && !on, cfg.socket_buffer)?;
+        let io = if on { io.with_offload()? } else { io };
         Host::start_with(cfg, io)
     }
 }
@@ -40,6 +51,15 @@ impl<P: PlaneIo> Host<P> {
     pub fn start_with(mut cfg: HostConfig, io: P) -> Result<Self, HostError> {
         if cfg.profile.mtu == 0 {
             cfg.profile.mtu = io.payload_mtu();
+        }
+        if cfg.profile.ev_burst == 0 {
+            cfg.profile.ev_burst = if io.offload() {
+                crate::offload::ev_burst(
+                    cfg.profile.mtu as usize + crate::pmtu::PACKET_OVERHEAD as usize,
+                )
+            } else {
+                1
+            };
         }
         let p = cfg.profile;
         let mut dp = Datapath::with_io(
@@ -59,9 +79,12 @@ impl<P: PlaneIo> Host<P> {
         let local = LocalInfo {
             planes: local_planes.iter().map(|p| p.addr).collect(),
             port: local_planes.first().map_or(0, |p| p.addr.port()),
-            gid0: local_planes
+            plane0: local_planes
                 .first()
                 .map_or(Ipv6Addr::UNSPECIFIED, |p| *p.addr.ip()),
+            gid: local_planes
+                .first()
+                .map_or(Ipv6Addr::UNSPECIFIED, |p| gid_of(p.addr)),
         };
         let inner = Arc::new(Inner {
             core: Mutex::new(Core {

@@ -45,6 +45,9 @@ pub struct QpProfile {
     /// Retries after those at 2×, 4×, … the timeout (`QpConfig::retry_exp`); 25 or more: never give up. When
     /// the last one expires the oldest request completes with `RetryExcErr` and the QP enters ERROR. Default 3.
     pub retry_backoff: u8,
+    /// New packets per EV before the next (`QpConfig::ev_burst`, spec PATH-EV-6); 0 (the default): enough for
+    /// one segmented train when the planes take trains ([`crate::offload`]), else 1.
+    pub ev_burst: u8,
 }
 
 impl Default for QpProfile {
@@ -58,6 +61,7 @@ impl Default for QpProfile {
             ack_timeout: 14,
             retry_cnt: 7,
             retry_backoff: 3,
+            ev_burst: 0,
         }
     }
 }
@@ -150,6 +154,9 @@ pub struct HostConfig {
     /// Where to serve the counters over HTTP (`/metrics`, `/counters.json`); off: `None`, unless `MRC_METRICS`
     /// is set (counters.rs).
     pub metrics: Option<std::net::SocketAddr>,
+    /// UDP segmentation and receive offload ([`crate::offload`]); `None`: `MRC_OFFLOAD`, else auto (on in plain
+    /// mode).
+    pub offload: Option<crate::offload::Offload>,
 }
 
 impl Default for HostConfig {
@@ -173,6 +180,7 @@ impl HostConfig {
             link_recv_wr: 1024,
             capture: None,
             metrics: None,
+            offload: None,
         }
     }
 

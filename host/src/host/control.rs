@@ -304,7 +304,7 @@ mod tests {
             .unwrap();
             q.modify(QpTransition::Rtr {
                 peer: PeerAddr {
-                    plane0: l.gid0,
+                    plane0: l.plane0,
                     port: l.port,
                 },
                 remote_qpn: remote.qpn(),

@@ -13,8 +13,10 @@ pub struct LocalInfo {
     pub planes: Vec<SocketAddrV6>,
     /// Plane 0's UDP port (a verbs LID).
     pub port: u16,
-    /// Plane 0's address (a verbs GID 0).
-    pub gid0: Ipv6Addr,
+    /// Plane 0's address.
+    pub plane0: Ipv6Addr,
+    /// GID 0 as verbs shows it: finds this host without a LID ([`PeerAddr::from_verbs`](crate::PeerAddr::from_verbs)).
+    pub gid: Ipv6Addr,
 }
 
 /// Counters of a host.

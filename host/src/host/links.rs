@@ -377,7 +377,9 @@ impl<P: PlaneIo> Connecting<P> {
                 let now = WallClock::now();
                 if now >= self.deadline {
                     c.connecting.remove(&self.token);
-                    return Err(HostError::Timeout("connect (no ACCEPT from the listener)"));
+                    return Err(HostError::Timeout(
+                        "connect (no ACCEPT from the listener)".into(),
+                    ));
                 }
                 if now >= self.next_send {
                     let _ = c.dp.send_host(0, self.dest, &self.msg);
@@ -522,7 +524,9 @@ impl<P: PlaneIo> Closing<P> {
                 if !self.qpns.iter().all(|&q| c.quiet(q)) {
                     if now >= self.deadline {
                         self.finish(&mut c);
-                        return Err(HostError::Timeout("close (the link's QPs did not drain)"));
+                        return Err(HostError::Timeout(
+                            "close (the link's QPs did not drain)".into(),
+                        ));
                     }
                     return Ok(false);
                 }
@@ -560,7 +564,7 @@ impl<P: PlaneIo> Closing<P> {
                 }
                 if now >= self.deadline {
                     self.finish(&mut c);
-                    return Err(HostError::Timeout("close (no CLOSED from the peer)"));
+                    return Err(HostError::Timeout("close (no CLOSED from the peer)".into()));
                 }
                 if now >= *next {
                     let _ = c.dp.send_host(0, *dest, msg);

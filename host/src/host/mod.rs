@@ -13,6 +13,7 @@ mod config;
 mod control;
 mod counters;
 mod cq;
+mod gid;
 mod info;
 mod links;
 mod memory;

@@ -286,7 +286,16 @@ impl<P: PlaneIo> Inner<P> {
                 let now = WallClock::now();
                 if now.duration_since(start) > self.bootstrap_timeout {
                     c.resolving.remove(&token);
-                    return Err(HostError::Timeout("peer resolution (RESOLVE)"));
+                    let via = if dest == plane0 {
+                        String::new()
+                    } else {
+                        format!(" (plane 0 {plane0} through the uSID plan)")
+                    };
+                    return Err(HostError::Timeout(format!(
+                        "peer resolution: no MRC host answered at {dest}{via} within {:?}; check the peer's \
+                         address (verbs: the GID and LID it sent)",
+                        self.bootstrap_timeout
+                    )));
                 }
                 if now >= next {
                     c.resolving.insert(token, plane0);

@@ -136,6 +136,7 @@ impl<P: PlaneIo> Inner<P> {
             timeout: p.ack_timeout,
             retry_linear: p.retry_cnt,
             retry_exp: p.retry_backoff,
+            ev_burst: p.ev_burst.clamp(1, 64),
             ..c.dp.software_qp_config(
                 p.mtu,
                 p.evs_per_plane,

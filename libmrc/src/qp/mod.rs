@@ -575,6 +575,8 @@ pub(crate) struct Qp {
     pub(crate) next_rqmsn: u64,
     pub(crate) sent: SentWindow,
     pub(crate) retx: VecDeque<u64>,
+    /// PSNs in flight on an EV when a loss retired it: resent once nothing new is left to send.
+    pub(crate) suspects: VecDeque<u64>,
     pub(crate) delayed: VecDeque<(Instant, u64)>,
     pub(crate) rtt: RttEstimator,
     pub(crate) rack_xmit: Instant,
@@ -596,6 +598,8 @@ pub(crate) struct Qp {
     pub(crate) force_any_ev: bool,
     /// The last transmit attempt found only busy ports.
     pub(crate) port_blocked: bool,
+    /// The EV new packets go on and how many more may follow it there ([`QpConfig::ev_burst`]).
+    pub(crate) burst: Option<(u16, u8)>,
     pub(crate) last_nack_rnr: bool,
     // responder
     pub(crate) rx: PsnTracker,
@@ -662,6 +666,7 @@ impl Qp {
             next_rqmsn: MSN_BASE,
             sent: SentWindow::new(PSN_BASE),
             retx: VecDeque::new(),
+            suspects: VecDeque::new(),
             delayed: VecDeque::new(),
             rtt: RttEstimator::new(cfg.base_rtt, cfg.rto_min(), cfg.reorder_min()),
             rack_xmit: Instant::ZERO,
@@ -680,6 +685,7 @@ impl Qp {
             retries: 0,
             force_any_ev: false,
             port_blocked: false,
+            burst: None,
             last_nack_rnr: false,
             rx: PsnTracker::new(PSN_BASE, window),
             msgs: VecDeque::new(),
@@ -913,6 +919,7 @@ impl Qp {
         self.sq_used = 0;
         self.unsignaled_done = 0;
         self.retx.clear();
+        self.suspects.clear();
         self.delayed.clear();
         self.ctl.clear();
         self.sack_now = false;

@@ -44,7 +44,7 @@ impl Qp {
     /// Whether data (new or retransmitted) could go out now.
     #[inline]
     pub(crate) fn data_ready(&self) -> bool {
-        if self.retx.is_empty() && !self.has_new_data() {
+        if self.retx.is_empty() && !self.has_new_data() && self.suspects.is_empty() {
             return false;
         }
         (self.force_any_ev || self.paths.usable()) && self.cwnd_allows(u64::from(self.cfg().mtu))
@@ -104,11 +104,27 @@ impl Qp {
         self.poll_data(now, ports_ready, buf, mem, mrs)
     }
 
+    /// Whether the next packet should follow the last on its EV: the endpoint then serves this QP again at
+    /// once, so the packets of a burst leave back to back (a train the host sends in one piece).
+    pub(crate) fn bursting(&self) -> bool {
+        self.burst.is_some_and(|(_, left)| left > 0)
+    }
+
     #[inline]
     fn choose_ev(&mut self, ports_ready: u32) -> Option<u16> {
-        if let Some(i) = self.paths.next_ev_on(ports_ready) {
+        // spec: PATH-EV-6
+        if let Some((i, left)) = self.burst
+            && left > 0
+            && self.paths.can_send_on(i, ports_ready)
+        {
+            self.burst = Some((i, left - 1));
             return Some(i);
         }
+        if let Some(i) = self.paths.next_ev_on(ports_ready) {
+            self.burst = Some((i, self.cfg().ev_burst.saturating_sub(1)));
+            return Some(i);
+        }
+        self.burst = None;
         if ports_ready != u32::MAX && self.paths.usable() {
             // Only the ports are busy; the endpoint retries when they have room.
             self.port_blocked = true;
@@ -130,6 +146,9 @@ impl Qp {
         mem: &mut M,
         mrs: &MrTable,
     ) -> Option<Transmit> {
+        if !self.suspects.is_empty() && !self.has_new_data() {
+            self.resend_suspects();
+        }
         // Retransmissions first (spec REL-RETX-1).
         while let Some(&psn) = self.retx.front() {
             match self.sent.get(psn) {
@@ -856,12 +875,14 @@ impl Qp {
             // queue or its NACK behind others on the receiver's link: the receiver's congestion, which says
             // nothing about the path (as PATH-EV-3 says of the trims themselves).
             let receiver_congested = now < self.lasthop_trim_until;
+            let was = self.paths.state(p.ev);
             let retired = self.paths.on_loss(p.ev, now, p.sent_at, receiver_congested);
-            if retired.is_none()
-                && self.paths.losses_in_a_row(p.ev) == 2
-                && self.paths.state(p.ev) == crate::path::EvState::AssumedBad
-            {
-                self.presume_ev_lost(p.ev);
+            if retired.is_none() && self.paths.state(p.ev) == crate::path::EvState::AssumedBad {
+                match self.paths.losses_in_a_row(p.ev) {
+                    2 => self.presume_ev_lost(p.ev),
+                    _ if was != crate::path::EvState::AssumedBad => self.suspect_ev(p.ev),
+                    _ => {}
+                }
             }
             // A loss on a path not yet measured or much slower than the QP's others may be a packet still in
             // that path's queue; the window is left to what the QP's typical paths say.
@@ -881,6 +902,7 @@ impl Qp {
     /// arrive. Neither congestion control nor other EVs are penalised for them.
     // spec: PATH-EV-4
     fn presume_ev_lost(&mut self, ev: u16) {
+        self.suspects.clear();
         let doomed: Vec<u64> = self
             .sent
             .iter()
@@ -889,6 +911,34 @@ impl Qp {
             .collect();
         for psn in doomed {
             if self.sent.mark_lost(psn).is_some() {
+                self.retx.push_back(psn);
+                self.stats.losses_path += 1;
+            }
+        }
+    }
+
+    /// EV `ev` was just retired for its first loss: the packets still in flight on it may have followed the lost
+    /// one onto a dead path, or may arrive (random loss). They become suspects: resent as soon as the QP has no
+    /// new data to send (the tail of a message, where nothing later would find them soon), else left to the
+    /// loss rules (a second loss on the EV gives them all up).
+    // spec: PATH-EV-4
+    fn suspect_ev(&mut self, ev: u16) {
+        let Self { sent, suspects, .. } = self;
+        suspects.extend(
+            sent.iter()
+                .filter(|(_, p)| p.state == PktState::InFlight && p.ev == ev)
+                .map(|(psn, _)| psn),
+        );
+    }
+
+    /// With nothing new to send, resends the suspects still in flight (see [`suspect_ev`](Self::suspect_ev)).
+    fn resend_suspects(&mut self) {
+        while let Some(psn) = self.suspects.pop_front() {
+            let on_retired = self.sent.get(psn).is_some_and(|p| {
+                p.state == PktState::InFlight
+                    && self.paths.state(p.ev) == crate::path::EvState::AssumedBad
+            });
+            if on_retired && self.sent.mark_lost(psn).is_some() {
                 self.retx.push_back(psn);
                 self.stats.losses_path += 1;
             }

@@ -10,22 +10,11 @@ pub const SKIP_LOG: &str = "MRC_SKIP_LOG";
 /// stderr (past the test harness's capture, which hides a passing test's `eprintln!`), and one line appended to
 /// the file named by `MRC_SKIP_LOG` when it is set. The caller then returns: a skipped test passes, loudly.
 pub fn skip(test: &str, why: &str) {
-    let log = std::env::var_os(SKIP_LOG).map(PathBuf::from);
-    skip_to(test, why, log.as_deref());
-}
-
-fn skip_to(test: &str, why: &str, log: Option<&Path>) {
     let line = format!("*** SKIPPED: {test}: {why} ***");
     let _ = std::io::stderr().write_all(format!("\n{line}\n").as_bytes());
-    let Some(path) = log else {
-        return;
-    };
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path);
-    // One write per line: appends from test binaries running side by side do not interleave.
-    if let Err(e) = file.and_then(|mut f| f.write_all(format!("{line}\n").as_bytes())) {
+    if let Some(path) = std::env::var_os(SKIP_LOG).map(PathBuf::from)
+        && let Err(e) = log_to(&path, &line)
+    {
         let _ = writeln!(
             std::io::stderr(),
             "{SKIP_LOG}={}: {e} (the skip above is not counted)",
@@ -34,14 +23,24 @@ fn skip_to(test: &str, why: &str, log: Option<&Path>) {
     }
 }
 
+/// Appends `line` to the skip log: one write per line, so appends from test binaries running side by side do
+/// not interleave.
+fn log_to(path: &Path, line: &str) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(format!("{line}\n").as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn a_skip_is_logged_once_per_call() {
         let path = std::env::temp_dir().join(format!("mrc-skip-{}.log", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        super::skip_to("x", "because", Some(&path));
-        super::skip_to("y", "too", Some(&path));
+        super::log_to(&path, "*** SKIPPED: x: because ***").unwrap();
+        super::log_to(&path, "*** SKIPPED: y: too ***").unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let _ = std::fs::remove_file(&path);
         assert_eq!(

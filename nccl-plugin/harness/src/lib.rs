@@ -4,7 +4,7 @@
 //! - [`plugin`]: the loaded table and one method per entry point, hiding the version's signature.
 //! - [`proxy`]: NCCL's proxy pattern: connection setup, outstanding sends and grouped receives with tags,
 //!   the NULL-request retry, verification, close and finalize; and the throughput run.
-//! - [`bench`]: throughput as NCCL drives the plugin (two ranks, N comms, one way or both), beside
+//! - [`mod@bench`]: throughput as NCCL drives the plugin (two ranks, N comms, one way or both), beside
 //!   mrc-perf's equivalent.
 //! - [`log`]: the logger handed to `init` (C, since it is variadic).
 //! - [`locate`]: where cargo put the plugin.

@@ -187,7 +187,8 @@ int main(void)
 		printf("FAIL setup: %s\n", strerror(errno));
 		return 100;
 	}
-	check(connect_qp(qa, &gid, port.lid, qb->qp_num) == 0 && connect_qp(qb, &gid, port.lid, qa->qp_num) == 0,
+	/* RoCE style: the GID finds the peer; the LID is left 0. */
+	check(connect_qp(qa, &gid, 0, qb->qp_num) == 0 && connect_qp(qb, &gid, 0, qa->qp_num) == 0,
 	      "connect", "modify to RTS failed");
 
 	/* WRITEs: each message to its own place; the small ones also inline (the shim copies them at posting). */

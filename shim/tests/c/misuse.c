@@ -171,6 +171,13 @@ int main(void)
 			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
 	    EINVAL, "modify_qp_rtr_without_gid");
+	/* A GID flagged but left zero: refused, the field named in the log line. */
+	attr.ah_attr.is_global = 1;
+	RET(ibv_modify_qp(qp, &attr,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+				  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+	    EINVAL, "modify_qp_rtr_unset_gid");
+	attr.ah_attr.is_global = 0;
 	attr.qp_state = IBV_QPS_SQD;
 	RET(ibv_modify_qp(qp, &attr, IBV_QP_STATE), EOPNOTSUPP, "modify_qp_sqd_unsupported");
 

@@ -701,8 +701,9 @@ impl Scenario {
             Some(p) if p >= self.topology.planes => Err(err(
                 field,
                 format!(
-                    "plane {p} does not exist: topology.planes = {}, so use 0..{}",
-                    self.topology.planes, self.topology.planes
+                    "plane {p} does not exist: topology.planes = {}, so use 0..={}",
+                    self.topology.planes,
+                    self.topology.planes.saturating_sub(1)
                 ),
             )),
             _ => Ok(()),
@@ -776,7 +777,10 @@ impl Scenario {
             for (i, f) in set.failures.iter().enumerate() {
                 self.check_failure(&format!("sweep.failure_sets[{si}].failures[{i}]"), f)?;
             }
-            check_repairs(&format!("sweep.failure_sets[{si}].failures"), &set.failures)?;
+            // The scenario's own failures apply in every run of the sweep, before the set's.
+            let combined: Vec<FailureCfg> =
+                self.failures.iter().chain(&set.failures).cloned().collect();
+            check_repairs(&format!("sweep.failure_sets[{si}].failures"), &combined)?;
         }
         let mut seeds = BTreeSet::new();
         for (i, s) in self.sweep.seeds.iter().enumerate() {
@@ -795,11 +799,23 @@ impl Scenario {
         if self.sweep.failure_sets.is_empty() {
             !self.failures.is_empty()
         } else {
-            self.sweep
+            !self.failures.is_empty()
+                || self
+                    .sweep
+                    .failure_sets
+                    .iter()
+                    .all(|s| !s.failures.is_empty())
+        }
+    }
+
+    /// Whether some run (the scenario, or one of its failure sets) has failures.
+    fn ever_fails(&self) -> bool {
+        !self.failures.is_empty()
+            || self
+                .sweep
                 .failure_sets
                 .iter()
-                .all(|s| !s.failures.is_empty())
-        }
+                .any(|s| !s.failures.is_empty())
     }
 
     fn always_fails_a_nic(&self) -> bool {
@@ -807,7 +823,7 @@ impl Scenario {
         if self.sweep.failure_sets.is_empty() {
             any(&self.failures)
         } else {
-            self.sweep.failure_sets.iter().all(|s| any(&s.failures))
+            any(&self.failures) || self.sweep.failure_sets.iter().all(|s| any(&s.failures))
         }
     }
 
@@ -883,6 +899,13 @@ impl Scenario {
                 format!(
                     "`{name}` needs an incast victim flow: add workload.victim = {{ src, dst, bytes }} or \
                      drop this threshold"
+                ),
+            )),
+            Needs::Healthy if !self.run.baseline && self.ever_fails() => Err(err(
+                &field,
+                format!(
+                    "`{name}` looks at the run without failures, which this scenario makes only with \
+                     run.baseline = true; set it or drop this threshold"
                 ),
             )),
             Needs::Victim if !self.run.baseline => Err(err(

@@ -8,6 +8,12 @@ use std::mem::{size_of, zeroed};
 use std::net::{Ipv6Addr, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+mod rx;
+mod tx;
+
+pub use rx::RxBatch;
+pub use tx::TxBatch;
+
 /// Linux `UDP_NO_CHECK6_TX`: send IPv6 UDP with a zero checksum.
 const UDP_NO_CHECK6_TX: libc::c_int = 101;
 /// Linux `UDP_NO_CHECK6_RX`: accept IPv6 UDP with a zero checksum.
@@ -147,6 +153,12 @@ impl PlaneSocket {
         self.local
     }
 
+    /// Turns on receive offload (`UDP_GRO`): the kernel may hand over consecutive datagrams of one flow as one
+    /// message, which [`RxBatch`] cuts back into them.
+    pub fn receive_trains(&self) -> io::Result<()> {
+        setsockopt_int(self.fd.as_raw_fd(), libc::SOL_UDP, rx::UDP_GRO, 1)
+    }
+
     /// The receive buffer the kernel granted, as `SO_RCVBUF` reports it (twice the bytes asked for: the kernel
     /// counts its own overhead in it).
     pub fn receive_buffer(&self) -> io::Result<usize> {
@@ -169,28 +181,30 @@ impl PlaneSocket {
         }
     }
 
-    /// Sends `batch[from..]` with one `sendmmsg`. Returns how many went out; `WouldBlock` when none did because
-    /// the socket buffer is full; another error concerns the first unsent datagram only.
+    /// Sends `batch[from..]` (`from` starting a message) with one `sendmmsg`. Returns how many datagrams went
+    /// out; `WouldBlock` when none did because the socket buffer is full; another error concerns the first unsent
+    /// message only (one datagram, or a train: [`TxBatch::message_len`]).
     pub fn send(&self, batch: &mut TxBatch, from: usize) -> io::Result<usize> {
         let n = batch.len - from.min(batch.len);
         if n == 0 {
             return Ok(0);
         }
-        batch.prepare(from, n);
+        let messages = batch.prepare(from, n);
         // SAFETY: `prepare` pointed every header at buffers owned by `batch`, which outlives the call and is
         // not touched meanwhile, and at lent payloads, which `push_lent`'s contract keeps valid.
         let r = unsafe {
             libc::sendmmsg(
                 self.fd.as_raw_fd(),
                 batch.hdrs.as_mut_ptr(),
-                n as libc::c_uint,
+                messages as libc::c_uint,
                 0,
             )
         };
         if r < 0 {
             Err(io::Error::last_os_error())
         } else {
-            Ok(r as usize)
+            // Messages sent, counted in datagrams.
+            Ok(batch.msg_datagrams[..r as usize].iter().sum())
         }
     }
 
@@ -210,14 +224,14 @@ impl PlaneSocket {
         if r < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::WouldBlock {
-                batch.len = 0;
+                batch.clear();
                 Ok(0)
             } else {
                 Err(e)
             };
         }
         batch.finish(r as usize);
-        Ok(batch.len)
+        Ok(batch.len())
     }
 
     /// Takes one entry off the socket's error queue (ICMP unreachable and local send errors).
@@ -288,386 +302,6 @@ impl PlaneSocket {
 impl AsRawFd for PlaneSocket {
     fn as_raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
-    }
-}
-
-/// Datagrams waiting to go out of one socket, each with its destination and traffic class. Payload buffers are
-/// swapped in and out rather than copied, and reused from batch to batch, so sending allocates nothing. A
-/// datagram may leave its payload in registered memory ([`push_lent`](Self::push_lent)): `sendmmsg` then
-/// gathers headers, payload and ICRC from three places, and the payload is copied once, by the kernel.
-pub struct TxBatch {
-    slots: Vec<Vec<u8>>,
-    lens: Vec<usize>,
-    /// Per datagram, a payload outside its slot: (offset in the slot where it goes, address, length).
-    lent: Vec<Option<(usize, *const u8, usize)>>,
-    dests: Vec<libc::sockaddr_in6>,
-    tclass: Vec<libc::c_int>,
-    len: usize,
-    hdrs: Vec<libc::mmsghdr>,
-    iovs: Vec<libc::iovec>,
-    ctrl: Vec<[u64; CMSG_ROOM / 8]>,
-}
-
-// SAFETY: the raw pointers inside are scratch space rebuilt before every use and point at what the batch owns,
-// except lent payloads, which point into registered memory that moves with the batch's owner (see `push_lent`).
-unsafe impl Send for TxBatch {}
-
-impl std::fmt::Debug for TxBatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TxBatch").field("len", &self.len).finish()
-    }
-}
-
-impl TxBatch {
-    /// Room for `capacity` datagrams of up to `slot` bytes.
-    pub fn new(capacity: usize, slot: usize) -> Self {
-        let capacity = capacity.max(1);
-        // SAFETY: all-zero is valid for these C structures.
-        let zero_hdr: libc::mmsghdr = unsafe { zeroed() };
-        // SAFETY: as above.
-        let zero_sa: libc::sockaddr_in6 = unsafe { zeroed() };
-        Self {
-            slots: (0..capacity).map(|_| vec![0; slot]).collect(),
-            lens: vec![0; capacity],
-            lent: vec![None; capacity],
-            dests: vec![zero_sa; capacity],
-            tclass: vec![0; capacity],
-            len: 0,
-            hdrs: vec![zero_hdr; capacity],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                3 * capacity
-            ],
-            ctrl: vec![[0; CMSG_ROOM / 8]; capacity],
-        }
-    }
-
-    /// Datagrams queued.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Nothing queued.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// No room for another datagram.
-    pub fn is_full(&self) -> bool {
-        self.len == self.slots.len()
-    }
-
-    /// Queues the first `len` bytes of `buf` by swapping `buf` with a free slot: `buf` comes back as an
-    /// equally sized scratch buffer. Returns `false` (and leaves `buf` alone) when the batch is full.
-    pub fn push(&mut self, buf: &mut Vec<u8>, len: usize, dest: SocketAddrV6, tclass: u8) -> bool {
-        if self.is_full() {
-            return false;
-        }
-        let i = self.len;
-        std::mem::swap(&mut self.slots[i], buf);
-        if buf.len() < self.slots[i].len() {
-            buf.resize(self.slots[i].len(), 0);
-        }
-        self.lens[i] = len.min(self.slots[i].len());
-        self.lent[i] = None;
-        self.dests[i] = sockaddr_from(&dest);
-        self.tclass[i] = libc::c_int::from(tclass);
-        self.len += 1;
-        true
-    }
-
-    /// Like [`push`](Self::push), for a datagram whose payload of `payload_len` bytes at `payload` goes between
-    /// `buf[..at]` and `buf[at..len]`.
-    ///
-    /// # Safety
-    /// `[payload, payload + payload_len)` must stay valid for reads and unchanged until the datagram is sent,
-    /// dropped or [`materialize`](Self::materialize)d.
-    pub unsafe fn push_lent(
-        &mut self,
-        buf: &mut Vec<u8>,
-        len: usize,
-        dest: SocketAddrV6,
-        tclass: u8,
-        (at, payload, payload_len): (usize, *const u8, usize),
-    ) -> bool {
-        // The whole datagram must fit the slot, so that `materialize` can copy the payload in.
-        if at > len || len + payload_len > buf.len() || !self.push(buf, len, dest, tclass) {
-            return false;
-        }
-        self.lent[self.len - 1] = Some((at, payload, payload_len));
-        true
-    }
-
-    /// Copies every lent payload into its datagram's slot, so the batch no longer points outside itself (before
-    /// it waits for a full socket while the memory may change or go away).
-    pub fn materialize(&mut self) {
-        for i in 0..self.len {
-            if let Some((at, ptr, n)) = self.lent[i].take() {
-                let slot = &mut self.slots[i];
-                let len = self.lens[i];
-                slot.copy_within(at..len, at + n);
-                // SAFETY: `push_lent`'s contract keeps `[ptr, ptr + n)` valid and unchanged until now; the slot
-                // is a distinct buffer with room for `at + n` bytes (checked in `push_lent`).
-                let src = unsafe { std::slice::from_raw_parts(ptr, n) };
-                slot[at..at + n].copy_from_slice(src);
-                self.lens[i] = len + n;
-            }
-        }
-    }
-
-    /// Datagram `i` whole (its bytes and a lent payload gathered), appended to `out`: for a plane I/O that
-    /// carries datagrams without `sendmmsg` (crate::plane).
-    pub fn gather(&self, i: usize, out: &mut Vec<u8>) {
-        let slot = &self.slots[i][..self.lens[i]];
-        match self.lent[i] {
-            None => out.extend_from_slice(slot),
-            Some((at, ptr, n)) => {
-                out.extend_from_slice(&slot[..at]);
-                // SAFETY: `push_lent`'s contract keeps `[ptr, ptr + n)` valid and unchanged while the datagram
-                // is in the batch, as for `sendmmsg`, which reads the same range.
-                out.extend_from_slice(unsafe { std::slice::from_raw_parts(ptr, n) });
-                out.extend_from_slice(&slot[at..]);
-            }
-        }
-    }
-
-    /// The IPv6 traffic class datagram `i` goes with.
-    pub fn tclass(&self, i: usize) -> u8 {
-        self.tclass[i] as u8
-    }
-
-    /// Where datagram `i` was going.
-    pub fn dest(&self, i: usize) -> SocketAddrV6 {
-        sockaddr_to(&self.dests[i])
-    }
-
-    /// The bytes of datagram `i` held in the batch (without a lent payload: its headers and ICRC).
-    pub fn payload(&self, i: usize) -> &[u8] {
-        &self.slots[i][..self.lens[i]]
-    }
-
-    /// Forgets every datagram.
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// Drops the first `n` datagrams, keeping the rest in order.
-    pub fn consume(&mut self, n: usize) {
-        let n = n.min(self.len);
-        if n == 0 {
-            return;
-        }
-        self.slots[..self.len].rotate_left(n);
-        self.lens.copy_within(n..self.len, 0);
-        self.lent.copy_within(n..self.len, 0);
-        self.dests.copy_within(n..self.len, 0);
-        self.tclass.copy_within(n..self.len, 0);
-        self.len -= n;
-    }
-
-    fn prepare(&mut self, from: usize, n: usize) {
-        for k in 0..n {
-            let i = from + k;
-            let base: *mut u8 = self.slots[i].as_mut_ptr();
-            let iov = |p: *mut u8, len: usize| libc::iovec {
-                iov_base: p.cast(),
-                iov_len: len,
-            };
-            let iovs = &mut self.iovs[3 * k..3 * k + 3];
-            let count = match self.lent[i] {
-                None => {
-                    iovs[0] = iov(base, self.lens[i]);
-                    1
-                }
-                Some((at, ptr, len)) => {
-                    iovs[0] = iov(base, at);
-                    // sendmmsg only reads through iovecs; the pointer is mutable in the C type alone.
-                    iovs[1] = iov(ptr.cast_mut(), len);
-                    // SAFETY: `at <= lens[i] <= slot length` (checked in `push_lent`), so the offset stays in
-                    // the slot.
-                    iovs[2] = iov(unsafe { base.add(at) }, self.lens[i] - at);
-                    3
-                }
-            };
-            let ctrl = &mut self.ctrl[k];
-            // SAFETY: all-zero is valid for msghdr.
-            let mut msg: libc::msghdr = unsafe { zeroed() };
-            msg.msg_name = (&mut self.dests[i] as *mut libc::sockaddr_in6).cast();
-            msg.msg_namelen = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            msg.msg_iov = self.iovs[3 * k..].as_mut_ptr();
-            msg.msg_iovlen = count;
-            msg.msg_control = ctrl.as_mut_ptr().cast();
-            // SAFETY: CMSG_SPACE is arithmetic on a constant size.
-            msg.msg_controllen =
-                unsafe { libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) } as usize;
-            // SAFETY: `ctrl` holds CMSG_ROOM bytes, more than one int-sized control message needs; the header
-            // and data are written inside it.
-            unsafe {
-                let c = libc::CMSG_FIRSTHDR(&msg);
-                (*c).cmsg_level = libc::IPPROTO_IPV6;
-                (*c).cmsg_type = libc::IPV6_TCLASS;
-                (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize;
-                libc::CMSG_DATA(c)
-                    .cast::<libc::c_int>()
-                    .write_unaligned(self.tclass[i]);
-            }
-            self.hdrs[k] = libc::mmsghdr {
-                msg_hdr: msg,
-                msg_len: 0,
-            };
-        }
-    }
-}
-
-/// Received datagrams: payloads, sources and traffic classes, reused from batch to batch.
-pub struct RxBatch {
-    slot: usize,
-    buf: Vec<u8>,
-    srcs: Vec<libc::sockaddr_in6>,
-    ctrl: Vec<[u64; CMSG_ROOM / 8]>,
-    hdrs: Vec<libc::mmsghdr>,
-    iovs: Vec<libc::iovec>,
-    lens: Vec<usize>,
-    tclass: Vec<u8>,
-    len: usize,
-}
-
-// SAFETY: the raw pointers inside are scratch space rebuilt before every use; the batch owns what they point at.
-unsafe impl Send for RxBatch {}
-
-impl std::fmt::Debug for RxBatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RxBatch").field("len", &self.len).finish()
-    }
-}
-
-impl RxBatch {
-    /// Room for `capacity` datagrams of up to `slot` bytes (longer ones are cut and must be dropped).
-    pub fn new(capacity: usize, slot: usize) -> Self {
-        let capacity = capacity.max(1);
-        // SAFETY: all-zero is valid for these C structures.
-        let zero_hdr: libc::mmsghdr = unsafe { zeroed() };
-        // SAFETY: as above.
-        let zero_sa: libc::sockaddr_in6 = unsafe { zeroed() };
-        Self {
-            slot,
-            buf: vec![0; capacity * slot],
-            srcs: vec![zero_sa; capacity],
-            ctrl: vec![[0; CMSG_ROOM / 8]; capacity],
-            hdrs: vec![zero_hdr; capacity],
-            iovs: vec![
-                libc::iovec {
-                    iov_base: std::ptr::null_mut(),
-                    iov_len: 0
-                };
-                capacity
-            ],
-            lens: vec![0; capacity],
-            tclass: vec![0; capacity],
-            len: 0,
-        }
-    }
-
-    /// Datagrams in the batch.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The batch holds nothing.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// How many datagrams one receive may put in the batch.
-    pub fn capacity(&self) -> usize {
-        self.hdrs.len()
-    }
-
-    /// Empties the batch (before a plane I/O without `recvmmsg` fills it with [`push`](Self::push)).
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-
-    /// Appends one received datagram (cut to the slot, and marked so, if longer); `false` when the batch is
-    /// full. For a plane I/O that carries datagrams without `recvmmsg` (crate::plane).
-    pub fn push(&mut self, payload: &[u8], src: SocketAddrV6, tclass: u8) -> bool {
-        let i = self.len;
-        if i >= self.capacity() {
-            return false;
-        }
-        let n = payload.len().min(self.slot);
-        self.buf[i * self.slot..i * self.slot + n].copy_from_slice(&payload[..n]);
-        self.lens[i] = if payload.len() > self.slot {
-            self.slot + 1
-        } else {
-            n
-        };
-        self.srcs[i] = sockaddr_from(&src);
-        self.tclass[i] = tclass;
-        self.len += 1;
-        true
-    }
-
-    /// Datagram `i`: payload, source, IPv6 traffic class, and whether it was cut to fit the slot.
-    pub fn get(&self, i: usize) -> (&[u8], SocketAddrV6, u8, bool) {
-        let len = self.lens[i];
-        (
-            &self.buf[i * self.slot..i * self.slot + len.min(self.slot)],
-            sockaddr_to(&self.srcs[i]),
-            self.tclass[i],
-            len > self.slot,
-        )
-    }
-
-    fn prepare(&mut self) {
-        for i in 0..self.hdrs.len() {
-            self.iovs[i] = libc::iovec {
-                iov_base: self.buf[i * self.slot..].as_mut_ptr().cast(),
-                iov_len: self.slot,
-            };
-            // SAFETY: all-zero is valid for msghdr.
-            let mut msg: libc::msghdr = unsafe { zeroed() };
-            msg.msg_name = (&mut self.srcs[i] as *mut libc::sockaddr_in6).cast();
-            msg.msg_namelen = size_of::<libc::sockaddr_in6>() as libc::socklen_t;
-            msg.msg_iov = &mut self.iovs[i];
-            msg.msg_iovlen = 1;
-            msg.msg_control = self.ctrl[i].as_mut_ptr().cast();
-            msg.msg_controllen = CMSG_ROOM;
-            self.hdrs[i] = libc::mmsghdr {
-                msg_hdr: msg,
-                msg_len: 0,
-            };
-        }
-    }
-
-    fn finish(&mut self, n: usize) {
-        self.len = n;
-        for i in 0..n {
-            let h = &self.hdrs[i];
-            let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            self.lens[i] = if truncated {
-                self.slot + 1
-            } else {
-                h.msg_len as usize
-            };
-            let mut tc = 0u8;
-            // SAFETY: the kernel wrote `msg_controllen` bytes of well-formed control messages into this
-            // datagram's control buffer; the CMSG_* macros stay within that length.
-            unsafe {
-                let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-                while !c.is_null() {
-                    if (*c).cmsg_level == libc::IPPROTO_IPV6 && (*c).cmsg_type == libc::IPV6_TCLASS
-                    {
-                        tc = libc::CMSG_DATA(c).cast::<libc::c_int>().read_unaligned() as u8;
-                    }
-                    c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
-                }
-            }
-            self.tclass[i] = tc;
-        }
     }
 }
 
@@ -806,6 +440,69 @@ mod tests {
                 (5, 2, a.local_addr(), 0x28, false)
             ]
         );
+    }
+
+    /// Segmentation offload: datagrams to one destination with one class and one length (the last shorter) leave
+    /// as one train, another destination or class starts a new one, and a receiver with `UDP_GRO` gets every
+    /// datagram back whole, in order, byte for byte.
+    #[test]
+    #[allow(unsafe_code, reason = "push_lent takes a raw payload pointer")]
+    fn trains_leave_in_one_message_and_arrive_as_their_datagrams() {
+        let any = SocketAddrV6::new(Ipv6Addr::LOCALHOST, 0, 0, 0);
+        let a = PlaneSocket::bind(any, false, 1 << 20).unwrap();
+        let (b, c) = (
+            PlaneSocket::bind(any, false, 1 << 20).unwrap(),
+            PlaneSocket::bind(any, false, 1 << 20).unwrap(),
+        );
+        b.receive_trains().unwrap();
+        let payload: Vec<u8> = (0..4000u32).map(|i| (i * 7) as u8).collect();
+        let mut tx = TxBatch::new(16, 2048).with_segmentation(true);
+        let mut buf = vec![0u8; 2048];
+        // Five datagrams to b: four of 1006 bytes (3 header, 1000 lent, 3 trailer), the last of 506.
+        for k in 0..5u8 {
+            buf[..6].copy_from_slice(&[k, k, k, 0xee, 0xee, 0xee]);
+            let n = if k == 4 { 500 } else { 1000 };
+            let lent = payload[usize::from(k) * 100..].as_ptr();
+            // SAFETY: `payload` outlives the batch's use of it below.
+            assert!(unsafe { tx.push_lent(&mut buf, 6, b.local_addr(), 0, (3, lent, n)) });
+        }
+        // Then one to c, one to b with another class, one to b again.
+        for (dest, tc) in [
+            (c.local_addr(), 0),
+            (b.local_addr(), 0x1c),
+            (b.local_addr(), 0),
+        ] {
+            buf[..6].copy_from_slice(&[9; 6]);
+            assert!(tx.push(&mut buf, 6, dest, tc));
+        }
+        assert_eq!(
+            (0..tx.len()).map(|i| tx.message_len(i)).collect::<Vec<_>>(),
+            [5, 4, 3, 2, 1, 1, 1, 1],
+            "one train of five, then single datagrams"
+        );
+        assert_eq!(a.send(&mut tx, 0).unwrap(), 8);
+        let mut rx = RxBatch::new(8, 1 << 16);
+        wait(
+            &[b.as_raw_fd()],
+            &[],
+            Some(std::time::Duration::from_secs(1)),
+        )
+        .unwrap();
+        assert_eq!(
+            b.recv(&mut rx).unwrap(),
+            7,
+            "five datagrams of the train and two singles"
+        );
+        assert_eq!(rx.msgs, 3, "the train arrived as one message");
+        let got: Vec<Vec<u8>> = (0..7).map(|i| rx.get(i).0.to_vec()).collect();
+        for (k, d) in got.iter().take(5).enumerate() {
+            let n = if k == 4 { 500 } else { 1000 };
+            let mut want = vec![k as u8; 3];
+            want.extend_from_slice(&payload[k * 100..k * 100 + n]);
+            want.extend_from_slice(&[0xee; 3]);
+            assert_eq!(d, &want, "datagram {k} of the train");
+        }
+        assert_eq!(receive(&c, 1, |(p, ..)| p.len()), [6]);
     }
 
     #[test]
