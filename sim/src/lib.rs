@@ -19,5 +19,5 @@ pub mod workload;
 
 pub use plan::Plan;
 pub use report::Report;
-pub use run::{run_scenario, run_scenario_captured};
+pub use run::{run_scenario, run_scenario_captured, run_scenario_with};
 pub use scenario::{Scenario, ScenarioError};

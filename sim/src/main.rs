@@ -14,7 +14,7 @@ use mrc_sim::capture::CaptureSpec;
 use mrc_sim::metrics::METRICS;
 use mrc_sim::plan::{self, Plan, human_bytes};
 use mrc_sim::sweep::{self, Item};
-use mrc_sim::{Report, Scenario, run_scenario, run_scenario_captured};
+use mrc_sim::{Report, Scenario, run_scenario, run_scenario_with};
 
 #[derive(Parser)]
 #[command(
@@ -225,6 +225,21 @@ fn prepare_out(dir: &Path, flag: &str) -> Result<(), String> {
         .map_err(|e| format!("{flag} {}: cannot write into it: {e}", dir.display()))
 }
 
+/// `run`, `compare` and `validate` run one scenario; failure sets are a sweep's, and running the scenario's own
+/// failures alone would quietly drop them.
+fn refuse_failure_sets(s: &Scenario, path: &Path, cmd: &str) -> Result<(), String> {
+    if s.sweep.failure_sets.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: sweep.failure_sets: `{cmd}` runs one failure set, and this scenario has {}; run them with \
+         `mrc-sim sweep {}` (each set's failures are added to the scenario's `failures`)",
+        path.display(),
+        s.sweep.failure_sets.len(),
+        path.display()
+    ))
+}
+
 fn refuse_baseline_metrics(s: &Scenario, flag: &str) -> Result<(), String> {
     for (i, th) in s.validate.iter().enumerate() {
         if mrc_sim::metrics::find(&th.metric).is_some_and(|m| match m.needs {
@@ -267,33 +282,78 @@ fn events(r: &Report) -> u64 {
         + r.victim_alone.as_ref().map_or(0, |b| b.counters.events)
 }
 
-/// Runs one scenario with a progress bar over simulated time; prints speed and memory to stderr (never to
-/// files: reports hold no wall-clock values).
+/// Runs one scenario with a progress bar per phase (baseline, victim alone, run) over the share of the
+/// workload's payload placed, so its ETA is the time the rest of the payload takes at the rate so far (the
+/// simulated time says nothing of how far a run is: it ends when the last transfer does, well before
+/// `run.limit_us`). Prints speed and memory to stderr (never to files: reports hold no wall-clock values).
+/// `first` says whether this is the process's first run: the peak RSS is the process's, so after the first run
+/// it also counts earlier scenarios.
 fn run_with_progress(
     s: &Scenario,
     plan: &Plan,
     baseline: bool,
     capture: Option<&CaptureSpec>,
+    first: bool,
 ) -> Result<Report, String> {
-    let limit = s.run.limit_us as u64;
-    let pb = bar(limit, "simulating");
+    let pb = bar(1000, "simulating");
+    pb.set_style(
+        ProgressStyle::with_template(
+            "{msg:>40} [{bar:40}] {percent:>3}% of the payload placed, {elapsed_precise} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
     let t0 = Instant::now();
-    let r = run_scenario_captured(s, baseline, capture, &mut |phase, ps| {
-        pb.set_message(phase.to_string());
-        pb.set_position(ps / 1_000_000);
+    let mut current = String::new();
+    let r = run_scenario_with(s, baseline, capture, &mut |phase, p| {
+        if current != phase {
+            // Each phase is a run of its own: its bar (and ETA) starts again.
+            current = phase.to_string();
+            pb.reset();
+        }
+        pb.set_message(format!(
+            "{phase}: {:.1} M events, {:.0} µs",
+            p.events as f64 / 1e6,
+            p.now_ps as f64 / 1e6
+        ));
+        pb.set_position((p.done * 1000.0) as u64);
         true
     })
     .map_err(|e| e.to_string());
     pb.finish_and_clear();
     if let Ok(r) = &r {
+        for w in &r.warnings {
+            eprintln!("{}: warning: {w}", s.name);
+        }
         let wall = t0.elapsed().as_secs_f64();
         let ev = events(r);
+        let runs = 1 + usize::from(r.baseline.is_some()) + usize::from(r.victim_alone.is_some());
         eprintln!(
-            "{}: wall {:.2} s, {} events, {:.2} M events/s, peak RSS {} (estimated {})",
+            "{}: wall {:.2} s, {} events in {} (the run{}{}), {:.2} M events/s, {} {} (estimated {})",
             s.name,
             wall,
             ev,
+            if runs == 1 {
+                "1 run".to_string()
+            } else {
+                format!("{runs} runs")
+            },
+            if r.baseline.is_some() {
+                " and its healthy baseline"
+            } else {
+                ""
+            },
+            if r.victim_alone.is_some() {
+                " and the victim alone"
+            } else {
+                ""
+            },
             ev as f64 / wall / 1e6,
+            if first {
+                "peak RSS"
+            } else {
+                "peak RSS of this process so far (earlier scenarios included)"
+            },
             peak_rss().map_or("?".into(), human_bytes),
             human_bytes(plan.memory.bytes)
         );
@@ -341,13 +401,20 @@ fn real_main() -> Result<ExitCode, String> {
             capture,
         } => {
             let s = load(&scenario, seed)?;
+            refuse_failure_sets(&s, &scenario, "run")?;
             if no_baseline {
                 refuse_baseline_metrics(&s, "--no-baseline")?;
             }
             let capture = capture.spec()?;
             let plan = plan_for(&scenario, &s, &memory_limit(&limits)?)?;
             prepare_out(&out, "--out")?;
-            let r = run_with_progress(&s, &plan, s.run.baseline && !no_baseline, capture.as_ref())?;
+            let r = run_with_progress(
+                &s,
+                &plan,
+                s.run.baseline && !no_baseline,
+                capture.as_ref(),
+                true,
+            )?;
             if let Some(c) = &capture {
                 println!("wrote {}", c.path.display());
             }
@@ -355,6 +422,10 @@ fn real_main() -> Result<ExitCode, String> {
                 .map_err(|e| format!("{}: {e}", out.display()))?;
             print!("{}", r.summary());
             println!("wrote {}", out.display());
+            println!(
+                "replay: mrc-sim run {}",
+                out.join("scenario.toml").display()
+            );
             let inv = r.invariant_violations();
             if !inv.is_empty() {
                 return Err(format!("invariants violated: {}", inv.join(", ")));
@@ -368,11 +439,12 @@ fn real_main() -> Result<ExitCode, String> {
             limits,
         } => {
             let s = load(&scenario, seed)?;
+            refuse_failure_sets(&s, &scenario, "compare")?;
             let plan = plan_for(&scenario, &s, &memory_limit(&limits)?)?;
             if let Some(o) = &out {
                 prepare_out(o, "--out")?;
             }
-            let r = run_with_progress(&s, &plan, true, None)?;
+            let r = run_with_progress(&s, &plan, true, None, true)?;
             if let Some(o) = &out {
                 r.write(o).map_err(|e| format!("{}: {e}", o.display()))?;
             }
@@ -393,6 +465,7 @@ fn real_main() -> Result<ExitCode, String> {
             let mut loaded = Vec::new();
             for p in &scenarios {
                 let s = load(p, None)?;
+                refuse_failure_sets(&s, p, "validate")?;
                 let plan = plan_for(p, &s, &limit)?;
                 if let Some(o) = &out {
                     prepare_out(&o.join(&s.name), "--out")?;
@@ -400,8 +473,8 @@ fn real_main() -> Result<ExitCode, String> {
                 loaded.push((p, s, plan));
             }
             let mut ok = true;
-            for (p, s, plan) in &loaded {
-                let r = run_with_progress(s, plan, s.run.baseline, None)?;
+            for (k, (p, s, plan)) in loaded.iter().enumerate() {
+                let r = run_with_progress(s, plan, s.run.baseline, None, k == 0)?;
                 if let Some(o) = &out {
                     let d = o.join(&s.name);
                     r.write(&d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -456,9 +529,7 @@ fn real_main() -> Result<ExitCode, String> {
                 mine.push((it.clone(), sc, plan));
             }
             prepare_out(&out, "--out")?;
-            if sn > 1 || shard.is_some() {
-                sweep::write_plan(&out, &items)?;
-            }
+            sweep::write_plan(&out, &items)?;
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
             let mut jobs = jobs.unwrap_or(cores).max(1);
             let each = mine
@@ -528,7 +599,23 @@ fn real_main() -> Result<ExitCode, String> {
                 "sweep.csv".to_string()
             };
             sweep::write_atomic(&out.join(&name), &csv)?;
-            println!("{} runs; wrote {}", mine.len(), out.join(name).display());
+            println!("{} runs; wrote {}", mine.len(), out.join(&name).display());
+            if shard.is_none() {
+                let sets = sweep::write_summary(&out, &csv)?;
+                print!("{}", sweep::summary_table(&sets));
+                println!(
+                    "wrote {} and {}",
+                    out.join("sweep-summary.csv").display(),
+                    out.join("sweep-summary.svg").display()
+                );
+            }
+            let failed = sweep::failed_runs(&csv);
+            for (folder, checks) in &failed {
+                println!("FAIL {folder}: {checks}");
+            }
+            if !failed.is_empty() {
+                println!("{} of {} runs failed a check", failed.len(), mine.len());
+            }
             Ok(if ok {
                 ExitCode::SUCCESS
             } else {
@@ -544,6 +631,10 @@ fn real_main() -> Result<ExitCode, String> {
                 m.shards,
                 m.path.display()
             );
+            let csv = std::fs::read_to_string(&m.path)
+                .map_err(|e| format!("{}: {e}", m.path.display()))?;
+            let sets = sweep::write_summary(&dir, &csv)?;
+            print!("{}", sweep::summary_table(&sets));
             for (folder, checks) in &m.failed {
                 println!("FAIL {folder}: {checks}");
             }

@@ -361,7 +361,10 @@ fn check_failure_refs(
     {
         return Err(ScenarioError::new(
             format!("{at}.host"),
-            format!("host {h} does not exist: the fabric has {hosts} hosts, so use 0..{hosts}"),
+            format!(
+                "host {h} does not exist: the fabric has {hosts} hosts, so use 0..={}",
+                hosts.saturating_sub(1)
+            ),
         ));
     }
     Ok(())
@@ -375,7 +378,10 @@ fn check_workload_refs(s: &Scenario, hosts: u32) -> Result<(), ScenarioError> {
         } else {
             Err(ScenarioError::new(
                 field,
-                format!("host {h} does not exist: the fabric has {hosts} hosts, so use 0..{hosts}"),
+                format!(
+                    "host {h} does not exist: the fabric has {hosts} hosts, so use 0..={}",
+                    hosts.saturating_sub(1)
+                ),
             ))
         }
     };

@@ -35,6 +35,28 @@ pub struct Window {
     pub to_us: f64,
     /// What fails.
     pub label: String,
+    /// When the failure really ends (`None`: it lasts), whatever the plot shows: a label says the scenario's
+    /// times, not the plotted range's.
+    pub until_us: Option<f64>,
+}
+
+impl Window {
+    /// The label with the failure's own times.
+    pub fn text(&self) -> String {
+        match self.until_us {
+            Some(u) => format!("{} ({}–{} µs)", self.label, num(self.from_us), num(u)),
+            None => format!("{} (from {} µs)", self.label, num(self.from_us)),
+        }
+    }
+}
+
+/// A time as the scenario would write it: whole µs without decimals.
+fn num(x: f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{x:.0}")
+    } else {
+        format!("{x}")
+    }
 }
 
 fn links(l: &LinkRef) -> String {
@@ -119,12 +141,34 @@ pub fn windows(r: &Report, end_us: f64) -> Vec<Window> {
             })
             .map(|u| u.at_us)
             .next();
-        let to = f.until_us.or(repaired).unwrap_or(end_us).min(end_us);
+        let until = f.until_us.or(repaired);
+        let to = until.unwrap_or(end_us).min(end_us);
+        if f.kind == FailureKind::LinkFlap {
+            // Shade each time the link is down, not the whole span: a flap is down `1 - duty` of each period.
+            let period = f.period_us.unwrap_or(1.0).max(1e-3);
+            let down = period * (1.0 - f.duty.unwrap_or(0.5));
+            let label = describe(f);
+            let mut t = f.at_us;
+            let mut first = true;
+            while t < to {
+                out.push(Window {
+                    from_us: t,
+                    to_us: (t + down).min(to),
+                    // One label for the whole flap, on its first down time.
+                    label: if first { label.clone() } else { String::new() },
+                    until_us: until,
+                });
+                first = false;
+                t += period;
+            }
+            continue;
+        }
         if f.at_us < to {
             out.push(Window {
                 from_us: f.at_us,
                 to_us: to,
                 label: describe(f),
+                until_us: until,
             });
         }
     }
@@ -268,31 +312,57 @@ fn time_panel(
     area: &Area<'_>,
     title: &str,
     y_desc: &str,
-    x_end: f64,
+    x: (f64, f64),
     windows: &[Window],
     series: &[Series],
 ) -> Result<(), String> {
+    let (x_start, x_end) = x;
     let y_max = series
         .iter()
         .flat_map(|s| s.pts.iter().map(|p| p.1))
         .fold(0.0f64, f64::max);
-    let y_top = if y_max > 0.0 { y_max * 1.18 } else { 1.0 };
+    // The failure labels, one row each at the top left, and the legend at the top right sit above the data.
+    let labels: Vec<String> = windows
+        .iter()
+        .filter(|w| !w.label.is_empty())
+        .map(Window::text)
+        .collect();
+    let rows = labels.len().min(4) as f64;
+    let y_top = if y_max > 0.0 {
+        y_max * (1.18 + 0.07 * rows)
+    } else {
+        1.0
+    };
     let mut chart = builder(area, title)
-        .build_cartesian_2d(0f64..x_end, 0f64..y_top)
+        .build_cartesian_2d(x_start..x_end, 0f64..y_top)
         .map_err(err)?;
     mesh(&mut chart, "time (µs)", y_desc)?;
-    for (k, w) in windows.iter().enumerate() {
+    for w in windows {
+        let (a, b) = (w.from_us.max(x_start), w.to_us.min(x_end));
+        if a >= b {
+            continue;
+        }
         chart
             .draw_series(std::iter::once(Rectangle::new(
-                [(w.from_us, 0.0), (w.to_us, y_top)],
+                [(a, 0.0), (b, y_top)],
                 SHADE.mix(0.45).filled(),
             )))
             .map_err(err)?;
-        let row = (k % 3) as f64;
+    }
+    let extra = labels.len().saturating_sub(4);
+    for (row, text) in labels.iter().take(4).enumerate() {
+        let text = if row == 3 && extra > 0 {
+            format!("{text} (+{extra} more failures)")
+        } else {
+            text.clone()
+        };
         chart
             .draw_series(std::iter::once(Text::new(
-                format!("{} ({:.0}–{:.0} µs)", w.label, w.from_us, w.to_us),
-                (w.from_us + x_end * 0.004, y_top * (0.985 - 0.055 * row)),
+                text,
+                (
+                    x_start + (x_end - x_start) * 0.004,
+                    y_top * (0.985 - 0.06 * row as f64),
+                ),
                 (FONT, 13).into_font().color(&RGBColor(0xa0, 0x20, 0x10)),
             )))
             .map_err(err)?;
@@ -301,6 +371,28 @@ fn time_panel(
         line(&mut chart, s)?;
     }
     legend(&mut chart, SeriesLabelPosition::UpperRight)
+}
+
+/// Where the time axis starts: the first transfer's start, rounded down to a bin (0 when traffic starts at
+/// once), so a job that starts late is not drawn as a long empty stretch.
+fn x_start(r: &Report) -> f64 {
+    let first = r
+        .run
+        .times_us
+        .iter()
+        .map(|t| t.0)
+        .filter(|&t| t >= 0.0)
+        .fold(f64::INFINITY, f64::min);
+    if !first.is_finite() {
+        return 0.0;
+    }
+    let bin = r.run.bin_us.max(1e-9);
+    (first / bin).floor() * bin
+}
+
+/// The time axis of the plots, µs: from where the traffic starts to where the last run ends.
+pub fn time_axis(r: &Report) -> (f64, f64) {
+    (x_start(r), x_end(r))
 }
 
 fn x_end(r: &Report) -> f64 {
@@ -350,7 +442,7 @@ pub fn goodput_svg(r: &Report) -> Result<String, String> {
                 r.run.bin_us, r.hosts, r.planes
             ),
             &format!("{unit}, sum of {} hosts", r.hosts),
-            end,
+            (x_start(r), end),
             &win,
             &series,
         )?;
@@ -384,7 +476,7 @@ pub fn goodput_svg(r: &Report) -> Result<String, String> {
                 r.hosts
             ),
             &format!("{punit} per plane, sum of {} hosts", r.hosts),
-            end,
+            (x_start(r), end),
             &win,
             &planes,
         )?;
@@ -522,10 +614,92 @@ pub fn queues_svg(r: &Report) -> Result<String, String> {
                 r.run.bin_us
             ),
             &format!("{unit} queued"),
-            end,
+            (x_start(r), end),
             &windows(r, end),
             &series,
         )?;
+        root.present().map_err(err)?;
+    }
+    Ok(buf)
+}
+
+/// `sweep-summary.svg`: per failure set, the job's slowdown against the healthy run (or its completion time
+/// when the sweep ran without baselines): the median over the seeds as a dot, their range as a bar.
+pub fn sweep_svg(sets: &[crate::sweep::SetSummary]) -> Result<String, String> {
+    let slow = sets.iter().all(|s| s.slowdown.is_some());
+    let val = |s: &crate::sweep::SetSummary| {
+        if slow {
+            s.slowdown
+                .map_or((0.0, 0.0, 0.0), |x| (x.0 * 100.0, x.1 * 100.0, x.2 * 100.0))
+        } else {
+            s.jct_us
+        }
+    };
+    let lo = sets.iter().map(|s| val(s).0).fold(0.0f64, f64::min);
+    let hi = sets.iter().map(|s| val(s).2).fold(0.0f64, f64::max);
+    let pad = ((hi - lo) * 0.15).max(1e-3);
+    let names: Vec<String> = sets.iter().map(|s| s.set.clone()).collect();
+    let mut buf = String::new();
+    {
+        let h = 420 + 14 * names.iter().map(String::len).max().unwrap_or(0) as u32;
+        let root = SVGBackend::with_string(&mut buf, (W, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let n = sets.len().max(1) as f64;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                if slow {
+                    "Job slowdown by failure set: median over the seeds (dot) and their range (bar)"
+                } else {
+                    "Job completion time by failure set: median over the seeds (dot) and their range (bar)"
+                },
+                (FONT, 17),
+            )
+            .margin(12)
+            .x_label_area_size(40 + 7 * names.iter().map(String::len).max().unwrap_or(0) as u32)
+            .y_label_area_size(70)
+            .build_cartesian_2d(-0.5f64..n - 0.5, (lo - pad).min(0.0)..hi + pad)
+            .map_err(err)?;
+        let label = |x: &f64| {
+            let k = x.round();
+            if (x - k).abs() < 1e-6 && k >= 0.0 {
+                names.get(k as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
+        chart
+            .configure_mesh()
+            .x_desc("failure set")
+            .y_desc(if slow {
+                "job slowdown (%)"
+            } else {
+                "job completion time (µs)"
+            })
+            .x_labels(sets.len().max(1))
+            .x_label_formatter(&label)
+            .y_label_formatter(&tick)
+            .x_label_style((FONT, 13).into_font().transform(FontTransform::Rotate90))
+            .label_style((FONT, 13))
+            .light_line_style(WHITE.mix(0.0))
+            .draw()
+            .map_err(err)?;
+        for (k, s) in sets.iter().enumerate() {
+            let (a, m, b) = val(s);
+            let x = k as f64;
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(x, a), (x, b)],
+                    ShapeStyle {
+                        color: COLORS[0].to_rgba(),
+                        filled: false,
+                        stroke_width: 6,
+                    },
+                )))
+                .map_err(err)?;
+            chart
+                .draw_series(std::iter::once(Circle::new((x, m), 6, COLORS[1].filled())))
+                .map_err(err)?;
+        }
         root.present().map_err(err)?;
     }
     Ok(buf)
@@ -573,6 +747,10 @@ mod tests {
         assert_eq!(w[1].to_us, 100.0, "an open-ended failure lasts to the end");
         let svg = goodput_svg(&r).unwrap();
         assert!(svg.contains("plane 1 down (10–30 µs)"), "label missing");
+        assert!(
+            svg.contains("T0-T1 links of plane 0, T0 1 down (from 5 µs)"),
+            "an open-ended failure's label says so"
+        );
         assert!(svg.contains("fill=\"#FFD0C0\""), "shading missing");
         assert_eq!(svg, goodput_svg(&r).unwrap(), "plots are deterministic");
     }

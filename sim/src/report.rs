@@ -178,12 +178,46 @@ pub struct Report {
     pub metrics: BTreeMap<String, f64>,
     /// Threshold verdicts.
     pub checks: Vec<Verdict>,
+    /// What the scenario asks that the run did not use: failures outside the traffic.
+    pub warnings: Vec<String>,
     /// Per transfer: (src, dst, bytes).
     #[serde(skip)]
     pub flows: Vec<(u32, u32, u64)>,
     /// Files the scenario imports: (where they are, the name of their copy beside the echoed scenario).
     #[serde(skip)]
     pub imports: Vec<(std::path::PathBuf, String)>,
+}
+
+/// Failures that changed nothing because the traffic had not started or had ended: a planner who meant them
+/// to hit the job learns it from the report instead of from a slowdown of 0.
+fn failure_warnings(s: &Scenario, run: &RunSummary) -> Vec<String> {
+    let first = run
+        .times_us
+        .iter()
+        .map(|t| t.0)
+        .filter(|&t| t >= 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let mut v = Vec::new();
+    for (i, f) in s.failures.iter().enumerate() {
+        if matches!(f.kind, FailureKind::LinkUp | FailureKind::SwitchUp) {
+            continue;
+        }
+        let what = crate::plots::describe(f);
+        if run.finished && f.at_us >= run.jct_us {
+            v.push(format!(
+                "failures[{i}] ({what}) at {} µs: after the last transfer finished ({:.1} µs); it changed \
+                 nothing (move at_us into the traffic, or raise the workload)",
+                f.at_us, run.jct_us
+            ));
+        } else if f.until_us.is_some_and(|u| u <= first) {
+            v.push(format!(
+                "failures[{i}] ({what}) ends at {} µs, before the first transfer starts ({first:.1} µs); it \
+                 changed nothing",
+                f.until_us.unwrap_or(0.0)
+            ));
+        }
+    }
+    v
 }
 
 /// The planes a failure touches (`None`: every plane).
@@ -459,6 +493,7 @@ impl Report {
             }
         }
         scenario.base_dir = None;
+        let warnings = failure_warnings(s, &run);
         Self {
             name: s.name.clone(),
             seed: s.seed,
@@ -473,6 +508,7 @@ impl Report {
             ideal,
             metrics: m,
             checks,
+            warnings,
             flows: xfers.iter().map(|t| (t.src, t.dst, t.bytes)).collect(),
             imports,
         }
@@ -567,7 +603,8 @@ impl Report {
         let retx: u64 = r.plane_tx.iter().map(|x| x[1]).sum();
         let _ = writeln!(
             o,
-            "data packets {sent}, retransmitted {retx}: {} after trims, {} by time, {} by RTO, {} with a path, {} with a plane",
+            "data packets {sent}, retransmitted {retx}: {} after trims, {} lost by time, {} by RTO, {} in flight on a \
+             retired EV, {} in flight on a retired plane",
             r.plane_tx.iter().map(|x| x[2]).sum::<u64>(),
             c.losses_rack,
             c.losses_rto,
@@ -592,7 +629,15 @@ impl Report {
             c.trimmed_bytes,
             c.trimmed_pkts * u64::from(self.scenario.topology.queue.trimmed_bytes)
         );
-        let _ = writeln!(o, "events {}", c.events);
+        let _ = writeln!(
+            o,
+            "events: {} in the run{}",
+            c.events,
+            self.baseline.as_ref().map_or(String::new(), |b| format!(
+                ", {} in its healthy baseline",
+                b.counters.events
+            ))
+        );
         o
     }
 
@@ -602,6 +647,9 @@ impl Report {
         let r = &self.run;
         let c = &r.counters;
         let _ = writeln!(o, "scenario {} (seed {})", self.name, self.seed);
+        for w in &self.warnings {
+            let _ = writeln!(o, "warning: {w}");
+        }
         if !self.scenario.description.is_empty() {
             let _ = writeln!(o, "  {}", self.scenario.description.trim());
         }
@@ -671,7 +719,8 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "losses: {} by time, {} by RTO, {} with a path, {} with a plane; {} spurious retransmissions (duplicates received, {:.3}% of data packets)",
+            "losses: {} by time, {} by RTO, {} presumed with a retired EV and {} with a retired plane (in flight on \
+             it, resent at once); {} spurious retransmissions (duplicates received, {:.3}% of data packets)",
             c.losses_rack,
             c.losses_rto,
             c.losses_path,
@@ -725,10 +774,6 @@ impl Report {
                 }
             );
         }
-        let _ = writeln!(
-            o,
-            "replay: mrc-sim run scenario.toml (the scenario is echoed beside this file)"
-        );
         o
     }
 }

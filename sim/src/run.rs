@@ -7,7 +7,7 @@ use crate::report::{Report, RunSummary};
 use crate::scenario::{
     Direction, FailureCfg, FailureKind, LinkRef, LinkTier, Scenario, ScenarioError,
 };
-use crate::sim::{Action, Outcome, RunSettings, Sim};
+use crate::sim::{Action, Outcome, Progress, RunSettings, Sim};
 use crate::topo::Topology;
 use crate::workload::{self, Transfer, Workload};
 
@@ -107,7 +107,7 @@ pub fn expand_failures(
                 if u32::from(p) >= t.shape.planes {
                     return Err(ScenarioError::new(
                         format!("{at}.plane"),
-                        format!("plane {p}; use 0..{}", t.shape.planes),
+                        format!("plane {p}; use 0..={}", t.shape.planes.saturating_sub(1)),
                     ));
                 }
                 let mut ports = Vec::new();
@@ -242,15 +242,14 @@ pub fn prepare(s: &Scenario, plan: &Plan) -> Result<Prepared, ScenarioError> {
     })
 }
 
-/// Runs one variant; `progress` gets the simulated time now and then and may stop the run by returning
-/// false.
+/// Runs one variant; `progress` hears where it stands now and then and may stop the run by returning false.
 pub fn run_one(
     topo: Topology,
     workload: Workload,
     actions: Vec<(u64, Action)>,
     rs: &RunSettings,
     limit_ps: u64,
-    progress: &mut dyn FnMut(u64) -> bool,
+    progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> Result<Outcome, ScenarioError> {
     let sim = Sim::new(topo, workload, actions, rs)?;
     Ok(sim.run(limit_ps, progress))
@@ -274,6 +273,20 @@ pub fn run_scenario_captured(
     baseline: bool,
     capture: Option<&CaptureSpec>,
     progress: &mut dyn FnMut(&str, u64) -> bool,
+) -> Result<Report, ScenarioError> {
+    run_scenario_with(s, baseline, capture, &mut |phase, p| {
+        progress(phase, p.now_ps)
+    })
+}
+
+/// [`run_scenario_captured`] with the whole [`Progress`] of each phase (`baseline`, `victim alone`, `run`):
+/// what a progress bar with an honest ETA needs (the payload placed, not the simulated time, whose end only the
+/// run finds out).
+pub fn run_scenario_with(
+    s: &Scenario,
+    baseline: bool,
+    capture: Option<&CaptureSpec>,
+    progress: &mut dyn FnMut(&str, &Progress) -> bool,
 ) -> Result<Report, ScenarioError> {
     let plan = Plan::new(s)?;
     let p = prepare(s, &plan)?;
@@ -300,7 +313,7 @@ pub fn run_scenario_captured(
             Vec::new(),
             &p.rs,
             limit,
-            &mut |t| progress("baseline", t),
+            &mut |t: &Progress| progress("baseline", t),
         )?;
         Some(RunSummary::new(&o, &xfers, bin))
     } else {
@@ -313,7 +326,7 @@ pub fn run_scenario_captured(
             Vec::new(),
             &p.rs,
             limit,
-            &mut |t| progress("victim alone", t),
+            &mut |t: &Progress| progress("victim alone", t),
         )?;
         Some(RunSummary::new(&o, &victim.transfers, bin))
     } else {
@@ -334,7 +347,7 @@ pub fn run_scenario_captured(
         let c = SimCapture::new(c, sim.topo())?;
         sim.set_capture(c);
     }
-    let main = sim.run(limit, &mut |t| progress("run", t));
+    let main = sim.run(limit, &mut |t: &Progress| progress("run", t));
     if let Some(Err(e)) = &main.capture {
         return Err(ScenarioError::new("capture", e.clone()));
     }

@@ -388,6 +388,20 @@ pub struct Sim {
     evs_per_qp: usize,
     /// The pcapng capture, if asked for (capture.rs): tested once per packet and hop.
     capture: Option<Box<SimCapture>>,
+    /// Payload bytes placed so far, and all the workload's: how far the run is.
+    placed: u64,
+    total_bytes: u64,
+}
+
+/// Where a run stands, now and then during [`Sim::run`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Simulated time, ps.
+    pub now_ps: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Fraction of the workload's payload bytes placed (0 to 1; retransmitted bytes count once).
+    pub done: f64,
 }
 
 const EV_TXDONE: u64 = 0;
@@ -564,6 +578,7 @@ impl Sim {
             mpr,
             icrc: false,
             reorder_min: tr.reorder_ns.map(mrc::Duration::from_nanos),
+            ev_burst: tr.ev_burst,
             ..QpConfig::default()
         };
         qcfg.validate().map_err(|e| {
@@ -635,6 +650,7 @@ impl Sim {
         }
         let fired = vec![0; triggers.len()];
         let n = xfers.len();
+        let total_bytes: u64 = xfers.iter().map(|t| t.bytes).sum();
         let mut sim = Self {
             ports,
             cold,
@@ -686,6 +702,8 @@ impl Sim {
                 64
             ],
             evs_per_qp,
+            placed: 0,
+            total_bytes,
             capture: None,
             topo,
         };
@@ -732,9 +750,9 @@ impl Sim {
         self.q.push(t, e);
     }
 
-    /// Runs until every transfer finished or `limit_ps`; `progress` is called now and then with the time and
-    /// may stop the run there by returning false.
-    pub fn run(mut self, limit_ps: u64, mut progress: impl FnMut(u64) -> bool) -> Outcome {
+    /// Runs until every transfer finished or `limit_ps`; `progress` is called now and then with where the run
+    /// stands and may stop the run there by returning false.
+    pub fn run(mut self, limit_ps: u64, mut progress: impl FnMut(&Progress) -> bool) -> Outcome {
         let mut n = 0u64;
         let mut end = limit_ps;
         while let Some(t) = self.q.peek_time() {
@@ -757,7 +775,13 @@ impl Sim {
                 EV_ACTION => self.action(id as usize),
                 _ => self.start(id),
             }
-            if n & 0xF_FFFF == 0 && !progress(self.now) {
+            if n & 0xFFFF == 0
+                && !progress(&Progress {
+                    now_ps: self.now,
+                    events: n,
+                    done: self.placed as f64 / self.total_bytes.max(1) as f64,
+                })
+            {
                 end = self.now;
                 break;
             }
@@ -1437,6 +1461,7 @@ impl Sim {
                 self.goodput.resize(bin + 1, vec![0; self.planes as usize]);
             }
             self.goodput[bin][p.plane as usize] += w;
+            self.placed += w;
         }
         self.pump(h);
     }

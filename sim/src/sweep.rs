@@ -19,7 +19,7 @@ pub struct Item {
     pub index: usize,
     /// Seed.
     pub seed: u64,
-    /// Failure set replacing the scenario's failures, if the sweep has sets.
+    /// Failure set added to the scenario's failures, if the sweep has sets.
     pub set: Option<FailureSet>,
 }
 
@@ -42,9 +42,10 @@ impl Item {
         let mut sc = s.clone();
         sc.seed = self.seed;
         if let Some(f) = &self.set {
-            sc.failures = f.failures.clone();
+            sc.failures.extend(f.failures.iter().cloned());
             sc.name = format!("{}-{}", s.name, f.name);
         }
+        sc.sweep.failure_sets.clear();
         sc
     }
 }
@@ -377,4 +378,145 @@ pub fn merge(dir: &Path) -> Result<Merged, String> {
         failed,
         path,
     })
+}
+
+/// One failure set's runs in a sweep, over its seeds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SetSummary {
+    /// Failure set (`-` without sets).
+    pub set: String,
+    /// Runs (seeds).
+    pub runs: usize,
+    /// Runs that passed every check.
+    pub passed: usize,
+    /// Job completion time over the seeds: (min, median, max), µs.
+    pub jct_us: (f64, f64, f64),
+    /// Job slowdown against the healthy run over the seeds: (min, median, max), when the runs have it.
+    pub slowdown: Option<(f64, f64, f64)>,
+}
+
+fn spread(mut v: Vec<f64>) -> Option<(f64, f64, f64)> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
+    Some((v[0], mid, v[v.len() - 1]))
+}
+
+/// The per-failure-set summary of a `sweep.csv` (its text), sets in the order they first appear.
+pub fn summarize(csv: &str) -> Vec<SetSummary> {
+    let mut order: Vec<String> = Vec::new();
+    let mut rows: Vec<(String, f64, f64, bool)> = Vec::new();
+    for line in csv.lines().skip(1).filter(|l| !l.is_empty()) {
+        let f: Vec<&str> = line.split(',').collect();
+        let num = |i: usize| {
+            f.get(i)
+                .and_then(|x| x.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        let set = f.get(4).copied().unwrap_or("-").to_string();
+        if !order.contains(&set) {
+            order.push(set.clone());
+        }
+        rows.push((set, num(6), num(7), f.get(11) == Some(&"true")));
+    }
+    order
+        .into_iter()
+        .map(|set| {
+            let mine: Vec<&(String, f64, f64, bool)> = rows.iter().filter(|r| r.0 == set).collect();
+            SetSummary {
+                runs: mine.len(),
+                passed: mine.iter().filter(|r| r.3).count(),
+                jct_us: spread(mine.iter().map(|r| r.1).collect()).unwrap_or((
+                    f64::NAN,
+                    f64::NAN,
+                    f64::NAN,
+                )),
+                slowdown: spread(mine.iter().map(|r| r.2).collect()),
+                set,
+            }
+        })
+        .collect()
+}
+
+/// `sweep-summary.csv`: one row per failure set.
+pub fn summary_csv(sets: &[SetSummary]) -> String {
+    let mut t = String::from(
+        "failure_set,runs,passed,jct_us_min,jct_us_median,jct_us_max,jct_slowdown_min,jct_slowdown_median,\
+         jct_slowdown_max\n",
+    );
+    for s in sets {
+        let (a, b, c) = s
+            .slowdown
+            .map_or((String::new(), String::new(), String::new()), |x| {
+                (
+                    format!("{:.6}", x.0),
+                    format!("{:.6}", x.1),
+                    format!("{:.6}", x.2),
+                )
+            });
+        let _ = writeln!(
+            t,
+            "{},{},{},{:.3},{:.3},{:.3},{a},{b},{c}",
+            s.set, s.runs, s.passed, s.jct_us.0, s.jct_us.1, s.jct_us.2
+        );
+    }
+    t
+}
+
+/// The summary as a table a manager reads: per failure set, how much slower the job is (median over the
+/// seeds, and their range) and how many runs passed their checks.
+pub fn summary_table(sets: &[SetSummary]) -> String {
+    let mut t = format!(
+        "{:<24} {:>5} {:>7} {:>14} {:>22}\n",
+        "failure set", "runs", "passed", "JCT median us", "slowdown median (range)"
+    );
+    for s in sets {
+        let slow = s.slowdown.map_or("-".to_string(), |x| {
+            format!(
+                "{:+.1}% ({:+.1}% to {:+.1}%)",
+                x.1 * 100.0,
+                x.0 * 100.0,
+                x.2 * 100.0
+            )
+        });
+        let _ = writeln!(
+            t,
+            "{:<24} {:>5} {:>7} {:>14.1} {:>22}",
+            s.set, s.runs, s.passed, s.jct_us.1, slow
+        );
+    }
+    t
+}
+
+/// Writes `sweep-summary.csv` and `sweep-summary.svg` beside a sweep's `sweep.csv` (its text) and returns the
+/// summary.
+pub fn write_summary(dir: &Path, csv: &str) -> Result<Vec<SetSummary>, String> {
+    let sets = summarize(csv);
+    write_atomic(&dir.join("sweep-summary.csv"), &summary_csv(&sets))?;
+    let svg = crate::plots::sweep_svg(&sets)?;
+    write_atomic(&dir.join("sweep-summary.svg"), &svg)?;
+    Ok(sets)
+}
+
+/// The runs of a `sweep.csv` (its text) that failed a check: (folder, failed checks).
+pub fn failed_runs(csv: &str) -> Vec<(String, String)> {
+    csv.lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f.get(11) == Some(&"false")).then(|| {
+                (
+                    f.get(1).copied().unwrap_or("").to_string(),
+                    f.last().copied().unwrap_or("").to_string(),
+                )
+            })
+        })
+        .collect()
 }

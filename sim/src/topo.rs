@@ -205,7 +205,10 @@ impl Shape {
             {
                 return Err(ScenarioError::new(
                     format!("{field}.{f}"),
-                    format!("{v} does not exist: the fabric has {n} {what}, so use 0..{n}"),
+                    format!(
+                        "{v} does not exist: the fabric has {n} {what}, so use 0..={}",
+                        n.saturating_sub(1)
+                    ),
                 ));
             }
         }
@@ -233,7 +236,10 @@ impl Shape {
         if plane >= self.planes {
             return Err(ScenarioError::new(
                 format!("{field}.plane"),
-                format!("plane {plane} does not exist; use 0..{}", self.planes),
+                format!(
+                    "plane {plane} does not exist; use 0..={}",
+                    self.planes.saturating_sub(1)
+                ),
             ));
         }
         if self.tiers() == 2 && r.pod.is_some() {
@@ -253,9 +259,12 @@ impl Shape {
             return Err(ScenarioError::new(
                 field,
                 format!(
-                    "tier {} plane {plane} pod {pod} index {} does not exist; pod 0..{pods}, index 0..{n} \
+                    "tier {} plane {plane} pod {pod} index {} does not exist; pod 0..={}, index 0..={} \
                      ({n} {what})",
-                    r.tier, r.index
+                    r.tier,
+                    r.index,
+                    pods.saturating_sub(1),
+                    n.saturating_sub(1)
                 ),
             ));
         }

@@ -346,7 +346,8 @@ pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError>
         };
         if s >= hosts || d >= hosts || s == d {
             return Err(err(format!(
-                "hosts must be distinct and in 0..{hosts} (the topology has {hosts})"
+                "hosts must be distinct and in 0..={} (the topology has {hosts})",
+                hosts.saturating_sub(1)
             )));
         }
         let mut f = Flow {
@@ -545,7 +546,7 @@ mod tests {
         assert_eq!(w.triggers[0].targets, vec![1]);
         assert_eq!(w.triggers[1].kind, TriggerKind::Barrier(1));
         let e = parse_htsim_cm("0->9 start 0 size 5\n", 4).unwrap_err();
-        assert!(e.problem.contains("0..4"), "{e}");
+        assert!(e.problem.contains("0..=3"), "{e}");
     }
 
     /// htsim keywords the simulator does not model are refused by name, never skipped.

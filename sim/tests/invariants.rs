@@ -135,5 +135,5 @@ fn bad_fields_are_named() {
     s.seed = 1;
     let e = run_scenario(&s, false, &mut |_, _| true).expect_err("bad index");
     assert_eq!(e.field, "failures[0].switch");
-    assert!(e.problem.contains("index 0..4"), "{e}");
+    assert!(e.problem.contains("index 0..=3"), "{e}");
 }

@@ -259,17 +259,17 @@ fn inconsistent_references_are_refused() {
         (
             "[[failures]]\nkind = \"link_loss\"\nat_us = 5\nrate = 0.1\nlink = { tier = \"host\", host = 99 }\n",
             "failures[0].link.host",
-            &["8 hosts", "0..8"],
+            &["8 hosts", "0..=7"],
         ),
         (
             "[[failures]]\nkind = \"switch_down\"\nat_us = 5\nswitch = { tier = 1, plane = 2, index = 9 }\n",
             "failures[0].switch",
-            &["index 0..4"],
+            &["index 0..=3"],
         ),
         (
             "[[failures]]\nkind = \"nic_port_down\"\nat_us = 5\nplane = 9\nhost = 1\n",
             "failures[0].plane",
-            &["0..8"],
+            &["0..=7"],
         ),
         (
             "[[failures]]\nkind = \"link_down\"\nat_us = 5\nlink = { tier = \"t1_t2\" }\n",

@@ -226,6 +226,8 @@ fn fabric_end_to_end() {
     h.expect(1, 0, 20, 20, "link-up");
     h.expect(1, 1, 20, 20, "link-up, T1 1");
 
+    scheduled_cut_lands_on_its_second(&prefix, &h);
+
     drop(h);
     let (ok, out) = fabric(&prefix, &["down"]);
     assert!(ok, "down: {out}");
@@ -245,4 +247,81 @@ fn fabric_end_to_end() {
     let (ok, _) = fabric(&prefix, &["down"]);
     assert!(ok, "down is idempotent");
     std::mem::forget(guard);
+}
+
+/// Unix time in nanoseconds.
+fn unix_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// `plane-down --at-second` cuts plane 1 at the whole second it prints, to within a millisecond: datagrams that
+/// carry their send time flow on plane 1 before, during and after; every one sent more than a millisecond
+/// before that second arrives, none sent after it does.
+fn scheduled_cut_lands_on_its_second(prefix: &str, h: &Hosts) {
+    let port = 40_001;
+    let sink: std::net::UdpSocket = in_ns(&Topology::host_ns(prefix, 1), move || {
+        blast::udp_socket_opts(
+            &SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, port, 0, 0),
+            false,
+            false,
+        )
+        .expect("sink")
+    })
+    .into();
+    sink.set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let peer = PeerPlane {
+        addr: SocketAddrV6::new(*h.b.planes[1].addr.ip(), port, 0, 0),
+        t0: h.b.planes[1].t0,
+    };
+    let dest = blast::sockaddr(&h.a.destination(1, &peer, 0));
+    let send = || {
+        let _ = blast::send_batch(&h.senders[1], &[dest], &unix_ns().to_le_bytes(), None);
+    };
+    let (ok, out) = fabric(prefix, &["plane-down", "1", "--at-second"]);
+    assert!(ok, "plane-down --at-second: {out}");
+    let at: u128 = out
+        .split("between unix ms ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no cut time in {out:?}"));
+    assert_eq!(at % 1000, 0, "a whole second: {out}");
+    let at_ns = at * 1_000_000;
+    assert!(
+        unix_ns() < at_ns,
+        "the command returns before the cut: {out}"
+    );
+    // Send every 200 µs until 100 ms after the cut.
+    let mut sent_after = 0;
+    while unix_ns() < at_ns + 100_000_000 {
+        send();
+        sent_after += usize::from(unix_ns() > at_ns);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let mut last = 0u128;
+    let mut buf = [0u8; 64];
+    while let Ok(n) = sink.recv(&mut buf) {
+        if n == 16 {
+            last = last.max(u128::from_le_bytes(buf[..16].try_into().expect("16 bytes")));
+        }
+    }
+    assert!(sent_after > 0, "datagrams were sent after the cut");
+    assert!(
+        last <= at_ns,
+        "a datagram sent {} µs after the cut got through",
+        (last - at_ns) / 1000
+    );
+    eprintln!(
+        "scheduled cut: the last datagram through was sent {} µs before the cut's second",
+        (at_ns - last) / 1000
+    );
+    assert!(
+        at_ns - last < 50_000_000,
+        "datagrams flowed until the cut: the last through was sent {} ms before it",
+        (at_ns - last) / 1_000_000
+    );
+    assert!(fabric(prefix, &["plane-up", "1"]).0);
 }

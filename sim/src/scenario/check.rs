@@ -701,8 +701,9 @@ impl Scenario {
             Some(p) if p >= self.topology.planes => Err(err(
                 field,
                 format!(
-                    "plane {p} does not exist: topology.planes = {}, so use 0..{}",
-                    self.topology.planes, self.topology.planes
+                    "plane {p} does not exist: topology.planes = {}, so use 0..={}",
+                    self.topology.planes,
+                    self.topology.planes.saturating_sub(1)
                 ),
             )),
             _ => Ok(()),
@@ -776,7 +777,10 @@ impl Scenario {
             for (i, f) in set.failures.iter().enumerate() {
                 self.check_failure(&format!("sweep.failure_sets[{si}].failures[{i}]"), f)?;
             }
-            check_repairs(&format!("sweep.failure_sets[{si}].failures"), &set.failures)?;
+            // The scenario's own failures apply in every run of the sweep, before the set's.
+            let combined: Vec<FailureCfg> =
+                self.failures.iter().chain(&set.failures).cloned().collect();
+            check_repairs(&format!("sweep.failure_sets[{si}].failures"), &combined)?;
         }
         let mut seeds = BTreeSet::new();
         for (i, s) in self.sweep.seeds.iter().enumerate() {
@@ -795,10 +799,12 @@ impl Scenario {
         if self.sweep.failure_sets.is_empty() {
             !self.failures.is_empty()
         } else {
-            self.sweep
-                .failure_sets
-                .iter()
-                .all(|s| !s.failures.is_empty())
+            !self.failures.is_empty()
+                || self
+                    .sweep
+                    .failure_sets
+                    .iter()
+                    .all(|s| !s.failures.is_empty())
         }
     }
 
@@ -817,7 +823,7 @@ impl Scenario {
         if self.sweep.failure_sets.is_empty() {
             any(&self.failures)
         } else {
-            self.sweep.failure_sets.iter().all(|s| any(&s.failures))
+            any(&self.failures) || self.sweep.failure_sets.iter().all(|s| any(&s.failures))
         }
     }
 

@@ -345,6 +345,10 @@ pub struct TransportCfg {
     /// Check every placed packet against the address it was read from (cheap; on by default).
     #[serde(default = "yes")]
     pub check_placement: bool,
+    /// New packets per EV before the next (spec PATH-EV-6): 1 sprays packet by packet (MRC's way); a software
+    /// host that sends segmented trains uses a few (mrc-host's offload: 7 at MTU 9000).
+    #[serde(default = "one_u8")]
+    pub ev_burst: u8,
 }
 
 /// Default of `transport.max_cwnd_bdp`.
@@ -373,6 +377,7 @@ impl Default for TransportCfg {
             reorder_ns: None,
             max_cwnd_bdp: None,
             check_placement: true,
+            ev_burst: 1,
         }
     }
 }
@@ -621,7 +626,9 @@ pub struct SweepCfg {
     /// Seeds to run (default: the scenario's seed).
     #[serde(default)]
     pub seeds: Vec<u64>,
-    /// Failure sets; each replaces `failures` (default: the scenario's failures).
+    /// Failure sets: each run of the sweep has the scenario's `failures` (which apply in every run) followed
+    /// by one set's (default: one run with the scenario's failures alone). `run`, `compare` and `validate`
+    /// refuse a scenario with failure sets: `sweep` runs them.
     #[serde(default)]
     pub failure_sets: Vec<FailureSet>,
 }

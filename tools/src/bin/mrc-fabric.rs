@@ -102,6 +102,10 @@ enum Cmd {
         /// Admin-down the T0 ends instead (hosts' T0s send ICMP unreachable).
         #[arg(long)]
         signal: bool,
+        /// Cut at the next whole second at least 300 ms away, to the nanosecond (the command returns before it
+        /// and prints that instant), instead of when nft happens to commit.
+        #[arg(long)]
+        at_second: bool,
     },
     /// Undo plane-down.
     PlaneUp {
@@ -251,7 +255,20 @@ fn run(cli: Cli) -> Result<(), Error> {
         Cmd::LinkUp { link } => say(faults::clear(pfx, "link-down", link.plane, &link.link)),
         Cmd::Cut { link } => say(faults::cut(pfx, link.plane, &link.link)),
         Cmd::Uncut { link } => say(faults::clear(pfx, "cut", link.plane, &link.link)),
-        Cmd::PlaneDown { plane, signal } => say(faults::plane_down(pfx, plane, signal)),
+        Cmd::PlaneDown {
+            plane,
+            signal,
+            at_second,
+        } => say(faults::plane_down(
+            pfx,
+            plane,
+            signal,
+            if at_second {
+                faults::CutTime::NextSecond
+            } else {
+                faults::CutTime::Now
+            },
+        )),
         Cmd::PlaneUp { plane } => say(faults::plane_up(pfx, plane)),
         Cmd::Drop { link, percent, dir } => {
             let d = faults::Dir::parse(&dir)?;

@@ -135,19 +135,22 @@ fn table_name(tag: &str, dev: &str) -> String {
 
 /// A silent cut of one device: drop everything in and out.
 fn nft_cut(end: &LinkEnd, table: &str) -> Result<Undo> {
-    nft_cut_all(&[(end, table.to_string())]).map(|mut u| u.remove(0))
+    nft_cut_all(&[(end, table.to_string())], None).map(|mut u| u.remove(0))
 }
 
 /// Silent cuts of several devices at once: one `nft` transaction per namespace, all started before any is waited
 /// for, so the cuts land together (one transaction is atomic) rather than one process start apart. On failure,
 /// the cuts that did land are undone.
-fn nft_cut_all(ends: &[(&LinkEnd, String)]) -> Result<Vec<Undo>> {
+/// With `at` (unix seconds), the rules drop only from that second on (`meta time`, compared with each packet's
+/// clock): the cut then lands at that instant exactly, however long `nft` takes to start.
+fn nft_cut_all(ends: &[(&LinkEnd, String)], at: Option<u64>) -> Result<Vec<Undo>> {
+    let when = at.map_or(String::new(), |t| format!("meta time >= {t} "));
     // Namespaces in first-seen order, each with its tables.
     let mut by_ns: Vec<(&str, String, Vec<Undo>)> = Vec::new();
     for (end, table) in ends {
         let rules = format!(
-            "table netdev {table} {{\n chain in {{ type filter hook ingress device \"{d}\" priority -500; counter drop; }}\n \
-             chain out {{ type filter hook egress device \"{d}\" priority -500; counter drop; }}\n}}\n",
+            "table netdev {table} {{\n chain in {{ type filter hook ingress device \"{d}\" priority -500; {when}counter drop; }}\n \
+             chain out {{ type filter hook egress device \"{d}\" priority -500; {when}counter drop; }}\n}}\n",
             d = end.dev
         );
         let u = Undo::NftTable {
@@ -319,7 +322,7 @@ pub fn cut(prefix: &str, plane: usize, link: &str) -> Result<String> {
             .map(|e| (e, table_name("cut", &e.dev)))
             .collect();
         let start = unix_ms();
-        let undo = nft_cut_all(&ends)?;
+        let undo = nft_cut_all(&ends, None)?;
         let done = unix_ms();
         st.faults.push(Fault {
             kind: "cut".into(),
@@ -335,8 +338,18 @@ pub fn cut(prefix: &str, plane: usize, link: &str) -> Result<String> {
     })
 }
 
+/// When a silent `plane-down` lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CutTime {
+    /// As soon as `nft` commits (between the two stamps it prints, a few ms apart).
+    Now,
+    /// At the next whole second at least 300 ms away, to the nanosecond (`meta time`); the command returns
+    /// before it and says when.
+    NextSecond,
+}
+
 /// `plane-down`: cut (or admin-down with `signal`) every T0–T1 link of a plane.
-pub fn plane_down(prefix: &str, plane: usize, signal: bool) -> Result<String> {
+pub fn plane_down(prefix: &str, plane: usize, signal: bool, when: CutTime) -> Result<String> {
     with_state(prefix, |st| {
         let topo = st.topology;
         if plane >= topo.planes {
@@ -354,6 +367,13 @@ pub fn plane_down(prefix: &str, plane: usize, signal: bool) -> Result<String> {
                 links.push(topo.link(prefix, plane, Node::T0(i), Node::T1(j))?);
             }
         }
+        if signal && when == CutTime::NextSecond {
+            return Err(Error::arg(
+                "at-second",
+                "only a silent cut can be scheduled; drop --signal or --at-second",
+            ));
+        }
+        let at = (when == CutTime::NextSecond).then(|| (unix_ms() + 300).div_ceil(1000) as u64);
         let start = unix_ms();
         if signal {
             for l in &links {
@@ -369,7 +389,7 @@ pub fn plane_down(prefix: &str, plane: usize, signal: bool) -> Result<String> {
                 .iter()
                 .map(|l| (&l.ends[1], table_name("plane", &l.ends[1].dev)))
                 .collect();
-            match nft_cut_all(&ends) {
+            match nft_cut_all(&ends, at) {
                 Ok(u) => undo = u,
                 Err(e) => res = Err(e),
             }
@@ -391,9 +411,13 @@ pub fn plane_down(prefix: &str, plane: usize, signal: bool) -> Result<String> {
             let _ = undo_all(&f);
             return Err(e);
         }
-        // The cut landed between the two stamps (nft started, nft committed): scripts that time the recovery
-        // read them.
+        // The cut landed between the two stamps (nft started, nft committed), or at the scheduled second exactly:
+        // scripts that time the recovery read them.
         let done = unix_ms();
+        let (start, done) = match at {
+            Some(t) => (u128::from(t) * 1000, u128::from(t) * 1000),
+            None => (start, done),
+        };
         st.faults.push(f);
         Ok(format!(
             "plane {plane}: down ({} T0-T1 links) between unix ms {start} and {done}",
