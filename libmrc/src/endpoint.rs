@@ -488,7 +488,7 @@ impl Endpoint {
         if window == 0 {
             return Err(ConfigError::new("qp.cc.window", "must be at least 1 byte"));
         }
-        if !qp.cc.set_window(window) {
+        if !qp.req.cc.set_window(window) {
             return Err(ConfigError::new(
                 "qp.cc",
                 "the QP's controller computes its own window; only a fixed window is set from outside",
@@ -810,7 +810,7 @@ impl Endpoint {
                 }
                 return t;
             }
-            if std::mem::take(&mut qp.port_blocked) {
+            if std::mem::take(&mut qp.req.port_blocked) {
                 self.port_blocked.push(slot);
             }
             // Nothing after all: it is looked at again after its next event, timer or port.
@@ -894,8 +894,8 @@ impl Endpoint {
         let Some(qp) = self.qps[slot].as_mut() else {
             return;
         };
-        qp.deadline_dirty = false;
-        for (cq, c) in qp.cqes.drain(..) {
+        qp.out.deadline_dirty = false;
+        for (cq, c) in qp.out.cqes.drain(..) {
             if let Some(Some(q)) = self.cqs.get_mut(cq.0 as usize)
                 && q.push(c)
             {
@@ -904,8 +904,8 @@ impl Endpoint {
         }
         let qpn = qp.qpn;
         // Taking an empty Vec allocates nothing, so the common path stays allocation-free.
-        let changes = std::mem::take(&mut qp.ev_changes);
-        let failed = std::mem::take(&mut qp.went_to_error);
+        let changes = std::mem::take(&mut qp.out.ev_changes);
+        let failed = std::mem::take(&mut qp.out.went_to_error);
         let deadline = qp.next_deadline();
         let wants = may_queue && qp.wants_transmit(now);
         let bursting = qp.bursting();
@@ -1405,13 +1405,18 @@ impl Endpoint {
 
     /// Smoothed RTT, congestion window and bytes in flight of a QP.
     pub fn qp_transport(&self, qpn: u32) -> Option<(Duration, u64, u64)> {
-        self.qp(qpn)
-            .map(|q| (q.rtt.srtt(), q.cc.window(), q.sent.inflight_bytes()))
+        self.qp(qpn).map(|q| {
+            (
+                q.req.rtt.srtt(),
+                q.req.cc.window(),
+                q.req.sent.inflight_bytes(),
+            )
+        })
     }
 
     /// A QP's congestion-control counters (decreases, quick adapts, trims...): why a flow was slow.
     pub fn qp_cc_counters(&self, qpn: u32) -> Option<crate::cc::CcCounters> {
-        self.qp(qpn).map(|q| q.cc.counters())
+        self.qp(qpn).map(|q| q.req.cc.counters())
     }
 
     /// Numbers of every QP.

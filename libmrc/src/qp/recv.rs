@@ -36,21 +36,21 @@ impl Qp {
         if !matches!(self.state, QpState::Rtr | QpState::Rts) {
             return;
         }
-        let psn = self.rx.unwrap(bth.psn);
+        let psn = self.resp.rx.unwrap(bth.psn);
         let echo = Echo {
             ev: d.meth.ev,
             ts: d.ts,
             ce: meta.ecn_ce,
             psn,
         };
-        match self.rx.check(psn) {
+        match self.resp.rx.check(psn) {
             PsnCheck::Duplicate => {
                 // The peer retransmitted: our acknowledgement was probably lost. Answer at once.
                 self.stats.rx_duplicates += 1;
-                self.sack_echo = echo;
-                self.sack_now = true;
-                if self.msn_base - 1 != self.cmsn_sent {
-                    self.ack_pending = true;
+                self.feedback.sack_echo = echo;
+                self.feedback.sack_now = true;
+                if self.resp.msn_base - 1 != self.feedback.cmsn_sent {
+                    self.feedback.ack_pending = true;
                 }
                 return;
             }
@@ -86,19 +86,19 @@ impl Qp {
             self.push_nack(NackReason::InvalidRequest, echo);
             return;
         }
-        let msn = unwrap_msn(d.meth.msn, self.msn_base);
-        let window = self.rx.window();
-        if msn < self.msn_base || msn - self.msn_base >= window {
+        let msn = unwrap_msn(d.meth.msn, self.resp.msn_base);
+        let window = self.resp.rx.window();
+        if msn < self.resp.msn_base || msn - self.resp.msn_base >= window {
             // A new PSN cannot belong to a finished message, nor to one a window ahead.
             self.stats.rx_invalid += 1;
             self.push_nack(NackReason::Unexpected, echo);
             return;
         }
-        let slot_i = (msn - self.msn_base) as usize;
-        if self.msgs.len() <= slot_i {
-            self.msgs.resize(slot_i + 1, MsgSlot::default());
+        let slot_i = (msn - self.resp.msn_base) as usize;
+        if self.resp.msgs.len() <= slot_i {
+            self.resp.msgs.resize(slot_i + 1, MsgSlot::default());
         }
-        let rqmsn = unwrap_msn(d.meth.rqmsn, self.rq_base);
+        let rqmsn = unwrap_msn(d.meth.rqmsn, self.resp.rq_base);
         let slot_kind = match kind {
             OpKind::Write => K_WRITE,
             OpKind::Send => K_SEND,
@@ -113,7 +113,7 @@ impl Qp {
             u64::from(d.reth.dma_len)
         };
         {
-            let slot = &self.msgs[slot_i];
+            let slot = &self.resp.msgs[slot_i];
             let consistent = !slot.open
                 || (slot.kind == slot_kind
                     && u64::from(slot.total) == total
@@ -146,13 +146,13 @@ impl Qp {
                 if d.imm.is_some() {
                     // spec: QP-RNR-1
                     if !self.rq_has(rqmsn)
-                        || self.pending_imm >= u32::from(self.cfg().max_wimm_dest)
+                        || self.resp.pending_imm >= u32::from(self.cfg().max_wimm_dest)
                     {
                         self.stats.rx_no_resource += 1;
                         self.push_nack(NackReason::NoResource, echo);
                         return;
                     }
-                    self.pending_imm += 1;
+                    self.resp.pending_imm += 1;
                 }
                 // spec: SEC-MEM-1
                 if let Some((&final_byte, body)) = d.payload.split_last().filter(|_| is_last) {
@@ -196,19 +196,19 @@ impl Qp {
                     self.push_nack(NackReason::RemoteAccess, echo);
                     return;
                 }
-                if self.serving_reads >= u32::from(self.cfg().max_read_dest) {
+                if self.req.serving_reads >= u32::from(self.cfg().max_read_dest) {
                     self.stats.rx_no_resource += 1;
                     self.push_nack(NackReason::NoResource, echo);
                     return;
                 }
                 // spec: QP-READ-1
-                self.serving_reads += 1;
+                self.req.serving_reads += 1;
                 let source = crate::mem::Sge {
                     addr: d.reth.va,
                     len: d.reth.dma_len,
                     lkey: d.reth.rkey,
                 };
-                self.sq.push_back(SendWqe::new(
+                self.req.sq.push_back(SendWqe::new(
                     0,
                     WqeKind::ReadResponse {
                         req_msn: d.meth.msn,
@@ -230,9 +230,9 @@ impl Qp {
             }
         }
         // Accepted: record the PSN and the message's progress.
-        let had_holes = self.rx.out_of_order() > 0;
-        self.rx.insert_new(psn);
-        let slot = &mut self.msgs[slot_i];
+        let had_holes = self.resp.rx.out_of_order() > 0;
+        self.resp.rx.insert_new(psn);
+        let slot = &mut self.resp.msgs[slot_i];
         if !slot.open {
             slot.open = true;
             slot.kind = slot_kind;
@@ -267,10 +267,10 @@ impl Qp {
         self.stats.rx_data_packets += 1;
         self.stats.rx_data_bytes += len;
         self.complete_messages();
-        self.sack_lo = self.sack_lo.min(psn);
-        self.sack_hi = self.sack_hi.max(psn);
+        self.feedback.sack_lo = self.feedback.sack_lo.min(psn);
+        self.feedback.sack_hi = self.feedback.sack_hi.max(psn);
         // spec: REL-SACK-1
-        let gap = !had_holes && self.rx.out_of_order() > 0;
+        let gap = !had_holes && self.resp.rx.out_of_order() > 0;
         let immediate = gap || bth.rtx || bth.ack_req || echo.ce;
         self.note_ce(echo.ev, echo.ce);
         if echo.ce {
@@ -288,8 +288,8 @@ impl Qp {
     }
 
     fn rq_get(&self, rqmsn: u64) -> Option<&super::RecvWqe> {
-        let i = usize::try_from(rqmsn.checked_sub(self.rq_base)?).ok()?;
-        self.rq.get(i)
+        let i = usize::try_from(rqmsn.checked_sub(self.resp.rq_base)?).ok()?;
+        self.resp.rq.get(i)
     }
 
     // spec: QP-READ-2
@@ -302,14 +302,14 @@ impl Qp {
         mrs: &MrTable,
     ) -> bool {
         let req = d.reth.rkey as u16;
-        let started = (self.sq_next - self.sq_base) as usize;
-        let Some(i) = self.sq.iter().take(started + 1).position(|w| {
+        let started = (self.req.sq_next - self.req.sq_base) as usize;
+        let Some(i) = self.req.sq.iter().take(started + 1).position(|w| {
             w.kind == WqeKind::Read && w.started && w.msn as u16 == req && !w.read_done
         }) else {
             return false;
         };
         let pd = self.init.pd;
-        let w = &self.sq[i];
+        let w = &self.req.sq[i];
         if u64::from(w.len) != total || d.reth.va.saturating_add(len) > total {
             return false;
         }
@@ -317,7 +317,7 @@ impl Qp {
         if !scatter(&sges, d.reth.va, d.payload, mem, mrs, pd) {
             return false;
         }
-        let w = &mut self.sq[i];
+        let w = &mut self.req.sq[i];
         w.read_bytes += len;
         if w.read_bytes >= u64::from(w.len) {
             w.read_done = true;
@@ -331,14 +331,14 @@ impl Qp {
     fn complete_messages(&mut self) {
         let mut completed_recv = false;
         loop {
-            match self.msgs.front() {
+            match self.resp.msgs.front() {
                 Some(s) if s.open && s.last_seen && s.bytes == u64::from(s.total) => {}
                 _ => break,
             }
-            let Some(s) = self.msgs.pop_front() else {
+            let Some(s) = self.resp.msgs.pop_front() else {
                 break;
             };
-            self.msn_base += 1;
+            self.resp.msn_base += 1;
             let consumes = s.kind == K_SEND || (s.kind == K_WRITE && s.imm.is_some());
             if s.kind == K_READ_RESP {
                 // The READ's own completion is ordered by the send queue.
@@ -347,13 +347,13 @@ impl Qp {
             if !consumes {
                 continue;
             }
-            let Some(r) = self.rq.pop_front() else {
+            let Some(r) = self.resp.rq.pop_front() else {
                 // Checked on arrival; unreachable unless the queue was flushed, which ends the QP.
                 continue;
             };
-            self.rq_base += 1;
+            self.resp.rq_base += 1;
             if s.kind == K_WRITE {
-                self.pending_imm = self.pending_imm.saturating_sub(1);
+                self.resp.pending_imm = self.resp.pending_imm.saturating_sub(1);
             }
             let (qpn, cq) = (self.qpn, self.init.recv_cq);
             self.complete(
@@ -375,7 +375,7 @@ impl Qp {
         }
         if completed_recv {
             // spec: WIRE-ACK-1
-            self.ack_pending = true;
+            self.feedback.ack_pending = true;
         }
     }
 
@@ -386,9 +386,13 @@ impl Qp {
     /// is, so a congested receiver never advises ALWAYS_SKIP for every path it is reached by.
     // spec: PATH-EV-1
     fn note_ce(&mut self, ev: u32, ce: bool) {
-        self.ce_run = if ce { self.ce_run.saturating_add(1) } else { 0 };
-        let common = self.ce_run > ALWAYS_SKIP_AFTER;
-        let slot = &mut self.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
+        self.feedback.ce_run = if ce {
+            self.feedback.ce_run.saturating_add(1)
+        } else {
+            0
+        };
+        let common = self.feedback.ce_run > ALWAYS_SKIP_AFTER;
+        let slot = &mut self.feedback.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
         if slot.0 != ev {
             *slot = (ev, 0);
         }
@@ -400,7 +404,7 @@ impl Qp {
     }
 
     fn ce_mark(&self, ev: u32, ce: bool) -> SackMark {
-        let slot = self.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
+        let slot = self.feedback.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
         if slot.0 == ev && slot.1 >= ALWAYS_SKIP_AFTER {
             SackMark::AlwaysSkip
         } else if ce {
@@ -413,26 +417,26 @@ impl Qp {
     /// Coalesces SACKs: at once on the triggers of spec REL-SACK-1, otherwise every few packets or bytes, or
     /// after `sack_delay`.
     fn schedule_sack(&mut self, now: Instant, echo: Echo, immediate: bool, len: u32) {
-        self.sack_echo = echo;
-        self.sack_pkts = self.sack_pkts.saturating_add(1);
-        self.sack_bytes = self.sack_bytes.saturating_add(len);
+        self.feedback.sack_echo = echo;
+        self.feedback.sack_pkts = self.feedback.sack_pkts.saturating_add(1);
+        self.feedback.sack_bytes = self.feedback.sack_bytes.saturating_add(len);
         let cfg = self.cfg();
         if immediate
-            || self.sack_pkts >= cfg.sack_every_packets
-            || self.sack_bytes >= cfg.sack_every_bytes
+            || self.feedback.sack_pkts >= cfg.sack_every_packets
+            || self.feedback.sack_bytes >= cfg.sack_every_bytes
         {
-            self.sack_now = true;
-        } else if self.sack_deadline == Instant::MAX {
-            self.sack_deadline = now + cfg.sack_delay;
-            self.deadline_dirty = true;
+            self.feedback.sack_now = true;
+        } else if self.feedback.sack_deadline == Instant::MAX {
+            self.feedback.sack_deadline = now + cfg.sack_delay;
+            self.out.deadline_dirty = true;
         }
     }
 
     fn push_ctl(&mut self, c: Ctl) {
-        if self.ctl.len() >= MAX_CTL_QUEUE {
-            self.ctl.pop_front();
+        if self.feedback.ctl.len() >= MAX_CTL_QUEUE {
+            self.feedback.ctl.pop_front();
         }
-        self.ctl.push_back(c);
+        self.feedback.ctl.push_back(c);
     }
 
     fn push_nack(&mut self, reason: NackReason, echo: Echo) {
@@ -450,66 +454,70 @@ impl Qp {
             ev: p.ev,
             ts: Some(p.ts),
             ce: meta.ecn_ce,
-            psn: self.rx.epsn(),
+            psn: self.resp.rx.epsn(),
         };
         self.push_ctl(Ctl::Sack {
             echo,
             probe_reply: true,
         });
-        if bth.ack_req || self.msn_base - 1 != self.cmsn_sent {
-            self.ack_pending = true;
+        if bth.ack_req || self.resp.msn_base - 1 != self.feedback.cmsn_sent {
+            self.feedback.ack_pending = true;
         }
     }
 
     /// The next control packet owed to the peer, if any.
     #[inline]
     pub(crate) fn poll_control(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        if self.ctl.is_empty() && !self.sack_now && self.sack_deadline > now && !self.ack_pending {
+        if self.feedback.ctl.is_empty()
+            && !self.feedback.sack_now
+            && self.feedback.sack_deadline > now
+            && !self.feedback.ack_pending
+        {
             return None;
         }
         self.poll_control_due(now, buf)
     }
 
     fn poll_control_due(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        if let Some(c) = self.ctl.pop_front() {
+        if let Some(c) = self.feedback.ctl.pop_front() {
             return match c {
                 Ctl::Sack { echo, probe_reply } => self.emit_sack(echo, probe_reply, buf),
                 Ctl::SackBlock { ev, base } => self.emit_sack_block(ev, base, buf),
                 Ctl::Nack { reason, echo } => self.emit_nack(reason, echo, buf),
             };
         }
-        if self.sack_now || self.sack_deadline <= now {
-            let echo = self.sack_echo;
+        if self.feedback.sack_now || self.feedback.sack_deadline <= now {
+            let echo = self.feedback.sack_echo;
             return self.emit_sack(echo, false, buf);
         }
-        if self.ack_pending {
+        if self.feedback.ack_pending {
             return self.emit_ack(buf);
         }
         None
     }
 
     fn cack_psn(&self) -> u32 {
-        ((self.rx.epsn() - 1) as u32) & PSN_MASK
+        ((self.resp.rx.epsn() - 1) as u32) & PSN_MASK
     }
 
     // spec: WIRE-SACK-2
     fn emit_sack(&mut self, echo: Echo, probe_reply: bool, buf: &mut [u8]) -> Option<Transmit> {
         // A probe answer reports from epsn and leaves the arrivals to the next coalesced SACK.
         let base = if probe_reply {
-            self.rx.epsn()
+            self.resp.rx.epsn()
         } else {
-            let (lo, hi) = if self.sack_lo == u64::MAX {
+            let (lo, hi) = if self.feedback.sack_lo == u64::MAX {
                 (echo.psn, echo.psn)
             } else {
-                (self.sack_lo, self.sack_hi)
+                (self.feedback.sack_lo, self.feedback.sack_hi)
             };
-            self.sack_lo = u64::MAX;
-            self.sack_hi = 0;
-            self.sack_now = false;
-            self.sack_deadline = Instant::MAX;
-            self.sack_pkts = 0;
-            self.sack_bytes = 0;
-            let (first, second) = self.rx.sack_bases(lo, hi);
+            self.feedback.sack_lo = u64::MAX;
+            self.feedback.sack_hi = 0;
+            self.feedback.sack_now = false;
+            self.feedback.sack_deadline = Instant::MAX;
+            self.feedback.sack_pkts = 0;
+            self.feedback.sack_bytes = 0;
+            let (first, second) = self.resp.rx.sack_bases(lo, hi);
             if let Some(base) = second {
                 self.push_ctl(Ctl::SackBlock { ev: echo.ev, base });
             }
@@ -523,7 +531,7 @@ impl Qp {
     /// sample, no marking advice: the first SACK carried them).
     fn emit_sack_block(&mut self, ev: u32, base: u64, buf: &mut [u8]) -> Option<Transmit> {
         // epsn may have passed `base` since it was chosen; a SACK's base stays above CACK_PSN (WIRE-SACK-2).
-        let base = base.max(self.rx.epsn());
+        let base = base.max(self.resp.rx.epsn());
         self.send_sack(ev, base, SackMark::None, false, None, buf)
     }
 
@@ -544,10 +552,10 @@ impl Qp {
             ev,
             cack_psn: self.cack_psn(),
             sack_base: (base as u32) & PSN_MASK,
-            bitmap: self.rx.bitmap(base),
+            bitmap: self.resp.rx.bitmap(base),
             ts_echo,
-            cwnd_pen: self.rcv_pen,
-            ooo_count: self.rx.out_of_order().min(PSN_MASK),
+            cwnd_pen: self.feedback.rcv_pen,
+            ooo_count: self.resp.rx.out_of_order().min(PSN_MASK),
         };
         self.stats.tx_sacks += 1;
         let pkt = Packet {
@@ -575,17 +583,17 @@ impl Qp {
     }
 
     fn emit_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        self.ack_pending = false;
-        self.cmsn_sent = self.msn_base - 1;
+        self.feedback.ack_pending = false;
+        self.feedback.cmsn_sent = self.resp.msn_base - 1;
         self.stats.tx_acks += 1;
         let pkt = Packet {
             bth: self.control_bth(Opcode::Ack),
             body: Body::Ack(Ack {
                 cack_psn: self.cack_psn(),
-                cmsn: self.cmsn_sent as u16,
+                cmsn: self.feedback.cmsn_sent as u16,
             }),
         };
-        let ev = self.sack_echo.ev;
+        let ev = self.feedback.sack_echo.ev;
         self.emit_control(&pkt, ev, buf)
     }
 
