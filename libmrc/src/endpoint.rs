@@ -894,7 +894,6 @@ impl Endpoint {
         let Some(qp) = self.qps[slot].as_mut() else {
             return;
         };
-        qp.out.deadline_dirty = false;
         for (cq, c) in qp.out.cqes.drain(..) {
             if let Some(Some(q)) = self.cqs.get_mut(cq.0 as usize)
                 && q.push(c)
@@ -926,6 +925,9 @@ impl Endpoint {
             }
             self.timers.insert((deadline, slot));
             m.timer = deadline;
+        }
+        if let Some(qp) = self.qps[slot].as_mut() {
+            qp.timers.filed(m.timer);
         }
         if wants && !m.queued {
             m.queued = true;

@@ -7,6 +7,7 @@
 mod conn;
 mod recv;
 mod send;
+mod timers;
 
 use std::collections::VecDeque;
 
@@ -24,6 +25,7 @@ use crate::path::{EvChange, PathSet};
 use crate::reliability::{PsnTracker, RttEstimator, SentWindow};
 use crate::time::Instant;
 use crate::wire::AuthKey;
+pub(crate) use timers::{Timer, TimerTable};
 
 /// QP states (spec QP-STATE-1), numbered as verbs numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -572,6 +574,7 @@ pub(crate) struct Qp {
     pub(crate) req: Requester,
     pub(crate) resp: Responder,
     pub(crate) feedback: Feedback,
+    pub(crate) timers: TimerTable,
     pub(crate) out: Outputs,
     pub(crate) stats: QpStats,
 }
@@ -605,7 +608,6 @@ pub(crate) struct Requester {
     pub(crate) peer_cmsn: u64,
     pub(crate) ack_probe_wanted: bool,
     pub(crate) serving_reads: u32,
-    pub(crate) retry_deadline: Instant,
     pub(crate) retries: u32,
     pub(crate) force_any_ev: bool,
     /// The last transmit attempt found only busy ports.
@@ -631,7 +633,6 @@ pub(crate) struct Feedback {
     pub(crate) ctl: VecDeque<Ctl>,
     pub(crate) sack_echo: Echo,
     pub(crate) sack_now: bool,
-    pub(crate) sack_deadline: Instant,
     pub(crate) sack_pkts: u16,
     pub(crate) sack_bytes: u32,
     /// Lowest and highest PSN that arrived since the previous SACK (`u64::MAX`, 0 when none).
@@ -652,8 +653,6 @@ pub(crate) struct Outputs {
     pub(crate) cqes: Vec<(CqId, Completion)>,
     pub(crate) ev_changes: Vec<EvChange>,
     pub(crate) went_to_error: bool,
-    /// A deadline may have moved earlier since the endpoint last filed this QP's timer.
-    pub(crate) deadline_dirty: bool,
 }
 
 impl Qp {
@@ -704,7 +703,6 @@ impl Qp {
                 peer_cmsn: MSN_BASE - 1,
                 ack_probe_wanted: false,
                 serving_reads: 0,
-                retry_deadline: Instant::MAX,
                 retries: 0,
                 force_any_ev: false,
                 port_blocked: false,
@@ -723,7 +721,6 @@ impl Qp {
                 ctl: VecDeque::new(),
                 sack_echo: Echo::default(),
                 sack_now: false,
-                sack_deadline: Instant::MAX,
                 sack_pkts: 0,
                 sack_bytes: 0,
                 sack_lo: u64::MAX,
@@ -734,6 +731,7 @@ impl Qp {
                 ce_track: [(0, 0); 16],
                 ce_run: 0,
             },
+            timers: TimerTable::default(),
             out: Outputs::default(),
             stats: QpStats::default(),
             init,
@@ -948,9 +946,8 @@ impl Qp {
         self.req.delayed.clear();
         self.feedback.ctl.clear();
         self.feedback.sack_now = false;
-        self.feedback.sack_deadline = Instant::MAX;
         self.feedback.ack_pending = false;
-        self.req.retry_deadline = Instant::MAX;
+        self.timers.stop_all();
     }
 
     /// Whether the endpoint has nothing to collect from this QP: no completion, no event, no deadline that may
@@ -959,7 +956,7 @@ impl Qp {
         self.out.cqes.is_empty()
             && self.out.ev_changes.is_empty()
             && !self.out.went_to_error
-            && !self.out.deadline_dirty
+            && !self.timers.moved_earlier()
     }
 
     /// Whether the requester has work that is not yet acknowledged.
@@ -967,30 +964,29 @@ impl Qp {
         !self.req.sent.is_empty() || self.req.sq_next < self.req.sq_base + self.req.sq.len() as u64
     }
 
-    /// The earliest time this QP needs [`on_timeout`](Self::on_timeout).
+    /// The earliest time this QP needs [`on_timeout`](Self::on_timeout). The timers derived from the packets
+    /// in flight and the paths are brought up to date first.
     pub(crate) fn next_deadline(&mut self) -> Instant {
         if matches!(self.state, QpState::Reset | QpState::Init | QpState::Error) {
             return Instant::MAX;
         }
-        let mut d = self.feedback.sack_deadline;
-        if let Some(&(t, _)) = self.req.delayed.front() {
-            d = d.min(t);
-        }
-        if self.state == QpState::Rts {
-            d = d.min(self.paths.probe_deadline());
+        let rnr = self.req.delayed.front().map_or(Instant::MAX, |&(t, _)| t);
+        self.timers.set(Timer::RnrResend, rnr);
+        let requester = self.state == QpState::Rts;
+        if requester {
+            self.timers
+                .set(Timer::PathProbe, self.paths.probe_deadline());
             let min = self.min_rtt_ns();
-            if let Some(t) = self.req.sent.time_deadline(self.req.rack_xmit, min) {
-                d = d.min(t);
-            }
-            if let Some(t) = self.tail_probe_due() {
-                d = d.min(t);
-            }
-            if let Some(t) = self.req.sent.rto_deadline(self.req.rtt.rto_ns()) {
-                d = d.min(t);
-            }
-            d = d.min(self.req.retry_deadline);
+            let loss = self.req.sent.time_deadline(self.req.rack_xmit, min);
+            self.timers
+                .set(Timer::LossTime, loss.unwrap_or(Instant::MAX));
+            let tail = self.tail_probe_due();
+            self.timers
+                .set(Timer::TailProbe, tail.unwrap_or(Instant::MAX));
+            let rto = self.req.sent.rto_deadline(self.req.rtt.rto_ns());
+            self.timers.set(Timer::Rto, rto.unwrap_or(Instant::MAX));
         }
-        d
+        self.timers.next(requester)
     }
 
     /// Handles every timer that has expired at `now`.
@@ -998,9 +994,8 @@ impl Qp {
         if matches!(self.state, QpState::Reset | QpState::Init | QpState::Error) {
             return;
         }
-        if self.feedback.sack_deadline <= now {
+        if self.timers.take_expired(Timer::Sack, now) {
             self.feedback.sack_now = true;
-            self.feedback.sack_deadline = Instant::MAX;
         }
         while let Some(&(t, psn)) = self.req.delayed.front() {
             if t > now {
@@ -1021,7 +1016,7 @@ impl Qp {
         }
         self.detect_losses_rack(now);
         self.detect_losses_rto(now);
-        if self.req.retry_deadline <= now {
+        if self.timers.is_expired(Timer::Retry, now) {
             self.on_retry_timeout(now);
         }
         self.collect_ev_changes();
@@ -1031,11 +1026,11 @@ impl Qp {
     /// the last retry fail the oldest request with RETRY_EXC (spec REL-QPTO-1).
     fn on_retry_timeout(&mut self, now: Instant) {
         let Some(timeout) = self.cfg().qp_timeout() else {
-            self.req.retry_deadline = Instant::MAX;
+            self.timers.stop(Timer::Retry);
             return;
         };
         if !self.has_outstanding() {
-            self.req.retry_deadline = Instant::MAX;
+            self.timers.stop(Timer::Retry);
             return;
         }
         self.req.retries += 1;
@@ -1059,7 +1054,7 @@ impl Qp {
         } else {
             timeout.saturating_mul(1 << (self.req.retries - linear).min(16))
         };
-        self.req.retry_deadline = now + interval;
+        self.timers.set(Timer::Retry, now + interval);
         // Retransmit the oldest packet, on any EV if none is usable.
         let una = self.req.sent.una();
         if self.req.sent.mark_lost(una).is_some() {
@@ -1081,19 +1076,17 @@ impl Qp {
         let Some(timeout) = self.cfg().qp_timeout() else {
             return;
         };
-        let old = self.req.retry_deadline;
         if progress {
             self.req.retries = 0;
             self.req.last_nack_rnr = false;
-            self.req.retry_deadline = if self.has_outstanding() {
-                now + timeout
+            if self.has_outstanding() {
+                self.timers.set(Timer::Retry, now + timeout);
             } else {
-                Instant::MAX
-            };
-        } else if self.req.retry_deadline == Instant::MAX && self.has_outstanding() {
-            self.req.retry_deadline = now + timeout;
+                self.timers.stop(Timer::Retry);
+            }
+        } else if !self.timers.is_running(Timer::Retry) && self.has_outstanding() {
+            self.timers.set(Timer::Retry, now + timeout);
         }
-        self.out.deadline_dirty |= self.req.retry_deadline < old;
     }
 
     pub(crate) fn collect_ev_changes(&mut self) {

@@ -1,7 +1,7 @@
 //! The responder half of a QP: checks, placement, in-order completion, and the feedback it owes the peer.
 
 use super::send::scatter;
-use super::{Ctl, Echo, MAX_CTL_QUEUE, MsgSlot, Qp, QpState, SendWqe, WqeKind};
+use super::{Ctl, Echo, MAX_CTL_QUEUE, MsgSlot, Qp, QpState, SendWqe, Timer, WqeKind};
 use crate::completion::{Completion, WcOpcode};
 use crate::io::{RecvMeta, Transmit, TrimMark};
 use crate::mem::{Access, Memory, MrTable};
@@ -426,9 +426,9 @@ impl Qp {
             || self.feedback.sack_bytes >= cfg.sack_every_bytes
         {
             self.feedback.sack_now = true;
-        } else if self.feedback.sack_deadline == Instant::MAX {
-            self.feedback.sack_deadline = now + cfg.sack_delay;
-            self.out.deadline_dirty = true;
+        } else if !self.timers.is_running(Timer::Sack) {
+            let at = now + cfg.sack_delay;
+            self.timers.set(Timer::Sack, at);
         }
     }
 
@@ -470,7 +470,7 @@ impl Qp {
     pub(crate) fn poll_control(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.feedback.ctl.is_empty()
             && !self.feedback.sack_now
-            && self.feedback.sack_deadline > now
+            && !self.timers.is_expired(Timer::Sack, now)
             && !self.feedback.ack_pending
         {
             return None;
@@ -486,7 +486,7 @@ impl Qp {
                 Ctl::Nack { reason, echo } => self.emit_nack(reason, echo, buf),
             };
         }
-        if self.feedback.sack_now || self.feedback.sack_deadline <= now {
+        if self.feedback.sack_now || self.timers.is_expired(Timer::Sack, now) {
             let echo = self.feedback.sack_echo;
             return self.emit_sack(echo, false, buf);
         }
@@ -514,7 +514,7 @@ impl Qp {
             self.feedback.sack_lo = u64::MAX;
             self.feedback.sack_hi = 0;
             self.feedback.sack_now = false;
-            self.feedback.sack_deadline = Instant::MAX;
+            self.timers.stop(Timer::Sack);
             self.feedback.sack_pkts = 0;
             self.feedback.sack_bytes = 0;
             let (first, second) = self.resp.rx.sack_bases(lo, hi);

@@ -1,6 +1,6 @@
 //! The requester half of a QP: segmentation, spraying, retransmission and what feedback does to them.
 
-use super::{Qp, QpState, Requester, SendWqe, WqeKind};
+use super::{Qp, QpState, Requester, SendWqe, Timer, WqeKind};
 use crate::cc::AckSample;
 use crate::completion::{Completion, WcStatus};
 use crate::io::{PayloadRef, Transmit};
@@ -175,8 +175,7 @@ impl Qp {
                 self.choose_ev(ports_ready)?
             };
             self.req.retx.pop_front();
-            // The first packet in flight starts the RTO timer.
-            self.out.deadline_dirty |= self.req.sent.inflight_bytes() == 0;
+            self.start_rto(now);
             // spec: REL-RETX-1
             let t = self.emit_data(now, psn, p.wqe, p.offset, p.len, ev, true, buf, mem, mrs)?;
             self.req.sent.retransmitted(psn, ev, now);
@@ -204,8 +203,7 @@ impl Qp {
         let psn = self.req.sent.nxt();
         self.start_wqe(seq, psn);
         let t = self.emit_data(now, psn, seq, offset, len, ev, false, buf, mem, mrs)?;
-        // The first packet in flight starts the RTO timer.
-        self.out.deadline_dirty |= self.req.sent.inflight_bytes() == 0;
+        self.start_rto(now);
         self.req.sent.push(seq, offset, len, ev, now);
         let w = &self.req.sq[(seq - self.req.sq_base) as usize];
         let done = w.kind == WqeKind::Read || offset + len >= w.len;
@@ -672,10 +670,10 @@ impl Qp {
                 if current.is_some() {
                     self.req.sent.mark_lost(psn);
                     // spec: REL-NACK-2
-                    self.req
-                        .delayed
-                        .push_back((now + self.cfg().rnr_delay, psn));
-                    self.out.deadline_dirty = true;
+                    let at = now + self.cfg().rnr_delay;
+                    self.req.delayed.push_back((at, psn));
+                    let first = self.req.delayed.front().map_or(at, |&(t, _)| t);
+                    self.timers.set(Timer::RnrResend, first);
                 }
             }
             NackReason::RemoteAccess | NackReason::InvalidRequest | NackReason::Unexpected => {
@@ -800,6 +798,14 @@ impl Qp {
         }
     }
 
+    /// The first packet in flight starts the RTO timer (spec REL-LOSS-2).
+    fn start_rto(&mut self, now: Instant) {
+        if self.req.sent.inflight_bytes() == 0 {
+            let rto = Duration::from_nanos(self.req.rtt.rto_ns());
+            self.timers.set(Timer::Rto, now.saturating_add(rto));
+        }
+    }
+
     /// When the tail probe is due, if one may go out (none wanted or unanswered within its own wait).
     pub(crate) fn tail_probe_due(&mut self) -> Option<Instant> {
         if self.req.tail.wanted || self.state != QpState::Rts {
@@ -844,7 +850,8 @@ impl Qp {
         }
         self.req.tail.outstanding = Some((now.ts32(), now));
         self.stats.tail_probes += 1;
-        self.out.deadline_dirty = true;
+        let due = self.tail_probe_due().unwrap_or(Instant::MAX);
+        self.timers.set(Timer::TailProbe, due);
         Some(t)
     }
 
