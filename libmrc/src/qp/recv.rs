@@ -21,8 +21,40 @@ const K_READ_RESP: u8 = 4;
 /// Consecutive CE marks from one EV after which the SACK says ALWAYS_SKIP.
 const ALWAYS_SKIP_AFTER: u16 = 8;
 
+/// A data packet that passed every check: what placing and completing it need.
+struct Arrival {
+    psn: u64,
+    kind: OpKind,
+    /// Index of its message in `Responder::msgs`.
+    slot: usize,
+    slot_kind: u8,
+    rqmsn: u64,
+    /// Payload bytes the message carries: a READ request names a length but carries nothing.
+    total: u64,
+    /// Payload bytes this packet carries.
+    len: u64,
+    is_last: bool,
+}
+
+/// Why a data packet is not taken; each is counted and answered as the spec says.
+enum Refusal {
+    /// Received before: the acknowledgement was probably lost.
+    Duplicate,
+    /// Outside the receive window (spec REL-RX-2).
+    OutOfWindow,
+    /// Trimmed by a switch: the header arrived, the payload did not (spec REL-TRIM-1).
+    Trimmed(TrimMark),
+    /// Not a packet this QP may take: the NACK's reason says why.
+    Invalid(NackReason),
+    /// Outside the registered memory and access it names.
+    Access,
+    /// No receive posted, or the responder's READ or WRITE_WITH_IMM resources are used up (spec QP-RNR-1).
+    NoResource,
+}
+
 impl Qp {
-    /// Handles a data, READ request or READ response packet of the peer's stream.
+    /// Handles a data, READ request or READ response packet of the peer's stream: checks it, places its
+    /// payload, then records it and completes what it finished.
     // spec: QP-RX-1
     pub(crate) fn on_data<M: Memory>(
         &mut self,
@@ -43,38 +75,34 @@ impl Qp {
             ce: meta.ecn_ce,
             psn,
         };
+        let placed = self
+            .check_data(psn, meta, bth, d, mrs)
+            .and_then(|a| Ok((self.place_data(&a, d, mem, mrs)?, a)));
+        match placed {
+            Ok((held, a)) => self.complete_data(now, &a, bth, d, held, echo, mem, mrs),
+            Err(r) => self.refuse(r, echo),
+        }
+    }
+
+    /// Every check a data packet must pass before any of it is placed; changes nothing.
+    fn check_data(
+        &self,
+        psn: u64,
+        meta: &RecvMeta,
+        bth: &Bth,
+        d: &Data<'_>,
+        mrs: &MrTable,
+    ) -> Result<Arrival, Refusal> {
         match self.resp.rx.check(psn) {
-            PsnCheck::Duplicate => {
-                // The peer retransmitted: our acknowledgement was probably lost. Answer at once.
-                self.stats.rx_duplicates += 1;
-                self.feedback.sack_echo = echo;
-                self.feedback.sack_now = true;
-                if self.resp.msn_base - 1 != self.feedback.cmsn_sent {
-                    self.feedback.ack_pending = true;
-                }
-                return;
-            }
-            PsnCheck::OutOfWindow => {
-                self.stats.rx_out_of_window += 1;
-                // spec: REL-RX-2
-                self.push_nack(NackReason::PsnOutOfWindow, echo);
-                return;
-            }
+            PsnCheck::Duplicate => return Err(Refusal::Duplicate),
+            PsnCheck::OutOfWindow => return Err(Refusal::OutOfWindow),
             PsnCheck::New => {}
         }
         if let Some(mark) = meta.trim {
             // spec: WIRE-ICRC-2
-            self.stats.rx_trimmed += 1;
-            let reason = match mark {
-                TrimMark::Fabric => NackReason::Trimmed,
-                TrimMark::LastHop => NackReason::TrimmedLastHop,
-            };
-            // spec: REL-TRIM-1
-            self.push_nack(reason, echo);
-            return;
+            return Err(Refusal::Trimmed(mark));
         }
         let kind = bth.opcode.kind();
-        let pos = bth.opcode.position().unwrap_or(Position::Only);
         // spec: WIRE-OP-2
         let allowed = match kind {
             OpKind::Send => self.local_caps.send,
@@ -82,107 +110,79 @@ impl Qp {
             _ => true,
         };
         if !allowed {
-            self.stats.rx_invalid += 1;
-            self.push_nack(NackReason::InvalidRequest, echo);
-            return;
+            return Err(Refusal::Invalid(NackReason::InvalidRequest));
         }
         let msn = unwrap_msn(d.meth.msn, self.resp.msn_base);
-        let window = self.resp.rx.window();
-        if msn < self.resp.msn_base || msn - self.resp.msn_base >= window {
+        if msn < self.resp.msn_base || msn - self.resp.msn_base >= self.resp.rx.window() {
             // A new PSN cannot belong to a finished message, nor to one a window ahead.
-            self.stats.rx_invalid += 1;
-            self.push_nack(NackReason::Unexpected, echo);
-            return;
+            return Err(Refusal::Invalid(NackReason::Unexpected));
         }
-        let slot_i = (msn - self.resp.msn_base) as usize;
-        if self.resp.msgs.len() <= slot_i {
-            self.resp.msgs.resize(slot_i + 1, MsgSlot::default());
-        }
-        let rqmsn = unwrap_msn(d.meth.rqmsn, self.resp.rq_base);
-        let slot_kind = match kind {
-            OpKind::Write => K_WRITE,
-            OpKind::Send => K_SEND,
-            OpKind::ReadRequest => K_READ_REQ,
-            _ => K_READ_RESP,
+        let a = Arrival {
+            psn,
+            kind,
+            slot: (msn - self.resp.msn_base) as usize,
+            slot_kind: match kind {
+                OpKind::Write => K_WRITE,
+                OpKind::Send => K_SEND,
+                OpKind::ReadRequest => K_READ_REQ,
+                _ => K_READ_RESP,
+            },
+            rqmsn: unwrap_msn(d.meth.rqmsn, self.resp.rq_base),
+            total: if kind == OpKind::ReadRequest {
+                0
+            } else {
+                u64::from(d.reth.dma_len)
+            },
+            len: d.payload.len() as u64,
+            is_last: matches!(
+                bth.opcode.position().unwrap_or(Position::Only),
+                Position::Last | Position::Only
+            ),
         };
-        let len = d.payload.len() as u64;
-        // Payload bytes the message carries: a READ request names a length but carries nothing.
-        let total = if kind == OpKind::ReadRequest {
-            0
-        } else {
-            u64::from(d.reth.dma_len)
-        };
-        {
-            let slot = &self.resp.msgs[slot_i];
+        if let Some(slot) = self.resp.msgs.get(a.slot) {
             let consistent = !slot.open
-                || (slot.kind == slot_kind
-                    && u64::from(slot.total) == total
-                    && slot.rqmsn == rqmsn);
-            if !consistent || slot.bytes + len > total {
-                self.stats.rx_invalid += 1;
-                self.push_nack(NackReason::Unexpected, echo);
-                return;
+                || (slot.kind == a.slot_kind
+                    && u64::from(slot.total) == a.total
+                    && slot.rqmsn == a.rqmsn);
+            if !consistent || slot.bytes + a.len > a.total {
+                return Err(Refusal::Invalid(NackReason::Unexpected));
             }
+        } else if a.len > a.total {
+            return Err(Refusal::Invalid(NackReason::Unexpected));
         }
-        let is_last = matches!(pos, Position::Last | Position::Only);
+        self.check_op(&a, d, mrs)?;
+        Ok(a)
+    }
+
+    /// The checks of each operation: the target memory and access, the receive queue, the responder's limits.
+    fn check_op(&self, a: &Arrival, d: &Data<'_>, mrs: &MrTable) -> Result<(), Refusal> {
         let pd = self.init.pd;
-        // A WRITE's final byte, kept back from placement: (address, value).
-        let mut held = None;
-        match kind {
+        match a.kind {
             OpKind::Write => {
                 // spec: QP-PLACE-1
                 // A zero-length WRITE touches no memory, so (as in verbs) its key is not checked, and nothing
-                // is asked of `Memory` for it below.
-                let ok = total == 0
+                // is asked of `Memory` for it.
+                let ok = a.total == 0
                     || (self.access.contains(Access::REMOTE_WRITE)
                         && mrs
-                            .check(d.reth.rkey, pd, d.reth.va, len, Access::REMOTE_WRITE)
+                            .check(d.reth.rkey, pd, d.reth.va, a.len, Access::REMOTE_WRITE)
                             .is_ok());
                 if !ok {
-                    self.stats.rx_access_errors += 1;
-                    self.push_nack(NackReason::RemoteAccess, echo);
-                    return;
+                    return Err(Refusal::Access);
                 }
-                if d.imm.is_some() {
-                    // spec: QP-RNR-1
-                    if !self.rq_has(rqmsn)
-                        || self.resp.pending_imm >= u32::from(self.cfg().max_wimm_dest)
-                    {
-                        self.stats.rx_no_resource += 1;
-                        self.push_nack(NackReason::NoResource, echo);
-                        return;
-                    }
-                    self.resp.pending_imm += 1;
-                }
-                // spec: SEC-MEM-1
-                if let Some((&final_byte, body)) = d.payload.split_last().filter(|_| is_last) {
-                    // The message's final byte is written apart, last of all (spec QP-PLACE-2).
-                    if !body.is_empty() {
-                        mem.write(d.reth.va, body);
-                    }
-                    held = Some((d.reth.va + body.len() as u64, final_byte));
-                } else if !d.payload.is_empty() {
-                    mem.write(d.reth.va, d.payload);
+                // spec: QP-RNR-1
+                if d.imm.is_some()
+                    && (!self.rq_has(a.rqmsn)
+                        || self.resp.pending_imm >= u32::from(self.cfg().max_wimm_dest))
+                {
+                    return Err(Refusal::NoResource);
                 }
             }
             OpKind::Send => {
-                let Some(wqe) = self.rq_get(rqmsn) else {
-                    // spec: QP-RNR-1
-                    self.stats.rx_no_resource += 1;
-                    self.push_nack(NackReason::NoResource, echo);
-                    return;
-                };
-                let offset = d.reth.va;
-                if total > wqe.len || offset.saturating_add(len) > total {
-                    self.stats.rx_invalid += 1;
-                    self.push_nack(NackReason::InvalidRequest, echo);
-                    return;
-                }
-                let sges = wqe.sges.clone();
-                if !scatter(&sges, offset, d.payload, mem, mrs, pd) {
-                    self.stats.rx_access_errors += 1;
-                    self.push_nack(NackReason::RemoteAccess, echo);
-                    return;
+                // spec: QP-RNR-1
+                let wqe = self.rq_get(a.rqmsn).ok_or(Refusal::NoResource)?;
+                if a.total > wqe.len || d.reth.va.saturating_add(a.len) > a.total {
+                    return Err(Refusal::Invalid(NackReason::InvalidRequest));
                 }
             }
             OpKind::ReadRequest => {
@@ -192,15 +192,52 @@ impl Qp {
                         .check(d.reth.rkey, pd, d.reth.va, read_len, Access::REMOTE_READ)
                         .is_ok();
                 if !ok {
-                    self.stats.rx_access_errors += 1;
-                    self.push_nack(NackReason::RemoteAccess, echo);
-                    return;
+                    return Err(Refusal::Access);
                 }
                 if self.req.serving_reads >= u32::from(self.cfg().max_read_dest) {
-                    self.stats.rx_no_resource += 1;
-                    self.push_nack(NackReason::NoResource, echo);
-                    return;
+                    return Err(Refusal::NoResource);
                 }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Places a checked packet's payload; returns a WRITE's final byte (address, value), kept back to be
+    /// written last (spec QP-PLACE-2).
+    fn place_data<M: Memory>(
+        &mut self,
+        a: &Arrival,
+        d: &Data<'_>,
+        mem: &mut M,
+        mrs: &MrTable,
+    ) -> Result<Option<(u64, u8)>, Refusal> {
+        match a.kind {
+            OpKind::Write => {
+                if d.imm.is_some() {
+                    self.resp.pending_imm += 1;
+                }
+                // spec: SEC-MEM-1
+                if let Some((&final_byte, body)) = d.payload.split_last().filter(|_| a.is_last) {
+                    if !body.is_empty() {
+                        mem.write(d.reth.va, body);
+                    }
+                    return Ok(Some((d.reth.va + body.len() as u64, final_byte)));
+                } else if !d.payload.is_empty() {
+                    mem.write(d.reth.va, d.payload);
+                }
+            }
+            OpKind::Send => {
+                let sges = self
+                    .rq_get(a.rqmsn)
+                    .ok_or(Refusal::NoResource)?
+                    .sges
+                    .clone();
+                if !scatter(&sges, d.reth.va, d.payload, mem, mrs, self.init.pd) {
+                    return Err(Refusal::Access);
+                }
+            }
+            OpKind::ReadRequest => {
                 // spec: QP-READ-1
                 self.req.serving_reads += 1;
                 let source = crate::mem::Sge {
@@ -224,23 +261,45 @@ impl Qp {
             }
             _ => {
                 // READ response: place into the outstanding READ it names (spec QP-READ-2).
-                if !self.place_read_response(d, len, total, mem, mrs) {
+                if !self.place_read_response(d, a.len, a.total, mem, mrs) {
                     self.stats.rx_unexpected_read_responses += 1;
                 }
             }
         }
-        // Accepted: record the PSN and the message's progress.
+        Ok(None)
+    }
+
+    /// Records a placed packet: its PSN, its message's progress (and the message's final byte once every
+    /// other byte is in), then the completions it allows and the SACK it asks for.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the packet, its checked view and the engine's tables"
+    )]
+    fn complete_data<M: Memory>(
+        &mut self,
+        now: Instant,
+        a: &Arrival,
+        bth: &Bth,
+        d: &Data<'_>,
+        held: Option<(u64, u8)>,
+        echo: Echo,
+        mem: &mut M,
+        mrs: &MrTable,
+    ) {
         let had_holes = self.resp.rx.out_of_order() > 0;
-        self.resp.rx.insert_new(psn);
-        let slot = &mut self.resp.msgs[slot_i];
+        self.resp.rx.insert_new(a.psn);
+        if self.resp.msgs.len() <= a.slot {
+            self.resp.msgs.resize(a.slot + 1, MsgSlot::default());
+        }
+        let slot = &mut self.resp.msgs[a.slot];
         if !slot.open {
             slot.open = true;
-            slot.kind = slot_kind;
-            slot.total = total as u32;
-            slot.rqmsn = rqmsn;
+            slot.kind = a.slot_kind;
+            slot.total = a.total as u32;
+            slot.rqmsn = a.rqmsn;
         }
-        slot.bytes += len;
-        if is_last {
+        slot.bytes += a.len;
+        if a.is_last {
             slot.last_seen = true;
             slot.imm = d.imm;
         }
@@ -256,7 +315,7 @@ impl Qp {
             // arrived, but the region may have gone since, so it is checked again.
             if self.access.contains(Access::REMOTE_WRITE)
                 && mrs
-                    .check(slot.rkey, pd, addr, 1, Access::REMOTE_WRITE)
+                    .check(slot.rkey, self.init.pd, addr, 1, Access::REMOTE_WRITE)
                     .is_ok()
             {
                 mem.write(addr, &[byte]);
@@ -265,10 +324,10 @@ impl Qp {
             }
         }
         self.stats.rx_data_packets += 1;
-        self.stats.rx_data_bytes += len;
+        self.stats.rx_data_bytes += a.len;
         self.complete_messages();
-        self.feedback.sack_lo = self.feedback.sack_lo.min(psn);
-        self.feedback.sack_hi = self.feedback.sack_hi.max(psn);
+        self.feedback.sack_lo = self.feedback.sack_lo.min(a.psn);
+        self.feedback.sack_hi = self.feedback.sack_hi.max(a.psn);
         // spec: REL-SACK-1
         let gap = !had_holes && self.resp.rx.out_of_order() > 0;
         let immediate = gap || bth.rtx || bth.ack_req || echo.ce;
@@ -279,8 +338,50 @@ impl Qp {
                 probe_reply: false,
             });
         } else {
-            self.schedule_sack(now, echo, immediate, len as u32);
+            self.schedule_sack(now, echo, immediate, a.len as u32);
         }
+    }
+
+    /// Counts a refused packet and owes the peer what the refusal calls for.
+    fn refuse(&mut self, r: Refusal, echo: Echo) {
+        let reason = match r {
+            Refusal::Duplicate => {
+                // The peer retransmitted: answer at once.
+                self.stats.rx_duplicates += 1;
+                self.feedback.sack_echo = echo;
+                self.feedback.sack_now = true;
+                if self.resp.msn_base - 1 != self.feedback.cmsn_sent {
+                    self.feedback.ack_pending = true;
+                }
+                return;
+            }
+            Refusal::OutOfWindow => {
+                self.stats.rx_out_of_window += 1;
+                // spec: REL-RX-2
+                NackReason::PsnOutOfWindow
+            }
+            Refusal::Trimmed(mark) => {
+                self.stats.rx_trimmed += 1;
+                // spec: REL-TRIM-1
+                match mark {
+                    TrimMark::Fabric => NackReason::Trimmed,
+                    TrimMark::LastHop => NackReason::TrimmedLastHop,
+                }
+            }
+            Refusal::Invalid(reason) => {
+                self.stats.rx_invalid += 1;
+                reason
+            }
+            Refusal::Access => {
+                self.stats.rx_access_errors += 1;
+                NackReason::RemoteAccess
+            }
+            Refusal::NoResource => {
+                self.stats.rx_no_resource += 1;
+                NackReason::NoResource
+            }
+        };
+        self.push_nack(reason, echo);
     }
 
     fn rq_has(&self, rqmsn: u64) -> bool {
