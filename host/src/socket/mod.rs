@@ -8,39 +8,19 @@ use std::mem::{size_of, zeroed};
 use std::net::{Ipv6Addr, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+mod addr;
 mod rx;
 mod tx;
 
 pub use rx::RxBatch;
 pub use tx::TxBatch;
 
+use addr::{sockaddr_from, sockaddr_to};
+
 /// Linux `UDP_NO_CHECK6_TX`: send IPv6 UDP with a zero checksum.
 const UDP_NO_CHECK6_TX: libc::c_int = 101;
 /// Linux `UDP_NO_CHECK6_RX`: accept IPv6 UDP with a zero checksum.
 const UDP_NO_CHECK6_RX: libc::c_int = 102;
-/// Control-message room per datagram: one `int` (the traffic class) with its header.
-const CMSG_ROOM: usize = 32;
-
-fn sockaddr_from(a: &SocketAddrV6) -> libc::sockaddr_in6 {
-    // SAFETY: sockaddr_in6 is plain data; all-zero is a valid value.
-    let mut s: libc::sockaddr_in6 = unsafe { zeroed() };
-    s.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-    s.sin6_port = a.port().to_be();
-    s.sin6_addr.s6_addr = a.ip().octets();
-    s.sin6_flowinfo = a.flowinfo();
-    s.sin6_scope_id = a.scope_id();
-    s
-}
-
-fn sockaddr_to(s: &libc::sockaddr_in6) -> SocketAddrV6 {
-    SocketAddrV6::new(
-        Ipv6Addr::from(s.sin6_addr.s6_addr),
-        u16::from_be(s.sin6_port),
-        s.sin6_flowinfo,
-        s.sin6_scope_id,
-    )
-}
-
 fn setsockopt_int(
     fd: RawFd,
     level: libc::c_int,
