@@ -5,17 +5,31 @@
 //! the lowest non-empty bucket. Most events are a few hundred ns to a few µs ahead, so they move through a
 //! handful of buckets at most, with no comparisons against the rest of the queue.
 //!
-//! Ties at equal time pop in the order of the event's key (the payload under a mask that leaves out hints),
-//! not in insertion order: a partition of a parallel run (sim/par.rs) inserts events in another order than
+//! Ties at equal time pop in the order of the event's key (the payload under a mask that leaves out hints,
+//! permuted per time: `tie_key`), not in insertion order: a partition of a parallel run (sim/par.rs) inserts events in another order than
 //! a sequential run, and the key is what both agree on, so every thread count gives the same run.
 
 use std::collections::VecDeque;
 
-/// One event: time in ps, payload.
+/// One event: time in ps, tie key, payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Item {
     t: u64,
+    key: u64,
     e: u64,
+}
+
+/// The order of an event among those at time `t`: its key's high half (the simulator's event kind) first, then
+/// its low half (the component) under a permutation that changes with the time, so that ties do not always
+/// favour the lowest-numbered port or host (a fixed order would put the same flows last at every tie, as a
+/// seeded one does not). A bijection for each `t`: equal tie keys mean equal keys.
+pub fn tie_key(t: u64, key: u64) -> u64 {
+    let mut h = t.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    h ^= h >> 31;
+    let lo = (key as u32 ^ h as u32).wrapping_mul(0x9E37_79B1);
+    (key & !0xFFFF_FFFF) | u64::from(lo)
 }
 
 /// A radix heap of events.
@@ -68,12 +82,12 @@ impl EventQueue {
     #[inline]
     pub fn push(&mut self, t: u64, e: u64) {
         let t = t.max(self.last);
-        let it = Item { t, e };
+        let key = tie_key(t, e & self.key_mask);
+        let it = Item { t, key, e };
         self.len += 1;
         let b = bucket(t, self.last);
         if b == 0 {
-            let k = e & self.key_mask;
-            let at = self.now.partition_point(|i| i.e & self.key_mask <= k);
+            let at = self.now.partition_point(|i| i.key <= key);
             self.now.insert(at, it);
         } else {
             self.buckets[b].push(it);
@@ -140,8 +154,7 @@ impl EventQueue {
         if self.buckets[b].is_empty() {
             self.buckets[b] = items;
         }
-        let m = self.key_mask;
-        self.now.make_contiguous().sort_unstable_by_key(|i| i.e & m);
+        self.now.make_contiguous().sort_unstable_by_key(|i| i.key);
         true
     }
 }
@@ -174,17 +187,18 @@ mod tests {
                 // The bits above the mask are a hint that must not order anything: distinct per event.
                 let e = (step << 16) | (rng.next_u64() % 64);
                 q.push(now + dt, e);
-                h.push(Reverse((now + dt, e & mask, e)));
+                h.push(Reverse((now + dt, tie_key(now + dt, e & mask), e)));
             } else {
                 let Reverse((t, _, e)) = h.pop().unwrap();
                 assert_eq!(q.next_time(), Some(t));
                 let (qt, qe) = q.pop().unwrap();
                 assert_eq!((qt, qe & mask), (t, e & mask));
+                assert_eq!(tie_key(t, qe & mask), tie_key(t, e & mask));
                 // Equal keys at equal time are the same event to the simulator: either may come first.
                 if qe != e {
                     let mut back: Vec<_> = h.drain().collect();
                     let k = back.iter().position(|r| r.0.2 == qe).unwrap();
-                    back[k] = Reverse((t, e & mask, e));
+                    back[k] = Reverse((t, tie_key(t, e & mask), e));
                     h.extend(back);
                 }
                 now = t;
@@ -192,7 +206,10 @@ mod tests {
             assert_eq!(q.len(), h.len());
         }
         while let Some(Reverse((t, k, _))) = h.pop() {
-            assert_eq!(q.pop().map(|(t, e)| (t, e & mask)), Some((t, k)));
+            assert_eq!(
+                q.pop().map(|(t, e)| (t, tie_key(t, e & mask))),
+                Some((t, k))
+            );
         }
         assert!(q.is_empty() && q.pop().is_none());
     }
@@ -210,14 +227,32 @@ mod tests {
         q.push(3_000, 3);
         assert_eq!(q.pop(), Some((3_000, 3)));
         assert_eq!(q.pop(), Some((5_000, 2)));
-        // Ties pop by key, whatever the order of insertion, also when pushed at the current time.
-        q.push(5_000, 9);
-        q.push(5_000, 4);
-        q.push(6_000, 7);
-        q.push(6_000, 6);
-        assert_eq!(q.pop(), Some((5_000, 4)));
-        assert_eq!(q.pop(), Some((5_000, 9)));
-        assert_eq!(q.pop(), Some((6_000, 6)));
-        assert_eq!(q.pop(), Some((6_000, 7)));
+        // Ties pop by tie key, whatever the order of insertion, also when pushed at the current time.
+        let order = |t: u64, a: u64, b: u64| {
+            if tie_key(t, a) < tie_key(t, b) {
+                [a, b]
+            } else {
+                [b, a]
+            }
+        };
+        for (a, b) in [(9, 4), (4, 9)] {
+            q.push(5_000, a);
+            q.push(5_000, b);
+        }
+        let [x, y] = order(5_000, 4, 9);
+        assert_eq!(
+            (0..4).map(|_| q.pop().unwrap().1).collect::<Vec<_>>(),
+            [x, x, y, y]
+        );
+    }
+
+    /// The kind (high half) orders first; among components the order changes with the time, so no component
+    /// comes first at every tie.
+    #[test]
+    fn ties_are_permuted_by_time() {
+        assert!(tie_key(7, 1 << 61) > tie_key(7, 0xFFFF_FFFF));
+        let first = |t: u64| (0..8u64).min_by_key(|&c| tie_key(t, c)).unwrap();
+        let firsts: std::collections::BTreeSet<u64> = (0..64).map(first).collect();
+        assert!(firsts.len() >= 4, "{firsts:?}");
     }
 }

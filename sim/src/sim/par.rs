@@ -22,7 +22,7 @@
 
 use super::*;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Barrier, Mutex};
+use std::sync::{Condvar, Mutex};
 
 /// `Port::dest` of a port whose far end is in its own partition.
 pub(super) const LOCAL: u16 = u16::MAX;
@@ -84,6 +84,9 @@ pub(super) fn run(
     } else {
         partitions(&sim.topo, sim.cfg.threads)
     };
+    if std::env::var_os("MRC_SIM_DEBUG").is_some() {
+        eprintln!("partitions {n}, lookahead {la} ps");
+    }
     let (parts, end, events) = if n == 1 {
         sim.seed_events();
         let (end, events) = sequential(&mut sim, la, limit, progress);
@@ -135,7 +138,62 @@ struct Shared {
     mail: Vec<Mutex<Vec<Msg>>>,
     stop: AtomicBool,
     stop_at: AtomicU64,
-    barrier: Barrier,
+    gate: Gate,
+}
+
+/// A barrier that a panicking partition breaks, so that the others stop waiting for it (the thread scope then
+/// re-raises the panic) instead of hanging.
+struct Gate {
+    n: usize,
+    /// (arrived, generation, broken).
+    state: Mutex<(usize, u64, bool)>,
+    cv: Condvar,
+}
+
+impl Gate {
+    fn new(n: usize) -> Self {
+        Self {
+            n,
+            state: Mutex::new((0, 0, false)),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Waits for all `n`; false if the gate is broken.
+    fn wait(&self) -> bool {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if g.2 {
+            return false;
+        }
+        g.0 += 1;
+        let generation = g.1;
+        if g.0 == self.n {
+            g.0 = 0;
+            g.1 += 1;
+            self.cv.notify_all();
+            return true;
+        }
+        while g.1 == generation && !g.2 {
+            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        !g.2
+    }
+
+    fn break_all(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).2 = true;
+        self.cv.notify_all();
+    }
+}
+
+/// Breaks the gate when its thread unwinds.
+struct BreakOnPanic<'a>(&'a Gate);
+
+impl std::ops::Drop for BreakOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.break_all();
+        }
+    }
 }
 
 fn counters(n: usize) -> Vec<AtomicU64> {
@@ -158,7 +216,7 @@ fn parallel(
         mail: (0..n * n).map(|_| Mutex::new(Vec::new())).collect(),
         stop: AtomicBool::new(false),
         stop_at: AtomicU64::new(limit),
-        barrier: Barrier::new(n),
+        gate: Gate::new(n),
     };
     let (first, rest) = parts.split_at_mut(1);
     let end = std::thread::scope(|scope| {
@@ -185,6 +243,7 @@ fn worker(
     let n = sh.n;
     let mut events = 0;
     let mut inbox = Vec::new();
+    let _guard = BreakOnPanic(&sh.gate);
     loop {
         for from in (0..n).filter(|&f| f != k) {
             std::mem::swap(&mut inbox, &mut *lock(&sh.mail[from * n + k]));
@@ -194,8 +253,7 @@ fn worker(
         }
         sh.next[k].store(sim.q.next_time().unwrap_or(u64::MAX), Relaxed);
         sh.remaining[k].store(sim.remaining as u64, Relaxed);
-        sh.barrier.wait();
-        if sh.stop.load(Relaxed) {
+        if !sh.gate.wait() || sh.stop.load(Relaxed) {
             return sh.stop_at.load(Relaxed);
         }
         let t = sh
@@ -217,7 +275,9 @@ fn worker(
         }
         sh.events[k].store(events, Relaxed);
         sh.placed[k].store(sim.placed, Relaxed);
-        sh.barrier.wait();
+        if !sh.gate.wait() {
+            return limit;
+        }
         if let Some(progress) = progress.as_mut() {
             let sum = |v: &[AtomicU64]| v.iter().map(|x| x.load(Relaxed)).sum::<u64>();
             let p = Progress {
@@ -389,5 +449,36 @@ impl Sim {
             self.ports[pi as usize].wire = l;
         }
         self.push(pkt.arrive, ev_pkt(EV_ARRIVE, pi, i));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A partition that panics breaks the gate: the others return instead of waiting for it forever.
+    #[test]
+    fn a_panicking_partition_does_not_hang_the_others() {
+        let gate = Gate::new(3);
+        let r = std::thread::scope(|s| {
+            let waiters: Vec<_> = (0..2).map(|_| s.spawn(|| gate.wait())).collect();
+            let bad = s.spawn(|| {
+                let _g = BreakOnPanic(&gate);
+                panic!("a partition fails");
+            });
+            assert!(bad.join().is_err());
+            waiters
+                .into_iter()
+                .map(|w| w.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(r, vec![false, false]);
+        // A whole gate lets everyone through, round after round.
+        let gate = Gate::new(2);
+        std::thread::scope(|s| {
+            let a = s.spawn(|| (0..100).all(|_| gate.wait()));
+            assert!((0..100).all(|_| gate.wait()));
+            assert!(a.join().unwrap());
+        });
     }
 }
