@@ -12,7 +12,7 @@
 //! most the packets a wire carries in one lookahead: no more than its latency over the serialization time of
 //! the smallest frame, plus one, per crossing port), and the partitions agree on the next window. A run on
 //! one thread goes through the same windows, so every thread count stops at the same point: the end of the
-//! window in which the last transfer finished. Equal-time events pop by (kind, component) (queue.rs) and
+//! window in which the last transfer finished. Equal-time events pop by kind and component (queue.rs `tie_key`) and
 //! random draws are per port (sim.rs `draw`), so nothing depends on which thread ran what: report.json and
 //! flows.csv are byte-identical for every thread count (tests/parallel.rs).
 //!
