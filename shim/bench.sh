@@ -15,9 +15,15 @@ if [ "${MRC_BENCH_LOCKED:-}" != 1 ]; then
     exec env MRC_BENCH_LOCKED=1 flock "$LOCK" "$0" "$@"
 fi
 command -v ib_write_bw >/dev/null || { echo "ib_write_bw missing: apt-get install perftest" >&2; exit 1; }
-# MRC_BENCH_PREBUILT=1: use the release build already in target/release (a machine without cargo).
-[ -n "${MRC_BENCH_PREBUILT:-}" ] || cargo build --release -q -p mrc-verbs-shim -p mrc-tools
-T=$PWD/target/release
+# MRC_BENCH_PREBUILT=1: use the release build already in ${CARGO_TARGET_DIR:-target}/release (a machine without
+# cargo); otherwise build it and ask cargo where its target folder is.
+if [ -n "${MRC_BENCH_PREBUILT:-}" ]; then
+    target=${CARGO_TARGET_DIR:-$PWD/target}
+else
+    cargo build --release -q -p mrc-verbs-shim -p mrc-tools
+    target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+fi
+T=$target/release
 SHIM=$T/libmrc_verbs_shim.so
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT

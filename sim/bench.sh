@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p mrc-sim >/dev/null 2>&1 || cargo build --release -p mrc-sim
-bin="${CARGO_TARGET_DIR:-target}/release/mrc-sim"
+target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+bin="$target/release/mrc-sim"
 out="$(mktemp -d)"
 runs="${RUNS:-3}"
 for i in $(seq 1 "$runs"); do

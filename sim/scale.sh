@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -p mrc-sim >/dev/null 2>&1 || cargo build --release -p mrc-sim
-bin="${CARGO_TARGET_DIR:-target}/release/mrc-sim"
+target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+bin="$target/release/mrc-sim"
 scen="${SCENARIO:-sim/scenarios/scale-131k-8plane-t1-failure.toml}"
 out="${OUT:-scale-out}"
 /usr/bin/time -v "$bin" run "$scen" --out "$out" 2>"$out.time" | tee "$out.summary"

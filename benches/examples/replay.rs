@@ -1,11 +1,12 @@
 //! Replays one side of the recorded 16 × 1 MiB transfer many times, for profilers (callgrind, perf), which
 //! need a plain binary rather than criterion's sampling loop.
 //!
-//! `cargo run --profile bench -p mrc-benches --example replay -- [sender|receiver] [runs] [icrc] [copy] [noverify]`
+//! `cargo run --profile profiling -p mrc-benches --example replay -- [sender|receiver] [runs] [icrc] [copy] [noverify]`
+//! (the `profiling` profile is release with debug info and symbols; `release` is stripped)
 //!
 //! For an instruction profile of the replays alone (`noverify` skips the hashing replay that would be
 //! collected too):
-//! `valgrind --tool=callgrind --toggle-collect='*pair::replay' target/release/examples/replay sender 20 noverify`
+//! `valgrind --tool=callgrind --toggle-collect='*pair::replay' target/profiling/examples/replay sender 20 noverify`
 
 use mrc_benches::pair::{REGION_BASE, Scenario, record, time_replays, verify};
 use mrc_benches::{Arena, NoCopy};

@@ -14,10 +14,11 @@ use std::collections::VecDeque;
 use std::time::Instant as WallClock;
 
 use mrc::QpStats;
+use mrc::testing::{QpEnd, connect_pair};
 use mrc::wire::{AuthKey, TrafficClass};
 use mrc::{
     Access, CqId, Duration, Endpoint, EndpointConfig, Instant, Memory, MrKeys, PeerId, QpConfig,
-    QpEnd, QpInit, QpKeys, RecvMeta, SendOp, SendWr, Sge, Transmit, connect_pair,
+    QpInit, QpKeys, RecvMeta, SendOp, SendWr, Sge, Transmit,
 };
 
 /// Payload bytes per packet.

@@ -6,7 +6,6 @@
 )]
 
 use std::ffi::c_int;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use crate::abi::*;
@@ -51,21 +50,6 @@ unsafe impl Sync for mrc_context {}
 pub(crate) fn context<'a>(p: *mut mrc_context) -> Result<&'a mrc_context, Error> {
     // SAFETY: the registry check inside `get` makes sure `p` is one of ours and live.
     unsafe { registry::get(p, "mrc_ctx") }
-}
-
-/// An eventfd in semaphore mode: readable once per signal; applications may poll it or make it non-blocking.
-pub(crate) fn eventfd() -> Result<OwnedFd, Error> {
-    // SAFETY: plain syscall; the result is checked.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(Error::new(
-            e.raw_os_error().unwrap_or(libc::EMFILE),
-            format!("eventfd: {e}"),
-        ));
-    }
-    // SAFETY: `fd` is a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 fn write_out<T>(p: *mut T, v: T) {

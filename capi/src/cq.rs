@@ -15,7 +15,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Condvar, Mutex};
 
 use crate::abi::*;
-use crate::context::{context, eventfd, mrc_context};
+use crate::context::{context, mrc_context};
 use crate::device::limits;
 use crate::ffi::{Error, FFI, non_null};
 use crate::registry::{self, Kind, Object, Users};
@@ -197,35 +197,8 @@ impl mrc_cq {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .push_back(self as *const Self as usize);
-                signal(&ch.fd);
+                mrc_ffi::eventfd::signal(&ch.fd);
             }
-        }
-    }
-}
-
-/// Makes an eventfd readable once more.
-pub(crate) fn signal(fd: &OwnedFd) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64 to an eventfd we own; a full counter (2^64-2) cannot happen.
-    let _ = unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
-}
-
-/// Takes one signal, blocking unless the application made the fd non-blocking (then `EAGAIN`, not logged).
-pub(crate) fn wait(fd: c_int) -> Result<(), Error> {
-    let mut v: u64 = 0;
-    loop {
-        // SAFETY: reads 8 bytes into a live u64.
-        let n = unsafe { libc::read(fd, (&raw mut v).cast(), 8) };
-        if n == 8 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO);
-        match e {
-            libc::EINTR => continue,
-            libc::EAGAIN => return Err(Error::quiet(libc::EAGAIN)),
-            _ => return Err(Error::new(e, "reading the channel's fd failed")),
         }
     }
 }
@@ -245,7 +218,7 @@ pub unsafe extern "C" fn mrc_create_comp_channel(
     FFI.minus_one("mrc_create_comp_channel", || {
         let c = context(mrc_ctx)?;
         non_null(channel, "channel")?;
-        let fd = eventfd()?;
+        let fd = mrc_ffi::eventfd::new(0)?;
         let relay = if crate::bridge::available() {
             Some(Relay::start(c.vctx)?)
         } else {
@@ -492,7 +465,7 @@ pub unsafe extern "C" fn mrc_get_cq_event(
         non_null(cq, "cq")?;
         non_null(cq_context, "cq_context")?;
         loop {
-            wait(ch.fd.as_raw_fd())?;
+            mrc_ffi::eventfd::wait(ch.fd.as_raw_fd(), "the channel's fd")?;
             let Some(p) = ch
                 .fired
                 .lock()

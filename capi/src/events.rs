@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex, Weak};
 
 use crate::abi::*;
 use crate::bridge;
-use crate::context::eventfd;
 use crate::device::Device;
 use crate::ffi::{Error, FFI};
 
@@ -57,13 +56,6 @@ fn sinks() -> std::sync::MutexGuard<'static, Vec<Weak<Sink>>> {
     SINKS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Takes one signal of a semaphore eventfd without blocking.
-fn take(fd: c_int) -> bool {
-    let mut v: u64 = 0;
-    // SAFETY: reads 8 bytes into a live u64 from a non-blocking eventfd.
-    unsafe { libc::read(fd, (&raw mut v).cast(), 8) == 8 }
-}
-
 /// Waits until `fd` is readable (`timeout_ms` < 0: for ever); `false` on a timeout.
 fn wait_readable(fd: c_int, timeout_ms: c_int) -> bool {
     let mut p = libc::pollfd {
@@ -83,15 +75,8 @@ impl Sink {
         } else {
             bridge::async_fds(vctx).map_or(-1, |(_, v)| v)
         };
-        let fd = eventfd()?;
-        // SAFETY: our own fresh eventfd: made non-blocking so that `take` never sleeps.
-        unsafe {
-            libc::fcntl(
-                fd.as_raw_fd(),
-                libc::F_SETFL,
-                libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) | libc::O_NONBLOCK,
-            )
-        };
+        // Non-blocking, so that `take` never sleeps.
+        let fd = mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?;
         let s = Arc::new(Self {
             device,
             queue: Mutex::new(VecDeque::new()),
@@ -115,7 +100,7 @@ impl Sink {
             event_type,
         });
         drop(q);
-        crate::cq::signal(&self.fd);
+        mrc_ffi::eventfd::signal(&self.fd);
     }
 
     fn nonblocking(&self) -> bool {
@@ -131,7 +116,7 @@ impl Sink {
     /// logged, when none is queued).
     pub(crate) fn get(&self) -> Result<mrc_async_event, Error> {
         loop {
-            if take(self.fd.as_raw_fd()) {
+            if mrc_ffi::eventfd::take(self.fd.as_raw_fd()) {
                 if let Some(e) = self
                     .queue
                     .lock()
@@ -204,7 +189,7 @@ impl Pump {
     pub(crate) fn start(dev: Arc<Device>, vctx: *mut ibv_context) -> Result<Self, Error> {
         let (bfd, _) = bridge::async_fds(vctx)?;
         let efd = bridge::ev_event_fd(vctx)?;
-        let stop = eventfd()?;
+        let stop = mrc_ffi::eventfd::new(0)?;
         let sfd = stop.as_raw_fd();
         let v = vctx as usize;
         let thread = std::thread::Builder::new()
@@ -216,7 +201,7 @@ impl Pump {
 
     /// Stops the thread (before the context lets go of its verbs context).
     pub(crate) fn stop(self) {
-        crate::cq::signal(&self.stop);
+        mrc_ffi::eventfd::signal(&self.stop);
         let _ = self.thread.join();
     }
 }

@@ -5,5 +5,6 @@
 //! pointers C callers hand back against its own [`registry::Registry`].
 
 pub mod boundary;
+pub mod eventfd;
 pub mod log;
 pub mod registry;

@@ -20,11 +20,8 @@ use mrc::wire::{
     Ack, Body, Bth, Data, EpOp, EpRequest, EpResponse, Meth, Nack, NackReason, Opcode, PSN_MASK,
     Packet, ParseOptions, Probe, Reth, Sack, SackMark,
 };
-use mrc::{
-    Access, Caps, Completion, CqId, Duration, Endpoint, EndpointConfig, EvConfig, Instant, Memory,
-    MrKeys, PeerId, QpConfig, QpEnd, QpInit, RecvMeta, RecvWr, SendOp, SendWr, Sge, Transition,
-    TrimMark, WcOpcode, WcStatus, connect_pair,
-};
+use mrc::{Access, Caps, Completion, CqId, Duration, Endpoint, EndpointConfig, EvConfig, Instant, Memory, MrKeys, PeerId, QpConfig, QpInit, RecvMeta, RecvWr, SendOp, SendWr, Sge, Transition, TrimMark, WcOpcode, WcStatus};
+use mrc::testing::{QpEnd, connect_pair};
 
 /// The byte value of guard areas.
 const GUARD: u8 = 0xA5;

@@ -144,8 +144,16 @@ fn drive(
         for (_, _, cq) in qps {
             cq.req_notify(false);
         }
-        let fds: Vec<_> = qps.iter().map(|(_, _, cq)| cq.fd()).collect();
-        let _ = mrc_host::socket::wait(&fds, &[], Some(Duration::from_millis(1)));
+        let mut fds: Vec<libc::pollfd> = qps
+            .iter()
+            .map(|(_, _, cq)| libc::pollfd {
+                fd: cq.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a live array of `fds.len()` pollfds for the duration of the call.
+        let _ = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 1) };
         for (_, _, cq) in qps {
             cq.ack_events();
         }

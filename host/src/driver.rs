@@ -110,7 +110,7 @@ pub struct HostDatagram {
 const HOST_RX_QUEUE: usize = 256;
 
 /// What this node tells a peer so the peer can reach it: one entry per plane.
-pub type LocalPlanes = Vec<PeerPlane>;
+pub(crate) type LocalPlanes = Vec<PeerPlane>;
 
 /// An MRC endpoint over real UDP sockets, one per plane: the datapath every front end uses.
 pub type UdpEndpoint = Datapath<UdpPlanes>;
@@ -128,7 +128,7 @@ pub struct Datapath<P: PlaneIo = UdpPlanes> {
     /// (source address, port) → peer, to tell the engine who sent a datagram.
     by_source: BTreeMap<(u128, u16), PeerId>,
     /// Registered memory: the placement target.
-    pub mem: HostMemory,
+    pub(crate) mem: HostMemory,
     epoch: std::time::Instant,
     tx: Vec<TxBatch>,
     scratch: Vec<u8>,
@@ -392,6 +392,16 @@ impl<P: PlaneIo> Datapath<P> {
                 ))
             }
         }
+    }
+
+    /// The bytes of a region [`alloc_mr`](Self::alloc_mr) returned (its address), to fill or read it.
+    pub fn buffer(&mut self, addr: u64) -> Option<&mut [u8]> {
+        self.mem.bytes_mut(addr)
+    }
+
+    /// Accesses the memory layer refused: outside every region it holds (a bug upstream if ever non-zero).
+    pub fn refused_accesses(&self) -> u64 {
+        self.mem.refused
     }
 
     /// Creates a QP and brings it to INIT granting `access`; returns its number and the blob the peer needs
@@ -840,7 +850,7 @@ pub fn software_cc(mtu: u32, window_packets: u32, rate_bps: Option<u64>) -> CcCo
 /// A random first PSN for a new QP (24 bits) from the OS, so an off-path attacker cannot predict the window
 /// (spec SEC-PSN-1).
 // spec: SEC-PSN-1
-pub fn initial_psn() -> u32 {
+pub(crate) fn initial_psn() -> u32 {
     os_random_u64() as u32 & PSN_MASK
 }
 

@@ -6,11 +6,12 @@
 //! the clock, the peer table and the progress loop.
 //!
 //! - [`config`]: a node's planes and the EV → destination-address expansion (plain or SRv6 uSID).
-//! - [`socket`]: one plane's socket: batched send and receive, traffic class, the ICMP error queue.
+//! - `socket` (private): one plane's socket: batched send and receive, traffic class, the ICMP error queue
+//!   ([`TxBatch`], [`RxBatch`] are the currency of [`PlaneIo`]).
 //! - [`memory`]: registered host memory, the placement target.
 //! - [`plane`]: [`PlaneIo`], what the progress loop needs from a carrier of datagrams; [`UdpPlanes`] (the
-//!   default) implements it over the sockets, [`mem_plane`] over memory (tests).
-//! - [`driver`]: [`Datapath`] ([`UdpEndpoint`] over UDP), one round of progress at a time.
+//!   default) implements it over the sockets, `mem_plane` over memory ([`MemFabric`], tests).
+//! - `driver` (private): [`Datapath`] ([`UdpEndpoint`] over UDP), one round of progress at a time.
 //! - [`Host`] (`host/`): the engine, clock, peer table, the one progress loop, lock-free rings, bootstrap;
 //!   one file per concern (`state`, `api`, `qp`, `cq`, `progress`, `peers`, `links`, `config`, `info`).
 //! - [`pmtu`]: the packet size a node's links carry (every front end's default).
@@ -24,16 +25,16 @@ pub mod config;
 mod connect_queue;
 pub mod control;
 pub mod counters;
-pub mod driver;
+mod driver;
 mod error;
 mod host;
-pub mod mem_plane;
+mod mem_plane;
 pub mod memory;
 pub mod offload;
 pub mod plane;
 pub mod pmtu;
 mod share;
-pub mod socket;
+mod socket;
 
 pub use bootstrap::{Blob, BlobKind};
 pub use config::{MAX_PLANES, NodeConfig, PeerPlane, PlaneAddr};
@@ -49,3 +50,4 @@ pub use mem_plane::{MemFabric, MemPlanes};
 pub use memory::HostMemory;
 pub use offload::Offload;
 pub use plane::{PlaneIo, UdpPlanes};
+pub use socket::{RxBatch, SendError, TxBatch};

@@ -24,7 +24,7 @@ use crate::plane::PlaneIo;
 use crate::socket::{EventFd, RxBatch, SendError, TxBatch};
 
 /// UDP port of plane 0 (plane `p` is at `PORT_BASE + p`).
-pub const PORT_BASE: u16 = 4791;
+pub(crate) const PORT_BASE: u16 = 4791;
 /// Datagrams a node's plane queue holds; more are dropped (a full socket buffer).
 const QUEUE_LIMIT: usize = 16384;
 /// `errno` of a bounce: no route to the host.

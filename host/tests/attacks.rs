@@ -9,8 +9,8 @@ use mrc::wire::{
     self, Ack, Body, Bth, EP_QPN, EpOp, EpRequest, Opcode, PSN_MASK, Packet, Sack, SackMark,
 };
 use mrc::{Access, Completion, SendOp, Sge, WcStatus};
+use mrc_host::RxBatch;
 use mrc_host::bootstrap::{Msg, QpHalf, seal};
-use mrc_host::socket::RxBatch;
 use mrc_host::{
     AsyncEvent, Blob, Host, HostConfig, Link, MemFabric, MemPlanes, Mr, PeerPlane, PlaneIo,
     ProgressMode, SendRequest,

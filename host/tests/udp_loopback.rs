@@ -143,7 +143,7 @@ fn poll_mode_moves_32_mib_byte_exact() {
     const CHUNK: u32 = 1 << 20;
     let (mut a, mut b) = pair(LEN);
     let data = pattern(LEN, 7);
-    a.ep.mem.bytes_mut(a.addr).unwrap().copy_from_slice(&data);
+    a.ep.buffer(a.addr).unwrap().copy_from_slice(&data);
     let remote = (b.addr, b.keys.rkey);
     let local = (a.qpn, a.addr, a.keys.lkey);
     for i in 0..(LEN as u64 / u64::from(CHUNK)) {
@@ -190,10 +190,10 @@ fn poll_mode_moves_32_mib_byte_exact() {
     want.push(1000);
     assert_eq!(done, want, "every write completes once, in order");
     assert!(imm_seen);
-    assert!(b.ep.mem.bytes(b.addr).unwrap() == &data[..], "data differs");
+    assert!(b.ep.buffer(b.addr).unwrap() == &data[..], "data differs");
     let s = b.ep.stats();
     assert!(s.rx_datagrams >= (LEN / MTU as usize) as u64, "{s:?}");
-    assert_eq!(b.ep.mem.refused, 0);
+    assert_eq!(b.ep.refused_accesses(), 0);
     // Every plane carried a share.
     for p in 0..PLANES {
         let ps = a.ep.endpoint_ref().plane_stats(a.qpn, p).unwrap();
@@ -208,7 +208,7 @@ fn transfer_under_attack(attack: impl FnOnce(&Side, &Side) -> u64) -> (Side, Sid
     const CHUNK: u32 = 1 << 20;
     let (mut a, mut b) = pair(LEN);
     let data = pattern(LEN, 5);
-    a.ep.mem.bytes_mut(a.addr).unwrap().copy_from_slice(&data);
+    a.ep.buffer(a.addr).unwrap().copy_from_slice(&data);
     let remote = (b.addr, b.keys.rkey);
     let local = (a.qpn, a.addr, a.keys.lkey);
     for i in 0..(LEN as u64 / u64::from(CHUNK)) {
@@ -243,7 +243,7 @@ fn transfer_under_attack(attack: impl FnOnce(&Side, &Side) -> u64) -> (Side, Sid
     }
     let sent = sent.expect("the attack ran during the transfer");
     assert_eq!(done, LEN / CHUNK as usize, "every write completed");
-    assert!(b.ep.mem.bytes(b.addr).unwrap() == &data[..], "data differs");
+    assert!(b.ep.buffer(b.addr).unwrap() == &data[..], "data differs");
     for _ in 0..100 {
         a.ep.poll(Duration::ZERO).unwrap();
         b.ep.poll(Duration::ZERO).unwrap();

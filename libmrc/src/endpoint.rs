@@ -488,7 +488,7 @@ impl Endpoint {
         if window == 0 {
             return Err(ConfigError::new("qp.cc.window", "must be at least 1 byte"));
         }
-        if !qp.cc.set_window(window) {
+        if !qp.req.cc.set_window(window) {
             return Err(ConfigError::new(
                 "qp.cc",
                 "the QP's controller computes its own window; only a fixed window is set from outside",
@@ -810,7 +810,7 @@ impl Endpoint {
                 }
                 return t;
             }
-            if std::mem::take(&mut qp.port_blocked) {
+            if std::mem::take(&mut qp.req.port_blocked) {
                 self.port_blocked.push(slot);
             }
             // Nothing after all: it is looked at again after its next event, timer or port.
@@ -894,8 +894,7 @@ impl Endpoint {
         let Some(qp) = self.qps[slot].as_mut() else {
             return;
         };
-        qp.deadline_dirty = false;
-        for (cq, c) in qp.cqes.drain(..) {
+        for (cq, c) in qp.out.cqes.drain(..) {
             if let Some(Some(q)) = self.cqs.get_mut(cq.0 as usize)
                 && q.push(c)
             {
@@ -904,8 +903,8 @@ impl Endpoint {
         }
         let qpn = qp.qpn;
         // Taking an empty Vec allocates nothing, so the common path stays allocation-free.
-        let changes = std::mem::take(&mut qp.ev_changes);
-        let failed = std::mem::take(&mut qp.went_to_error);
+        let changes = std::mem::take(&mut qp.out.ev_changes);
+        let failed = std::mem::take(&mut qp.out.went_to_error);
         let deadline = qp.next_deadline();
         let wants = may_queue && qp.wants_transmit(now);
         let bursting = qp.bursting();
@@ -926,6 +925,9 @@ impl Endpoint {
             }
             self.timers.insert((deadline, slot));
             m.timer = deadline;
+        }
+        if let Some(qp) = self.qps[slot].as_mut() {
+            qp.timers.filed(m.timer);
         }
         if wants && !m.queued {
             m.queued = true;
@@ -1405,13 +1407,18 @@ impl Endpoint {
 
     /// Smoothed RTT, congestion window and bytes in flight of a QP.
     pub fn qp_transport(&self, qpn: u32) -> Option<(Duration, u64, u64)> {
-        self.qp(qpn)
-            .map(|q| (q.rtt.srtt(), q.cc.window(), q.sent.inflight_bytes()))
+        self.qp(qpn).map(|q| {
+            (
+                q.req.rtt.srtt(),
+                q.req.cc.window(),
+                q.req.sent.inflight_bytes(),
+            )
+        })
     }
 
     /// A QP's congestion-control counters (decreases, quick adapts, trims...): why a flow was slow.
     pub fn qp_cc_counters(&self, qpn: u32) -> Option<crate::cc::CcCounters> {
-        self.qp(qpn).map(|q| q.cc.counters())
+        self.qp(qpn).map(|q| q.req.cc.counters())
     }
 
     /// Numbers of every QP.
@@ -1430,46 +1437,6 @@ impl Endpoint {
             .unwrap_or(0);
         mtu + crate::wire::MAX_DATA_HEADER_LEN + crate::wire::AUTH_LEN + crate::wire::ICRC_LEN
     }
-}
-
-/// One side of an in-process QP pair for [`connect_pair`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QpEnd {
-    /// The QP, in INIT (see [`Endpoint::open_qp`]).
-    pub qpn: u32,
-    /// How this side's endpoint names the other endpoint (what its driver reports as the source of the other's
-    /// datagrams).
-    pub peer: PeerId,
-    /// The first PSN this side sends (24 bits).
-    pub sq_psn: u32,
-}
-
-/// Connects two QPs of two endpoints in the same process in one step (both INIT → RTR → RTS), as tests,
-/// simulators and benchmarks do: each side gets the other's [`Endpoint::conn_info`] without a real exchange.
-/// Either both sides end in RTS or, on error, neither QP moved.
-pub fn connect_pair(
-    now: Instant,
-    a: &mut Endpoint,
-    a_end: QpEnd,
-    b: &mut Endpoint,
-    b_end: QpEnd,
-) -> Result<(), ModifyError> {
-    let a_info = a
-        .conn_info(a_end.qpn, a_end.sq_psn)
-        .ok_or(ModifyError::NoSuchQp)?;
-    let b_info = b
-        .conn_info(b_end.qpn, b_end.sq_psn)
-        .ok_or(ModifyError::NoSuchQp)?;
-    // Check both before moving either, so that a failure leaves neither half-connected.
-    for ep_qp in [(&*a, a_end.qpn), (&*b, b_end.qpn)] {
-        match ep_qp.0.qp_state(ep_qp.1) {
-            Some(QpState::Init) => {}
-            Some(s) => return Err(ModifyError::BadTransition(s)),
-            None => return Err(ModifyError::NoSuchQp),
-        }
-    }
-    a.connect_qp(a_end.qpn, a_end.peer, &b_info, a_end.sq_psn, now)?;
-    b.connect_qp(b_end.qpn, b_end.peer, &a_info, b_end.sq_psn, now)
 }
 
 fn count_wire_error(stats: &mut EndpointStats, e: WireError) {

@@ -33,19 +33,15 @@ pub mod endpoint;
 pub mod error;
 pub mod io;
 pub mod mem;
-// The EV machinery and the reliability windows are internals; their public types are re-exported below. Their
-// items keep `pub` inside the private modules, and accessors that only unit tests and the old public API used
-// stay, while issue 14 reworks their logic on another branch.
+// The EV machinery and the reliability windows are internals; their public types are re-exported below.
 #[allow(
     unreachable_pub,
-    dead_code,
     reason = "a private module; its items are public only where re-exported"
 )]
 mod path;
 pub mod qp;
 #[allow(
     unreachable_pub,
-    dead_code,
     reason = "a private module; its items are public only where re-exported"
 )]
 mod reliability;
@@ -64,9 +60,7 @@ pub mod internals {
 
 pub use completion::{Completion, CqId, WcOpcode, WcStatus};
 pub use config::{Caps, EndpointConfig, QpConfig};
-pub use endpoint::{
-    Endpoint, EndpointStats, Event, PayloadRef, QpEnd, RecvMeta, Transmit, TrimMark, connect_pair,
-};
+pub use endpoint::{Endpoint, EndpointStats, Event, PayloadRef, RecvMeta, Transmit, TrimMark};
 pub use error::{ConfigError, NoSuchObject};
 pub use mem::{Access, AccessError, Memory, MrKeys, NullMemory, Pd, Sge};
 pub use path::{EvChange, EvConfig, EvInfo, EvState, EvStats, MAX_EVS, PlaneStats};

@@ -555,17 +555,8 @@ impl PathSet {
         self.planes.len()
     }
 
-    /// Number of EVs.
-    pub fn len(&self) -> usize {
-        self.evs.len()
-    }
-
-    /// Whether the set has no EVs (never, once validated).
-    pub fn is_empty(&self) -> bool {
-        self.evs.is_empty()
-    }
-
     /// Retirements the floor prevented.
+    #[cfg(test)]
     pub fn suppressed_retirements(&self) -> u64 {
         self.suppressed_retirements
     }
@@ -759,18 +750,6 @@ impl PathSet {
         self.evs
             .get(usize::from(idx))
             .is_some_and(|ev| ev.delay_ns == 0 || 4 * ev.delay_ns > 5 * typical_ns.max(1))
-    }
-
-    /// How much later than `min_rtt_ns` (the fastest path) packets on `idx` are delivered, in ns: the larger of
-    /// its smoothed and its latest RTT sample, less the minimum. A queue or a slowed link on this EV's path
-    /// delays its packets by this much.
-    #[inline]
-    pub fn extra_delay_ns(&self, idx: u16, min_rtt_ns: u64) -> u64 {
-        self.evs.get(usize::from(idx)).map_or(0, |ev| {
-            ev.delay_ns
-                .max(ev.stats.last_rtt_ns)
-                .saturating_sub(min_rtt_ns)
-        })
     }
 
     /// A never-retransmitted packet sent on `idx` at `sent_at` was acknowledged at `now`.
@@ -1421,6 +1400,7 @@ impl PathSet {
     }
 
     /// Number of EVs per state on plane `p`: (good, skip, assumed_bad, denied).
+    #[cfg(test)]
     pub fn plane_state_counts(&self, p: usize) -> (usize, usize, usize, usize) {
         let mut c = (0, 0, 0, 0);
         for e in self.evs.iter().filter(|e| usize::from(e.plane) == p) {

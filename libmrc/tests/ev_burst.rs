@@ -2,6 +2,7 @@
 //! then moves on in PATH-SEL-1's rotation; the endpoint serves a bursting QP again at once, so even with other
 //! QPs sending, each burst leaves back to back (a train for a host's segmentation offload).
 
+use mrc::testing::{QpEnd, connect_pair};
 use mrc::*;
 
 const BASE: u64 = 0x10_0000;

@@ -2,6 +2,7 @@
 //! (spec QP-PLACE-2), so a target spinning on the last byte of its buffer (perftest `ib_write_lat`) sees the
 //! whole message when that byte changes.
 
+use mrc::testing::{QpEnd, connect_pair};
 use mrc::*;
 
 const BASE: u64 = 0x10_0000;

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use mrc::testing::{Fault, Net, NetConfig, PlaneConfig};
+use mrc::testing::{Fault, Net, NetConfig, PlaneConfig, QpEnd, connect_pair};
 use mrc::*;
 
 /// Connects a QP pair between nodes `a` and `b` whose creation parameters `shape` adjusts, both sides starting

@@ -571,3 +571,14 @@ pub const IBV_WC_WITH_IMM: c_uint = 1 << 1;
 pub const IBV_EVENT_QP_FATAL: c_uint = 1;
 /// `IBV_EVENT_CQ_ERR`: a CQ overran.
 pub const IBV_EVENT_CQ_ERR: c_uint = 0;
+
+/// Casts a typed function into an ops slot.
+macro_rules! slot {
+    ($f:expr, $ty:ty) => {{
+        let f: $ty = $f;
+        // SAFETY: function pointers all have the same size; C calls the slot with the signature `$ty`,
+        // which is the one `f` was checked against just above.
+        Some(unsafe { std::mem::transmute::<$ty, unsafe extern "C" fn()>(f) })
+    }};
+}
+pub(crate) use slot;

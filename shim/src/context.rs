@@ -1,5 +1,5 @@
-//! `ibv_open_device`: the context, its ops tables, the `verbs_context` extension ops, the query verbs and
-//! asynchronous events.
+//! The context (`ibv_close_device`), the query verbs and asynchronous events; `ops.rs` opens it with its ops
+//! tables.
 //!
 //! The context the application gets is `&verbs_context.context` inside a `Context`, with
 //! `abi_compat = VERBS_ABI_IS_EXTENDED` and `sz = sizeof(verbs_context)`, so the inline `verbs_get_ctx_op`
@@ -18,7 +18,6 @@ use crate::ffi::{self, Error, FFI};
 use crate::host::{HostDevice, HostEvent};
 use crate::log::log;
 use crate::registry::{self, Kind, Object, Users};
-use crate::{cq, qp, unsupported};
 
 /// An open device.
 #[repr(C)]
@@ -40,62 +39,18 @@ unsafe impl Object for Context {
     const RAW_OFFSET: usize = offset_of!(verbs_context, context);
 }
 
-/// Casts a typed function into an ops slot.
-macro_rules! slot {
-    ($f:expr, $ty:ty) => {{
-        let f: $ty = $f;
-        // SAFETY: function pointers all have the same size; C calls the slot with the signature `$ty`,
-        // which is the one `f` was checked against just above.
-        Some(unsafe { std::mem::transmute::<$ty, unsafe extern "C" fn()>(f) })
-    }};
-}
-pub(crate) use slot;
-
-/// Takes one signal, blocking unless the application made the fd non-blocking (then `EAGAIN`, not logged).
-pub(crate) fn wait(fd: c_int) -> Result<(), Error> {
-    let mut v: u64 = 0;
-    loop {
-        // SAFETY: reads 8 bytes into a live u64.
-        let n = unsafe { libc::read(fd, (&raw mut v).cast(), 8) };
-        if n == 8 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO);
-        match e {
-            libc::EINTR => continue,
-            libc::EAGAIN => return Err(Error::quiet(libc::EAGAIN)),
-            _ => return Err(Error::new(e, "reading the event fd failed")),
-        }
-    }
-}
-
 impl Context {
-    fn open(dev: &'static Device) -> Result<*mut ibv_context, Error> {
+    /// Opens `dev` with the ops tables `fill_ops` writes.
+    pub(crate) fn open(
+        dev: &'static Device,
+        fill_ops: fn(&mut verbs_context),
+    ) -> Result<*mut ibv_context, Error> {
         let host = HostDevice::open(&dev.cfg)?;
         // SAFETY: `verbs_context` is plain data (function pointers as Options, integers, a pthread mutex whose
         // all-zero value is PTHREAD_MUTEX_INITIALIZER on glibc); all-zero is valid.
         let mut v: verbs_context = unsafe { std::mem::zeroed() };
         v.sz = size_of::<verbs_context>();
-        v.query_port = slot!(
-            query_port_op,
-            unsafe extern "C" fn(*mut ibv_context, u8, *mut ibv_port_attr, usize) -> c_int
-        );
-        v.query_device_ex = slot!(
-            query_device_ex_op,
-            unsafe extern "C" fn(
-                *mut ibv_context,
-                *const c_void,
-                *mut ibv_device_attr_ex,
-                usize,
-            ) -> c_int
-        );
-        v.create_qp_ex = slot!(
-            qp::create_qp_ex_op,
-            unsafe extern "C" fn(*mut ibv_context, *mut ibv_qp_init_attr_ex) -> *mut ibv_qp
-        );
-        unsupported::fill_verbs_context(&mut v);
+        fill_ops(&mut v);
         let c = &mut v.context;
         c.device = dev.raw();
         c.cmd_fd = -1;
@@ -103,23 +58,6 @@ impl Context {
         c.async_fd = host.event_fd();
         c.num_comp_vectors = 1;
         c.abi_compat = VERBS_ABI_IS_EXTENDED;
-        c.ops.poll_cq = slot!(
-            cq::poll_cq_op,
-            unsafe extern "C" fn(*mut ibv_cq, c_int, *mut ibv_wc) -> c_int
-        );
-        c.ops.req_notify_cq = slot!(
-            cq::req_notify_cq_op,
-            unsafe extern "C" fn(*mut ibv_cq, c_int) -> c_int
-        );
-        c.ops.post_send = slot!(
-            qp::post_send_op,
-            unsafe extern "C" fn(*mut ibv_qp, *mut ibv_send_wr, *mut *mut ibv_send_wr) -> c_int
-        );
-        c.ops.post_recv = slot!(
-            qp::post_recv_op,
-            unsafe extern "C" fn(*mut ibv_qp, *mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> c_int
-        );
-        unsupported::fill_context_ops(&mut c.ops);
         let ctx = Box::new(Self {
             vctx: UnsafeCell::new(v),
             dev,
@@ -180,7 +118,7 @@ fn write_port_attr(
 }
 
 /// `verbs_context.query_port`: the inline `ibv_query_port` calls it with the application's struct size.
-unsafe extern "C" fn query_port_op(
+pub(crate) unsafe extern "C" fn query_port_op(
     ctx: *mut ibv_context,
     port: u8,
     attr: *mut ibv_port_attr,
@@ -192,7 +130,7 @@ unsafe extern "C" fn query_port_op(
 }
 
 /// `verbs_context.query_device_ex`: the classic attributes, no extended capabilities.
-unsafe extern "C" fn query_device_ex_op(
+pub(crate) unsafe extern "C" fn query_device_ex_op(
     ctx: *mut ibv_context,
     input: *const c_void,
     attr: *mut ibv_device_attr_ex,
@@ -228,12 +166,6 @@ unsafe extern "C" fn query_device_ex_op(
 // ---------------------------------------------------------------------------------------------------------
 // Exported entry points
 // ---------------------------------------------------------------------------------------------------------
-
-/// Opens a device of this library.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_open_device(dev: *mut ibv_device) -> *mut ibv_context {
-    FFI.ptr("ibv_open_device", || Context::open(device::find(dev)?))
-}
 
 /// Closes a context; `EBUSY` while PDs, CQs or completion channels are left on it.
 #[unsafe(no_mangle)]
@@ -442,7 +374,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
         let c = context(ctx)?;
         let event = ffi::non_null(event, "event")?;
         let ev = loop {
-            wait(c.host.event_fd())?;
+            mrc_ffi::eventfd::wait(c.host.event_fd(), "the event fd")?;
             match c.host.next_event() {
                 // Counted but taken by another thread: wait again.
                 None => {}
@@ -463,21 +395,5 @@ pub unsafe extern "C" fn ibv_get_async_event(
             })
         };
         Ok(0)
-    })
-}
-
-/// Acknowledges an asynchronous event (QP events count towards `ibv_qp.events_completed`).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
-    FFI.void("ibv_ack_async_event", || {
-        let event = ffi::non_null(event, "event")?;
-        // SAFETY: the caller passes an event from `ibv_get_async_event`.
-        let e = unsafe { &*event };
-        match e.event_type {
-            IBV_EVENT_QP_FATAL => qp::ack_event(e.element.cast())?,
-            IBV_EVENT_CQ_ERR => cq::ack_async_event(e.element.cast())?,
-            _ => {}
-        }
-        Ok(())
     })
 }

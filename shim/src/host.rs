@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::{c_int, c_uint};
 use std::net::Ipv6Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
@@ -58,7 +58,7 @@ impl Drop for HostDevice {
             let _ = t.join();
         }
         if let Some(t) = self.router_thread.take() {
-            signal(&self.router.stop_fd);
+            mrc_ffi::eventfd::signal(&self.router.stop_fd);
             let _ = t.join();
         }
         let mut t = *self.totals.lock().unwrap_or_else(|p| p.into_inner());
@@ -307,26 +307,6 @@ pub(crate) struct Router {
     stop_fd: OwnedFd,
 }
 
-fn new_eventfd(flags: c_int) -> Result<OwnedFd, Error> {
-    // SAFETY: plain syscall; the result is checked.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE | flags) };
-    if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(Error::new(
-            e.raw_os_error().unwrap_or(libc::EMFILE),
-            format!("eventfd: {e}"),
-        ));
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn signal(fd: &OwnedFd) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
-    let _ = unsafe { libc::write(fd.as_raw_fd(), (&raw const one).cast(), 8) };
-}
-
 /// Takes one signal without blocking; `false` when there was none.
 fn take_signal(fd: &OwnedFd) -> bool {
     let mut v: u64 = 0;
@@ -348,11 +328,11 @@ impl Router {
             elements: Mutex::new(HashMap::new()),
             bridged: Mutex::new(HashSet::new()),
             verbs: Mutex::new(VecDeque::new()),
-            verbs_fd: new_eventfd(0)?,
+            verbs_fd: mrc_ffi::eventfd::new(0)?,
             bridge: Mutex::new(VecDeque::new()),
-            bridge_fd: new_eventfd(libc::EFD_NONBLOCK)?,
+            bridge_fd: mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?,
             bridge_users: AtomicUsize::new(0),
-            stop_fd: new_eventfd(libc::EFD_NONBLOCK)?,
+            stop_fd: mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?,
         })
     }
 
@@ -361,7 +341,7 @@ impl Router {
         if q.len() < BRIDGE_EVENTS {
             q.push_back(e);
             drop(q);
-            signal(&self.bridge_fd);
+            mrc_ffi::eventfd::signal(&self.bridge_fd);
         }
     }
 
@@ -421,7 +401,7 @@ impl Router {
                 } else {
                     HostEvent::CqError(addr)
                 });
-            signal(&self.verbs_fd);
+            mrc_ffi::eventfd::signal(&self.verbs_fd);
         }
     }
 

@@ -15,7 +15,8 @@
 //! - `log`: one line per refused or unsupported call, on stderr, filtered by `MRC_SHIM_LOG`.
 //! - `config`: the environment (which MRC nodes become devices).
 //! - `device`: the virtual devices and what `ibv_query_device`/`_port`/`_gid` report.
-//! - `context`: `ibv_open_device`, the ops tables and the `verbs_context` extension ops.
+//! - `context`: the context, the query verbs, asynchronous events.
+//! - `ops`: `ibv_open_device` with the ops tables and the `verbs_context` extension ops.
 //! - `pd`, `mr`, `cq` (with completion channels), `qp`: the verbs objects, each holding its host-layer handle.
 //! - `unsupported`: verbs with no MRC meaning (SRQ, AH, multicast, memory windows, …): errno plus one log line.
 //! - `rdmacm`: the rdma_cm entry points, refused with a log line naming the call.
@@ -36,6 +37,7 @@ mod ffi;
 mod host;
 mod log;
 pub mod mr;
+pub mod ops;
 pub mod pd;
 pub mod qp;
 pub mod rdmacm;

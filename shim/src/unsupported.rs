@@ -70,12 +70,12 @@ stubs! {
 
 macro_rules! int_slot {
     ($f:expr) => {
-        crate::context::slot!($f, unsafe extern "C" fn() -> c_int)
+        crate::abi::slot!($f, unsafe extern "C" fn() -> c_int)
     };
 }
 macro_rules! ptr_slot {
     ($f:expr) => {
-        crate::context::slot!($f, unsafe extern "C" fn() -> *mut c_void)
+        crate::abi::slot!($f, unsafe extern "C" fn() -> *mut c_void)
     };
 }
 

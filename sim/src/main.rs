@@ -422,6 +422,10 @@ fn real_main() -> Result<ExitCode, String> {
                 .map_err(|e| format!("{}: {e}", out.display()))?;
             print!("{}", r.summary());
             println!("wrote {}", out.display());
+            println!(
+                "replay: mrc-sim run {}",
+                out.join("scenario.toml").display()
+            );
             let inv = r.invariant_violations();
             if !inv.is_empty() {
                 return Err(format!("invariants violated: {}", inv.join(", ")));

@@ -12,7 +12,9 @@ impl Report {
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join("report.json"), self.to_json())?;
-        std::fs::write(dir.join("summary.txt"), self.summary())?;
+        let replay =
+            "replay: mrc-sim run scenario.toml (the copy of the scenario in this folder)\n";
+        std::fs::write(dir.join("summary.txt"), self.summary() + replay)?;
         std::fs::write(
             dir.join("scenario.toml"),
             toml::to_string(&self.scenario).unwrap_or_default(),

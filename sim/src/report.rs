@@ -613,7 +613,8 @@ impl Report {
         let retx: u64 = r.plane_tx.iter().map(|x| x[1]).sum();
         let _ = writeln!(
             o,
-            "data packets {sent}, retransmitted {retx}: {} after trims, {} by time, {} by RTO, {} with a path, {} with a plane",
+            "data packets {sent}, retransmitted {retx}: {} after trims, {} lost by time, {} by RTO, {} in flight on a \
+             retired EV, {} in flight on a retired plane",
             r.plane_tx.iter().map(|x| x[2]).sum::<u64>(),
             c.losses_rack,
             c.losses_rto,
@@ -728,7 +729,8 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "losses: {} by time, {} by RTO, {} with a path, {} with a plane; {} spurious retransmissions (duplicates received, {:.3}% of data packets)",
+            "losses: {} by time, {} by RTO, {} presumed with a retired EV and {} with a retired plane (in flight on \
+             it, resent at once); {} spurious retransmissions (duplicates received, {:.3}% of data packets)",
             c.losses_rack,
             c.losses_rto,
             c.losses_path,
@@ -782,10 +784,6 @@ impl Report {
                 }
             );
         }
-        let _ = writeln!(
-            o,
-            "replay: mrc-sim run scenario.toml (the scenario is echoed beside this file)"
-        );
         o
     }
 }

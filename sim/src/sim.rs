@@ -10,10 +10,11 @@
 use mrc::cc::CcConfig;
 use mrc::cc::NsccConfig;
 use mrc::mem::Memory;
+use mrc::testing::{QpEnd, connect_pair};
 use mrc::wire::TrafficClass;
 use mrc::{
     Access, Caps, CqId, Endpoint, EndpointConfig, EvConfig, EvState, Event, Instant, Pd, PeerId,
-    QpConfig, QpEnd, QpInit, RecvMeta, SendOp, SendWr, Sge, TrimMark, connect_pair,
+    QpConfig, QpInit, RecvMeta, SendOp, SendWr, Sge, TrimMark,
 };
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;

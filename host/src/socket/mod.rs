@@ -8,39 +8,19 @@ use std::mem::{size_of, zeroed};
 use std::net::{Ipv6Addr, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+mod addr;
 mod rx;
 mod tx;
 
 pub use rx::RxBatch;
 pub use tx::TxBatch;
 
+use addr::{sockaddr_from, sockaddr_to};
+
 /// Linux `UDP_NO_CHECK6_TX`: send IPv6 UDP with a zero checksum.
 const UDP_NO_CHECK6_TX: libc::c_int = 101;
 /// Linux `UDP_NO_CHECK6_RX`: accept IPv6 UDP with a zero checksum.
 const UDP_NO_CHECK6_RX: libc::c_int = 102;
-/// Control-message room per datagram: one `int` (the traffic class) with its header.
-const CMSG_ROOM: usize = 32;
-
-fn sockaddr_from(a: &SocketAddrV6) -> libc::sockaddr_in6 {
-    // SAFETY: sockaddr_in6 is plain data; all-zero is a valid value.
-    let mut s: libc::sockaddr_in6 = unsafe { zeroed() };
-    s.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-    s.sin6_port = a.port().to_be();
-    s.sin6_addr.s6_addr = a.ip().octets();
-    s.sin6_flowinfo = a.flowinfo();
-    s.sin6_scope_id = a.scope_id();
-    s
-}
-
-fn sockaddr_to(s: &libc::sockaddr_in6) -> SocketAddrV6 {
-    SocketAddrV6::new(
-        Ipv6Addr::from(s.sin6_addr.s6_addr),
-        u16::from_be(s.sin6_port),
-        s.sin6_flowinfo,
-        s.sin6_scope_id,
-    )
-}
-
 fn setsockopt_int(
     fd: RawFd,
     level: libc::c_int,
@@ -66,7 +46,7 @@ fn setsockopt_int(
 
 /// A non-blocking IPv6 UDP socket bound to one plane's address.
 #[derive(Debug)]
-pub struct PlaneSocket {
+pub(crate) struct PlaneSocket {
     fd: OwnedFd,
     local: SocketAddrV6,
 }
@@ -88,7 +68,11 @@ impl PlaneSocket {
     /// Binds to `addr` (port 0: any free port). `zero_checksum` turns on Linux's zero-checksum IPv6 UDP both
     /// ways, needed on SRv6 paths where every hop rewrites the destination inside the checksum's
     /// pseudo-header; MRC's own ICRC protects the packet instead.
-    pub fn bind(addr: SocketAddrV6, zero_checksum: bool, buffer_bytes: usize) -> io::Result<Self> {
+    pub(crate) fn bind(
+        addr: SocketAddrV6,
+        zero_checksum: bool,
+        buffer_bytes: usize,
+    ) -> io::Result<Self> {
         // SAFETY: plain system call; the result is checked.
         let raw = unsafe {
             libc::socket(
@@ -149,19 +133,19 @@ impl PlaneSocket {
     }
 
     /// The bound address, with the real port.
-    pub fn local_addr(&self) -> SocketAddrV6 {
+    pub(crate) fn local_addr(&self) -> SocketAddrV6 {
         self.local
     }
 
     /// Turns on receive offload (`UDP_GRO`): the kernel may hand over consecutive datagrams of one flow as one
     /// message, which [`RxBatch`] cuts back into them.
-    pub fn receive_trains(&self) -> io::Result<()> {
+    pub(crate) fn receive_trains(&self) -> io::Result<()> {
         setsockopt_int(self.fd.as_raw_fd(), libc::SOL_UDP, rx::UDP_GRO, 1)
     }
 
     /// The receive buffer the kernel granted, as `SO_RCVBUF` reports it (twice the bytes asked for: the kernel
     /// counts its own overhead in it).
-    pub fn receive_buffer(&self) -> io::Result<usize> {
+    pub(crate) fn receive_buffer(&self) -> io::Result<usize> {
         let mut v: libc::c_int = 0;
         let mut len = size_of::<libc::c_int>() as libc::socklen_t;
         // SAFETY: `v` and `len` outlive the call and `len` is `v`'s size.
@@ -184,7 +168,7 @@ impl PlaneSocket {
     /// Sends `batch[from..]` (`from` starting a message) with one `sendmmsg`. Returns how many datagrams went
     /// out; `WouldBlock` when none did because the socket buffer is full; another error concerns the first unsent
     /// message only (one datagram, or a train: [`TxBatch::message_len`]).
-    pub fn send(&self, batch: &mut TxBatch, from: usize) -> io::Result<usize> {
+    pub(crate) fn send(&self, batch: &mut TxBatch, from: usize) -> io::Result<usize> {
         let n = batch.len - from.min(batch.len);
         if n == 0 {
             return Ok(0);
@@ -209,7 +193,7 @@ impl PlaneSocket {
     }
 
     /// Receives up to `batch.capacity()` datagrams with one `recvmmsg`. `Ok(0)` when none is waiting.
-    pub fn recv(&self, batch: &mut RxBatch) -> io::Result<usize> {
+    pub(crate) fn recv(&self, batch: &mut RxBatch) -> io::Result<usize> {
         batch.prepare();
         // SAFETY: every header points at buffers owned by `batch`, valid for the sizes recorded in them.
         let r = unsafe {
@@ -235,7 +219,7 @@ impl PlaneSocket {
     }
 
     /// Takes one entry off the socket's error queue (ICMP unreachable and local send errors).
-    pub fn recv_error(&self) -> io::Result<Option<SendError>> {
+    pub(crate) fn recv_error(&self) -> io::Result<Option<SendError>> {
         let mut payload = [0u8; 256];
         let mut ctrl = [0u64; 64];
         // SAFETY: all-zero is valid for these C structures.
@@ -308,11 +292,11 @@ impl AsRawFd for PlaneSocket {
 /// An eventfd: a counter the kernel makes readable while it is not zero. Wakes a sleeping progress thread (the
 /// doorbell) and makes completion channels and the async-event queue pollable.
 #[derive(Debug)]
-pub struct EventFd(OwnedFd);
+pub(crate) struct EventFd(OwnedFd);
 
 impl EventFd {
     /// A new non-blocking eventfd at zero.
-    pub fn new() -> io::Result<Self> {
+    pub(crate) fn new() -> io::Result<Self> {
         // SAFETY: plain system call; the result is checked.
         let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if raw < 0 {
@@ -323,14 +307,14 @@ impl EventFd {
     }
 
     /// Adds one: readable now. A full counter (2^64 − 2) is left alone: it is readable anyway.
-    pub fn signal(&self) {
+    pub(crate) fn signal(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a live u64 to an eventfd we own.
         let _ = unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
     }
 
     /// Reads and clears the counter; 0 when it was zero.
-    pub fn drain(&self) -> u64 {
+    pub(crate) fn drain(&self) -> u64 {
         let mut v: u64 = 0;
         // SAFETY: reads 8 bytes into a live u64 from a non-blocking eventfd we own.
         let r = unsafe { libc::read(self.0.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
@@ -338,14 +322,14 @@ impl EventFd {
     }
 
     /// The descriptor, for poll/epoll.
-    pub fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 }
 
 /// Waits until one of `fds` is readable (or has an error queued, or is writable where `want_write` says so), or
 /// until `timeout` passes (`None`: forever). Returns whether anything is ready.
-pub fn wait(
+pub(crate) fn wait(
     fds: &[RawFd],
     want_write: &[bool],
     timeout: Option<std::time::Duration>,

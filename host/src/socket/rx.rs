@@ -7,7 +7,7 @@
 use std::mem::{size_of, zeroed};
 use std::net::SocketAddrV6;
 
-use super::{CMSG_ROOM, sockaddr_from, sockaddr_to};
+use super::addr::{CMSG_ROOM, sockaddr_from, sockaddr_to};
 
 /// Linux `UDP_GRO` (level `SOL_UDP`): as a socket option, coalesced receives on; as a control message, the
 /// size of the datagrams a message holds.

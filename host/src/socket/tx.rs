@@ -8,7 +8,7 @@
 use std::mem::{size_of, zeroed};
 use std::net::SocketAddrV6;
 
-use super::{sockaddr_from, sockaddr_to};
+use super::addr::{sockaddr_from, sockaddr_to};
 
 /// Linux `UDP_SEGMENT` (level `SOL_UDP`): the size of the datagrams a message is cut into.
 pub(super) const UDP_SEGMENT: libc::c_int = 103;

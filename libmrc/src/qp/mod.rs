@@ -7,6 +7,7 @@
 mod conn;
 mod recv;
 mod send;
+mod timers;
 
 use std::collections::VecDeque;
 
@@ -24,6 +25,7 @@ use crate::path::{EvChange, PathSet};
 use crate::reliability::{PsnTracker, RttEstimator, SentWindow};
 use crate::time::Instant;
 use crate::wire::AuthKey;
+pub(crate) use timers::{Timer, TimerTable};
 
 /// QP states (spec QP-STATE-1), numbered as verbs numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -555,6 +557,8 @@ pub struct QpKeys {
     pub rx: AuthKey,
 }
 
+/// A queue pair: its identity and state, the three roles it plays (requester, responder, the feedback the
+/// responder owes), its paths, and what the endpoint collects from it.
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
     pub(crate) state: QpState,
@@ -564,7 +568,19 @@ pub(crate) struct Qp {
     pub(crate) remote_qpn: u32,
     pub(crate) local_caps: Caps,
     pub(crate) caps: Caps,
-    // requester
+    /// The connection's keys: every packet sent carries an AUTH tag, every packet taken must prove one.
+    pub(crate) auth: Option<QpKeys>,
+    pub(crate) paths: PathSet,
+    pub(crate) req: Requester,
+    pub(crate) resp: Responder,
+    pub(crate) feedback: Feedback,
+    pub(crate) timers: TimerTable,
+    pub(crate) out: Outputs,
+    pub(crate) stats: QpStats,
+}
+
+/// The requester's side: the send queue, packets in flight and their recovery, congestion control.
+pub(crate) struct Requester {
     pub(crate) sq: VecDeque<SendWqe>,
     pub(crate) sq_base: u64,
     pub(crate) sq_next: u64,
@@ -584,7 +600,6 @@ pub(crate) struct Qp {
     /// Until when a TRIMMED_LASTHOP NACK says the receiver's own port is congested.
     pub(crate) lasthop_trim_until: Instant,
     pub(crate) cc: CachedCc,
-    pub(crate) paths: PathSet,
     pub(crate) peer_mpr: u8,
     /// PSNs the requester may have outstanding: `min(mpr, peer's mpr) × 128`.
     pub(crate) psn_window: u64,
@@ -593,7 +608,6 @@ pub(crate) struct Qp {
     pub(crate) peer_cmsn: u64,
     pub(crate) ack_probe_wanted: bool,
     pub(crate) serving_reads: u32,
-    pub(crate) retry_deadline: Instant,
     pub(crate) retries: u32,
     pub(crate) force_any_ev: bool,
     /// The last transmit attempt found only busy ports.
@@ -601,17 +615,24 @@ pub(crate) struct Qp {
     /// The EV new packets go on and how many more may follow it there ([`QpConfig::ev_burst`]).
     pub(crate) burst: Option<(u16, u8)>,
     pub(crate) last_nack_rnr: bool,
-    // responder
+}
+
+/// The responder's side: the PSNs received, messages being reassembled, the receive queue.
+pub(crate) struct Responder {
     pub(crate) rx: PsnTracker,
     pub(crate) msgs: VecDeque<MsgSlot>,
     pub(crate) msn_base: u64,
     pub(crate) rq: VecDeque<RecvWqe>,
     pub(crate) rq_base: u64,
     pub(crate) pending_imm: u32,
+}
+
+/// What the responder owes the requester: control packets queued, when the next SACK is due and what it
+/// covers, the CE marks it echoes, the receive-window penalty it advertises.
+pub(crate) struct Feedback {
     pub(crate) ctl: VecDeque<Ctl>,
     pub(crate) sack_echo: Echo,
     pub(crate) sack_now: bool,
-    pub(crate) sack_deadline: Instant,
     pub(crate) sack_pkts: u16,
     pub(crate) sack_bytes: u32,
     /// Lowest and highest PSN that arrived since the previous SACK (`u64::MAX`, 0 when none).
@@ -624,15 +645,14 @@ pub(crate) struct Qp {
     pub(crate) ce_track: [(u32, u16); 16],
     /// Consecutive CE-marked data arrivals, whatever their EV.
     pub(crate) ce_run: u16,
-    /// The connection's keys: every packet sent carries an AUTH tag, every packet taken must prove one.
-    pub(crate) auth: Option<QpKeys>,
-    // outputs
+}
+
+/// What the endpoint collects from a QP after each call.
+#[derive(Default)]
+pub(crate) struct Outputs {
     pub(crate) cqes: Vec<(CqId, Completion)>,
     pub(crate) ev_changes: Vec<EvChange>,
     pub(crate) went_to_error: bool,
-    /// A deadline may have moved earlier since the endpoint last filed this QP's timer.
-    pub(crate) deadline_dirty: bool,
-    pub(crate) stats: QpStats,
 }
 
 impl Qp {
@@ -656,61 +676,63 @@ impl Qp {
             remote_qpn: 0,
             local_caps,
             caps: Caps::MRC_1_0,
-            sq: VecDeque::new(),
-            sq_base: 0,
-            sq_next: 0,
-            seg_offset: 0,
-            sq_used: 0,
-            unsignaled_done: 0,
-            next_msn: MSN_BASE,
-            next_rqmsn: MSN_BASE,
-            sent: SentWindow::new(PSN_BASE),
-            retx: VecDeque::new(),
-            suspects: VecDeque::new(),
-            delayed: VecDeque::new(),
-            rtt: RttEstimator::new(cfg.base_rtt, cfg.rto_min(), cfg.reorder_min()),
-            rack_xmit: Instant::ZERO,
-            tail: TailProbe::default(),
-            lasthop_trim_until: Instant::ZERO,
-            cc: CachedCc::new(cc),
-            paths,
-            peer_mpr: cfg.mpr,
-            psn_window: u64::from(cfg.mpr) * 128,
-            wimm_inflight: 0,
-            wimm_msns: VecDeque::new(),
-            peer_cmsn: MSN_BASE - 1,
-            ack_probe_wanted: false,
-            serving_reads: 0,
-            retry_deadline: Instant::MAX,
-            retries: 0,
-            force_any_ev: false,
-            port_blocked: false,
-            burst: None,
-            last_nack_rnr: false,
-            rx: PsnTracker::new(PSN_BASE, window),
-            msgs: VecDeque::new(),
-            msn_base: MSN_BASE,
-            rq: VecDeque::new(),
-            rq_base: MSN_BASE,
-            pending_imm: 0,
-            ctl: VecDeque::new(),
-            sack_echo: Echo::default(),
-            sack_now: false,
-            sack_deadline: Instant::MAX,
-            sack_pkts: 0,
-            sack_bytes: 0,
-            sack_lo: u64::MAX,
-            sack_hi: 0,
-            cmsn_sent: MSN_BASE - 1,
-            ack_pending: false,
-            rcv_pen: 0,
-            ce_track: [(0, 0); 16],
-            ce_run: 0,
             auth: None,
-            cqes: Vec::new(),
-            ev_changes: Vec::new(),
-            went_to_error: false,
-            deadline_dirty: false,
+            paths,
+            req: Requester {
+                sq: VecDeque::new(),
+                sq_base: 0,
+                sq_next: 0,
+                seg_offset: 0,
+                sq_used: 0,
+                unsignaled_done: 0,
+                next_msn: MSN_BASE,
+                next_rqmsn: MSN_BASE,
+                sent: SentWindow::new(PSN_BASE),
+                retx: VecDeque::new(),
+                suspects: VecDeque::new(),
+                delayed: VecDeque::new(),
+                rtt: RttEstimator::new(cfg.base_rtt, cfg.rto_min(), cfg.reorder_min()),
+                rack_xmit: Instant::ZERO,
+                tail: TailProbe::default(),
+                lasthop_trim_until: Instant::ZERO,
+                cc: CachedCc::new(cc),
+                peer_mpr: cfg.mpr,
+                psn_window: window,
+                wimm_inflight: 0,
+                wimm_msns: VecDeque::new(),
+                peer_cmsn: MSN_BASE - 1,
+                ack_probe_wanted: false,
+                serving_reads: 0,
+                retries: 0,
+                force_any_ev: false,
+                port_blocked: false,
+                burst: None,
+                last_nack_rnr: false,
+            },
+            resp: Responder {
+                rx: PsnTracker::new(PSN_BASE, window),
+                msgs: VecDeque::new(),
+                msn_base: MSN_BASE,
+                rq: VecDeque::new(),
+                rq_base: MSN_BASE,
+                pending_imm: 0,
+            },
+            feedback: Feedback {
+                ctl: VecDeque::new(),
+                sack_echo: Echo::default(),
+                sack_now: false,
+                sack_pkts: 0,
+                sack_bytes: 0,
+                sack_lo: u64::MAX,
+                sack_hi: 0,
+                cmsn_sent: MSN_BASE - 1,
+                ack_pending: false,
+                rcv_pen: 0,
+                ce_track: [(0, 0); 16],
+                ce_run: 0,
+            },
+            timers: TimerTable::default(),
+            out: Outputs::default(),
             stats: QpStats::default(),
             init,
         })
@@ -743,11 +765,12 @@ impl Qp {
                 // spec: WIRE-OP-2
                 self.caps = self.local_caps.intersect(remote_caps);
                 let start = PSN_BASE + u64::from(rq_psn & crate::wire::PSN_MASK);
-                self.rx = PsnTracker::new(start, u64::from(self.cfg().mpr) * 128);
+                self.resp.rx = PsnTracker::new(start, u64::from(self.cfg().mpr) * 128);
                 self.state = Rtr;
             }
             (Rtr, Transition::Rts { sq_psn }) => {
-                self.sent = SentWindow::new(PSN_BASE + u64::from(sq_psn & crate::wire::PSN_MASK));
+                self.req.sent =
+                    SentWindow::new(PSN_BASE + u64::from(sq_psn & crate::wire::PSN_MASK));
                 self.state = Rts;
             }
             (_, Transition::Error) => self.enter_error(None, now),
@@ -767,7 +790,7 @@ impl Qp {
         if self.state != QpState::Rts {
             return Err(PostError::BadState(self.state));
         }
-        if self.sq_used >= self.init.max_send_wr {
+        if self.req.sq_used >= self.init.max_send_wr {
             return Err(PostError::QueueFull);
         }
         if wr.sges.len() > self.init.max_sge as usize {
@@ -783,8 +806,8 @@ impl Qp {
                 imm,
             } => {
                 // spec: QP-WIMM-1
-                if self.wimm_inflight >= u32::from(self.cfg().max_wimm) {
-                    self.ack_probe_wanted = true;
+                if self.req.wimm_inflight >= u32::from(self.cfg().max_wimm) {
+                    self.req.ack_probe_wanted = true;
                     return Err(PostError::WimmCap);
                 }
                 (WqeKind::Write, remote_addr, rkey, Some(imm), Access::NONE)
@@ -810,9 +833,9 @@ impl Qp {
         }
         let len = u32::try_from(len).map_err(|_| PostError::TooLong)?;
         if imm.is_some() && kind == WqeKind::Write {
-            self.wimm_inflight += 1;
+            self.req.wimm_inflight += 1;
         }
-        self.sq.push_back(SendWqe::new(
+        self.req.sq.push_back(SendWqe::new(
             wr.wr_id,
             kind,
             wr.sges.iter().copied().collect(),
@@ -823,7 +846,7 @@ impl Qp {
             wr.signaled || self.init.sq_sig_all,
             wr.solicited,
         ));
-        self.sq_used += 1;
+        self.req.sq_used += 1;
         Ok(())
     }
 
@@ -832,7 +855,7 @@ impl Qp {
         if matches!(self.state, QpState::Reset | QpState::Error) {
             return Err(PostError::BadState(self.state));
         }
-        if self.rq.len() >= self.init.max_recv_wr as usize {
+        if self.resp.rq.len() >= self.init.max_recv_wr as usize {
             return Err(PostError::QueueFull);
         }
         if wr.sges.len() > self.init.max_sge as usize {
@@ -850,7 +873,7 @@ impl Qp {
             .map_err(PostError::LocalAccess)?;
             len += u64::from(s.len);
         }
-        self.rq.push_back(RecvWqe {
+        self.resp.rq.push_back(RecvWqe {
             wr_id: wr.wr_id,
             sges: wr.sges.iter().copied().collect(),
             len,
@@ -864,7 +887,7 @@ impl Qp {
         } else {
             self.stats.error_completions += 1;
         }
-        self.cqes.push((cq, c));
+        self.out.cqes.push((cq, c));
     }
 
     /// Moves to ERROR: the failing request (if any) completes with its status, everything else is flushed
@@ -875,16 +898,16 @@ impl Qp {
             return;
         }
         self.state = QpState::Error;
-        self.went_to_error = true;
+        self.out.went_to_error = true;
         let qpn = self.qpn;
         let send_cq = self.init.send_cq;
         let recv_cq = self.init.recv_cq;
-        let sq = std::mem::take(&mut self.sq);
+        let sq = std::mem::take(&mut self.req.sq);
         for (i, w) in sq.into_iter().enumerate() {
             if matches!(w.kind, WqeKind::ReadResponse { .. }) {
                 continue;
             }
-            let seq = self.sq_base + i as u64;
+            let seq = self.req.sq_base + i as u64;
             let status = match failed {
                 Some((s, st)) if s == seq => st,
                 _ => WcStatus::WrFlushErr,
@@ -902,7 +925,7 @@ impl Qp {
                 },
             );
         }
-        let rq = std::mem::take(&mut self.rq);
+        let rq = std::mem::take(&mut self.resp.rq);
         for w in rq {
             self.complete(
                 recv_cq,
@@ -916,56 +939,54 @@ impl Qp {
                 },
             );
         }
-        self.sq_used = 0;
-        self.unsignaled_done = 0;
-        self.retx.clear();
-        self.suspects.clear();
-        self.delayed.clear();
-        self.ctl.clear();
-        self.sack_now = false;
-        self.sack_deadline = Instant::MAX;
-        self.ack_pending = false;
-        self.retry_deadline = Instant::MAX;
+        self.req.sq_used = 0;
+        self.req.unsignaled_done = 0;
+        self.req.retx.clear();
+        self.req.suspects.clear();
+        self.req.delayed.clear();
+        self.feedback.ctl.clear();
+        self.feedback.sack_now = false;
+        self.feedback.ack_pending = false;
+        self.timers.stop_all();
     }
 
     /// Whether the endpoint has nothing to collect from this QP: no completion, no event, no deadline that may
     /// have moved earlier. Then only its place in the ready queue can need attention.
     pub(crate) fn nothing_to_file(&self) -> bool {
-        self.cqes.is_empty()
-            && self.ev_changes.is_empty()
-            && !self.went_to_error
-            && !self.deadline_dirty
+        self.out.cqes.is_empty()
+            && self.out.ev_changes.is_empty()
+            && !self.out.went_to_error
+            && !self.timers.moved_earlier()
     }
 
     /// Whether the requester has work that is not yet acknowledged.
     pub(crate) fn has_outstanding(&self) -> bool {
-        !self.sent.is_empty() || self.sq_next < self.sq_base + self.sq.len() as u64
+        !self.req.sent.is_empty() || self.req.sq_next < self.req.sq_base + self.req.sq.len() as u64
     }
 
-    /// The earliest time this QP needs [`on_timeout`](Self::on_timeout).
+    /// The earliest time this QP needs [`on_timeout`](Self::on_timeout). The timers derived from the packets
+    /// in flight and the paths are brought up to date first.
     pub(crate) fn next_deadline(&mut self) -> Instant {
         if matches!(self.state, QpState::Reset | QpState::Init | QpState::Error) {
             return Instant::MAX;
         }
-        let mut d = self.sack_deadline;
-        if let Some(&(t, _)) = self.delayed.front() {
-            d = d.min(t);
-        }
-        if self.state == QpState::Rts {
-            d = d.min(self.paths.probe_deadline());
+        let rnr = self.req.delayed.front().map_or(Instant::MAX, |&(t, _)| t);
+        self.timers.set(Timer::RnrResend, rnr);
+        let requester = self.state == QpState::Rts;
+        if requester {
+            self.timers
+                .set(Timer::PathProbe, self.paths.probe_deadline());
             let min = self.min_rtt_ns();
-            if let Some(t) = self.sent.time_deadline(self.rack_xmit, min) {
-                d = d.min(t);
-            }
-            if let Some(t) = self.tail_probe_due() {
-                d = d.min(t);
-            }
-            if let Some(t) = self.sent.rto_deadline(self.rtt.rto_ns()) {
-                d = d.min(t);
-            }
-            d = d.min(self.retry_deadline);
+            let loss = self.req.sent.time_deadline(self.req.rack_xmit, min);
+            self.timers
+                .set(Timer::LossTime, loss.unwrap_or(Instant::MAX));
+            let tail = self.tail_probe_due();
+            self.timers
+                .set(Timer::TailProbe, tail.unwrap_or(Instant::MAX));
+            let rto = self.req.sent.rto_deadline(self.req.rtt.rto_ns());
+            self.timers.set(Timer::Rto, rto.unwrap_or(Instant::MAX));
         }
-        d
+        self.timers.next(requester)
     }
 
     /// Handles every timer that has expired at `now`.
@@ -973,21 +994,21 @@ impl Qp {
         if matches!(self.state, QpState::Reset | QpState::Init | QpState::Error) {
             return;
         }
-        if self.sack_deadline <= now {
-            self.sack_now = true;
-            self.sack_deadline = Instant::MAX;
+        if self.timers.take_expired(Timer::Sack, now) {
+            self.feedback.sack_now = true;
         }
-        while let Some(&(t, psn)) = self.delayed.front() {
+        while let Some(&(t, psn)) = self.req.delayed.front() {
             if t > now {
                 break;
             }
-            self.delayed.pop_front();
+            self.req.delayed.pop_front();
             if self
+                .req
                 .sent
                 .get(psn)
                 .is_some_and(|p| p.state == crate::reliability::PktState::Lost)
             {
-                self.retx.push_back(psn);
+                self.req.retx.push_back(psn);
             }
         }
         if self.state != QpState::Rts {
@@ -995,7 +1016,7 @@ impl Qp {
         }
         self.detect_losses_rack(now);
         self.detect_losses_rto(now);
-        if self.retry_deadline <= now {
+        if self.timers.is_expired(Timer::Retry, now) {
             self.on_retry_timeout(now);
         }
         self.collect_ev_changes();
@@ -1005,20 +1026,20 @@ impl Qp {
     /// the last retry fail the oldest request with RETRY_EXC (spec REL-QPTO-1).
     fn on_retry_timeout(&mut self, now: Instant) {
         let Some(timeout) = self.cfg().qp_timeout() else {
-            self.retry_deadline = Instant::MAX;
+            self.timers.stop(Timer::Retry);
             return;
         };
         if !self.has_outstanding() {
-            self.retry_deadline = Instant::MAX;
+            self.timers.stop(Timer::Retry);
             return;
         }
-        self.retries += 1;
+        self.req.retries += 1;
         self.stats.retries += 1;
         let linear = u32::from(self.cfg().retry_linear);
         let exp = u32::from(self.cfg().retry_exp);
         let unlimited = exp >= 25;
-        if !unlimited && self.retries > linear + exp {
-            let status = if self.last_nack_rnr {
+        if !unlimited && self.req.retries > linear + exp {
+            let status = if self.req.last_nack_rnr {
                 WcStatus::RnrRetryExcErr
             } else {
                 WcStatus::RetryExcErr
@@ -1028,25 +1049,26 @@ impl Qp {
             return;
         }
         // spec: REL-QPTO-2
-        let interval = if self.retries <= linear {
+        let interval = if self.req.retries <= linear {
             timeout
         } else {
-            timeout.saturating_mul(1 << (self.retries - linear).min(16))
+            timeout.saturating_mul(1 << (self.req.retries - linear).min(16))
         };
-        self.retry_deadline = now + interval;
+        self.timers.set(Timer::Retry, now + interval);
         // Retransmit the oldest packet, on any EV if none is usable.
-        let una = self.sent.una();
-        if self.sent.mark_lost(una).is_some() {
-            self.retx.push_front(una);
+        let una = self.req.sent.una();
+        if self.req.sent.mark_lost(una).is_some() {
+            self.req.retx.push_front(una);
         }
-        self.force_any_ev = !self.paths.usable();
+        self.req.force_any_ev = !self.paths.usable();
     }
 
     fn oldest_app_wqe(&self) -> Option<u64> {
-        self.sq
+        self.req
+            .sq
             .iter()
             .position(|w| !matches!(w.kind, WqeKind::ReadResponse { .. }))
-            .map(|i| self.sq_base + i as u64)
+            .map(|i| self.req.sq_base + i as u64)
     }
 
     /// (Re)arms the QP timeout after progress or when work appears.
@@ -1054,19 +1076,17 @@ impl Qp {
         let Some(timeout) = self.cfg().qp_timeout() else {
             return;
         };
-        let old = self.retry_deadline;
         if progress {
-            self.retries = 0;
-            self.last_nack_rnr = false;
-            self.retry_deadline = if self.has_outstanding() {
-                now + timeout
+            self.req.retries = 0;
+            self.req.last_nack_rnr = false;
+            if self.has_outstanding() {
+                self.timers.set(Timer::Retry, now + timeout);
             } else {
-                Instant::MAX
-            };
-        } else if self.retry_deadline == Instant::MAX && self.has_outstanding() {
-            self.retry_deadline = now + timeout;
+                self.timers.stop(Timer::Retry);
+            }
+        } else if !self.timers.is_running(Timer::Retry) && self.has_outstanding() {
+            self.timers.set(Timer::Retry, now + timeout);
         }
-        self.deadline_dirty |= self.retry_deadline < old;
     }
 
     pub(crate) fn collect_ev_changes(&mut self) {
@@ -1081,13 +1101,13 @@ impl Qp {
                     }
                     _ => {}
                 }
-                self.ev_changes.push(c);
+                self.out.ev_changes.push(c);
             }
         }
     }
 
     /// Receive-window penalty advertised to the peer (0 none … 127 one packet per RTT).
     pub(crate) fn set_receive_penalty(&mut self, pen: u8) {
-        self.rcv_pen = pen.min(127);
+        self.feedback.rcv_pen = pen.min(127);
     }
 }

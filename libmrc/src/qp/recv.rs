@@ -1,7 +1,7 @@
 //! The responder half of a QP: checks, placement, in-order completion, and the feedback it owes the peer.
 
 use super::send::scatter;
-use super::{Ctl, Echo, MAX_CTL_QUEUE, MsgSlot, Qp, QpState, SendWqe, WqeKind};
+use super::{Ctl, Echo, MAX_CTL_QUEUE, MsgSlot, Qp, QpState, SendWqe, Timer, WqeKind};
 use crate::completion::{Completion, WcOpcode};
 use crate::io::{RecvMeta, Transmit, TrimMark};
 use crate::mem::{Access, Memory, MrTable};
@@ -21,8 +21,40 @@ const K_READ_RESP: u8 = 4;
 /// Consecutive CE marks from one EV after which the SACK says ALWAYS_SKIP.
 const ALWAYS_SKIP_AFTER: u16 = 8;
 
+/// A data packet that passed every check: what placing and completing it need.
+struct Arrival {
+    psn: u64,
+    kind: OpKind,
+    /// Index of its message in `Responder::msgs`.
+    slot: usize,
+    slot_kind: u8,
+    rqmsn: u64,
+    /// Payload bytes the message carries: a READ request names a length but carries nothing.
+    total: u64,
+    /// Payload bytes this packet carries.
+    len: u64,
+    is_last: bool,
+}
+
+/// Why a data packet is not taken; each is counted and answered as the spec says.
+enum Refusal {
+    /// Received before: the acknowledgement was probably lost.
+    Duplicate,
+    /// Outside the receive window (spec REL-RX-2).
+    OutOfWindow,
+    /// Trimmed by a switch: the header arrived, the payload did not (spec REL-TRIM-1).
+    Trimmed(TrimMark),
+    /// Not a packet this QP may take: the NACK's reason says why.
+    Invalid(NackReason),
+    /// Outside the registered memory and access it names.
+    Access,
+    /// No receive posted, or the responder's READ or WRITE_WITH_IMM resources are used up (spec QP-RNR-1).
+    NoResource,
+}
+
 impl Qp {
-    /// Handles a data, READ request or READ response packet of the peer's stream.
+    /// Handles a data, READ request or READ response packet of the peer's stream: checks it, places its
+    /// payload, then records it and completes what it finished.
     // spec: QP-RX-1
     pub(crate) fn on_data<M: Memory>(
         &mut self,
@@ -36,45 +68,41 @@ impl Qp {
         if !matches!(self.state, QpState::Rtr | QpState::Rts) {
             return;
         }
-        let psn = self.rx.unwrap(bth.psn);
+        let psn = self.resp.rx.unwrap(bth.psn);
         let echo = Echo {
             ev: d.meth.ev,
             ts: d.ts,
             ce: meta.ecn_ce,
             psn,
         };
-        match self.rx.check(psn) {
-            PsnCheck::Duplicate => {
-                // The peer retransmitted: our acknowledgement was probably lost. Answer at once.
-                self.stats.rx_duplicates += 1;
-                self.sack_echo = echo;
-                self.sack_now = true;
-                if self.msn_base - 1 != self.cmsn_sent {
-                    self.ack_pending = true;
-                }
-                return;
-            }
-            PsnCheck::OutOfWindow => {
-                self.stats.rx_out_of_window += 1;
-                // spec: REL-RX-2
-                self.push_nack(NackReason::PsnOutOfWindow, echo);
-                return;
-            }
+        let placed = self
+            .check_data(psn, meta, bth, d, mrs)
+            .and_then(|a| Ok((self.place_data(&a, d, mem, mrs)?, a)));
+        match placed {
+            Ok((held, a)) => self.complete_data(now, &a, bth, d, held, echo, mem, mrs),
+            Err(r) => self.refuse(r, echo),
+        }
+    }
+
+    /// Every check a data packet must pass before any of it is placed; changes nothing.
+    fn check_data(
+        &self,
+        psn: u64,
+        meta: &RecvMeta,
+        bth: &Bth,
+        d: &Data<'_>,
+        mrs: &MrTable,
+    ) -> Result<Arrival, Refusal> {
+        match self.resp.rx.check(psn) {
+            PsnCheck::Duplicate => return Err(Refusal::Duplicate),
+            PsnCheck::OutOfWindow => return Err(Refusal::OutOfWindow),
             PsnCheck::New => {}
         }
         if let Some(mark) = meta.trim {
             // spec: WIRE-ICRC-2
-            self.stats.rx_trimmed += 1;
-            let reason = match mark {
-                TrimMark::Fabric => NackReason::Trimmed,
-                TrimMark::LastHop => NackReason::TrimmedLastHop,
-            };
-            // spec: REL-TRIM-1
-            self.push_nack(reason, echo);
-            return;
+            return Err(Refusal::Trimmed(mark));
         }
         let kind = bth.opcode.kind();
-        let pos = bth.opcode.position().unwrap_or(Position::Only);
         // spec: WIRE-OP-2
         let allowed = match kind {
             OpKind::Send => self.local_caps.send,
@@ -82,107 +110,79 @@ impl Qp {
             _ => true,
         };
         if !allowed {
-            self.stats.rx_invalid += 1;
-            self.push_nack(NackReason::InvalidRequest, echo);
-            return;
+            return Err(Refusal::Invalid(NackReason::InvalidRequest));
         }
-        let msn = unwrap_msn(d.meth.msn, self.msn_base);
-        let window = self.rx.window();
-        if msn < self.msn_base || msn - self.msn_base >= window {
+        let msn = unwrap_msn(d.meth.msn, self.resp.msn_base);
+        if msn < self.resp.msn_base || msn - self.resp.msn_base >= self.resp.rx.window() {
             // A new PSN cannot belong to a finished message, nor to one a window ahead.
-            self.stats.rx_invalid += 1;
-            self.push_nack(NackReason::Unexpected, echo);
-            return;
+            return Err(Refusal::Invalid(NackReason::Unexpected));
         }
-        let slot_i = (msn - self.msn_base) as usize;
-        if self.msgs.len() <= slot_i {
-            self.msgs.resize(slot_i + 1, MsgSlot::default());
-        }
-        let rqmsn = unwrap_msn(d.meth.rqmsn, self.rq_base);
-        let slot_kind = match kind {
-            OpKind::Write => K_WRITE,
-            OpKind::Send => K_SEND,
-            OpKind::ReadRequest => K_READ_REQ,
-            _ => K_READ_RESP,
+        let a = Arrival {
+            psn,
+            kind,
+            slot: (msn - self.resp.msn_base) as usize,
+            slot_kind: match kind {
+                OpKind::Write => K_WRITE,
+                OpKind::Send => K_SEND,
+                OpKind::ReadRequest => K_READ_REQ,
+                _ => K_READ_RESP,
+            },
+            rqmsn: unwrap_msn(d.meth.rqmsn, self.resp.rq_base),
+            total: if kind == OpKind::ReadRequest {
+                0
+            } else {
+                u64::from(d.reth.dma_len)
+            },
+            len: d.payload.len() as u64,
+            is_last: matches!(
+                bth.opcode.position().unwrap_or(Position::Only),
+                Position::Last | Position::Only
+            ),
         };
-        let len = d.payload.len() as u64;
-        // Payload bytes the message carries: a READ request names a length but carries nothing.
-        let total = if kind == OpKind::ReadRequest {
-            0
-        } else {
-            u64::from(d.reth.dma_len)
-        };
-        {
-            let slot = &self.msgs[slot_i];
+        if let Some(slot) = self.resp.msgs.get(a.slot) {
             let consistent = !slot.open
-                || (slot.kind == slot_kind
-                    && u64::from(slot.total) == total
-                    && slot.rqmsn == rqmsn);
-            if !consistent || slot.bytes + len > total {
-                self.stats.rx_invalid += 1;
-                self.push_nack(NackReason::Unexpected, echo);
-                return;
+                || (slot.kind == a.slot_kind
+                    && u64::from(slot.total) == a.total
+                    && slot.rqmsn == a.rqmsn);
+            if !consistent || slot.bytes + a.len > a.total {
+                return Err(Refusal::Invalid(NackReason::Unexpected));
             }
+        } else if a.len > a.total {
+            return Err(Refusal::Invalid(NackReason::Unexpected));
         }
-        let is_last = matches!(pos, Position::Last | Position::Only);
+        self.check_op(&a, d, mrs)?;
+        Ok(a)
+    }
+
+    /// The checks of each operation: the target memory and access, the receive queue, the responder's limits.
+    fn check_op(&self, a: &Arrival, d: &Data<'_>, mrs: &MrTable) -> Result<(), Refusal> {
         let pd = self.init.pd;
-        // A WRITE's final byte, kept back from placement: (address, value).
-        let mut held = None;
-        match kind {
+        match a.kind {
             OpKind::Write => {
                 // spec: QP-PLACE-1
                 // A zero-length WRITE touches no memory, so (as in verbs) its key is not checked, and nothing
-                // is asked of `Memory` for it below.
-                let ok = total == 0
+                // is asked of `Memory` for it.
+                let ok = a.total == 0
                     || (self.access.contains(Access::REMOTE_WRITE)
                         && mrs
-                            .check(d.reth.rkey, pd, d.reth.va, len, Access::REMOTE_WRITE)
+                            .check(d.reth.rkey, pd, d.reth.va, a.len, Access::REMOTE_WRITE)
                             .is_ok());
                 if !ok {
-                    self.stats.rx_access_errors += 1;
-                    self.push_nack(NackReason::RemoteAccess, echo);
-                    return;
+                    return Err(Refusal::Access);
                 }
-                if d.imm.is_some() {
-                    // spec: QP-RNR-1
-                    if !self.rq_has(rqmsn)
-                        || self.pending_imm >= u32::from(self.cfg().max_wimm_dest)
-                    {
-                        self.stats.rx_no_resource += 1;
-                        self.push_nack(NackReason::NoResource, echo);
-                        return;
-                    }
-                    self.pending_imm += 1;
-                }
-                // spec: SEC-MEM-1
-                if let Some((&final_byte, body)) = d.payload.split_last().filter(|_| is_last) {
-                    // The message's final byte is written apart, last of all (spec QP-PLACE-2).
-                    if !body.is_empty() {
-                        mem.write(d.reth.va, body);
-                    }
-                    held = Some((d.reth.va + body.len() as u64, final_byte));
-                } else if !d.payload.is_empty() {
-                    mem.write(d.reth.va, d.payload);
+                // spec: QP-RNR-1
+                if d.imm.is_some()
+                    && (!self.rq_has(a.rqmsn)
+                        || self.resp.pending_imm >= u32::from(self.cfg().max_wimm_dest))
+                {
+                    return Err(Refusal::NoResource);
                 }
             }
             OpKind::Send => {
-                let Some(wqe) = self.rq_get(rqmsn) else {
-                    // spec: QP-RNR-1
-                    self.stats.rx_no_resource += 1;
-                    self.push_nack(NackReason::NoResource, echo);
-                    return;
-                };
-                let offset = d.reth.va;
-                if total > wqe.len || offset.saturating_add(len) > total {
-                    self.stats.rx_invalid += 1;
-                    self.push_nack(NackReason::InvalidRequest, echo);
-                    return;
-                }
-                let sges = wqe.sges.clone();
-                if !scatter(&sges, offset, d.payload, mem, mrs, pd) {
-                    self.stats.rx_access_errors += 1;
-                    self.push_nack(NackReason::RemoteAccess, echo);
-                    return;
+                // spec: QP-RNR-1
+                let wqe = self.rq_get(a.rqmsn).ok_or(Refusal::NoResource)?;
+                if a.total > wqe.len || d.reth.va.saturating_add(a.len) > a.total {
+                    return Err(Refusal::Invalid(NackReason::InvalidRequest));
                 }
             }
             OpKind::ReadRequest => {
@@ -192,23 +192,60 @@ impl Qp {
                         .check(d.reth.rkey, pd, d.reth.va, read_len, Access::REMOTE_READ)
                         .is_ok();
                 if !ok {
-                    self.stats.rx_access_errors += 1;
-                    self.push_nack(NackReason::RemoteAccess, echo);
-                    return;
+                    return Err(Refusal::Access);
                 }
-                if self.serving_reads >= u32::from(self.cfg().max_read_dest) {
-                    self.stats.rx_no_resource += 1;
-                    self.push_nack(NackReason::NoResource, echo);
-                    return;
+                if self.req.serving_reads >= u32::from(self.cfg().max_read_dest) {
+                    return Err(Refusal::NoResource);
                 }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Places a checked packet's payload; returns a WRITE's final byte (address, value), kept back to be
+    /// written last (spec QP-PLACE-2).
+    fn place_data<M: Memory>(
+        &mut self,
+        a: &Arrival,
+        d: &Data<'_>,
+        mem: &mut M,
+        mrs: &MrTable,
+    ) -> Result<Option<(u64, u8)>, Refusal> {
+        match a.kind {
+            OpKind::Write => {
+                if d.imm.is_some() {
+                    self.resp.pending_imm += 1;
+                }
+                // spec: SEC-MEM-1
+                if let Some((&final_byte, body)) = d.payload.split_last().filter(|_| a.is_last) {
+                    if !body.is_empty() {
+                        mem.write(d.reth.va, body);
+                    }
+                    return Ok(Some((d.reth.va + body.len() as u64, final_byte)));
+                } else if !d.payload.is_empty() {
+                    mem.write(d.reth.va, d.payload);
+                }
+            }
+            OpKind::Send => {
+                let sges = self
+                    .rq_get(a.rqmsn)
+                    .ok_or(Refusal::NoResource)?
+                    .sges
+                    .clone();
+                if !scatter(&sges, d.reth.va, d.payload, mem, mrs, self.init.pd) {
+                    return Err(Refusal::Access);
+                }
+            }
+            OpKind::ReadRequest => {
                 // spec: QP-READ-1
-                self.serving_reads += 1;
+                self.req.serving_reads += 1;
                 let source = crate::mem::Sge {
                     addr: d.reth.va,
                     len: d.reth.dma_len,
                     lkey: d.reth.rkey,
                 };
-                self.sq.push_back(SendWqe::new(
+                self.req.sq.push_back(SendWqe::new(
                     0,
                     WqeKind::ReadResponse {
                         req_msn: d.meth.msn,
@@ -224,23 +261,45 @@ impl Qp {
             }
             _ => {
                 // READ response: place into the outstanding READ it names (spec QP-READ-2).
-                if !self.place_read_response(d, len, total, mem, mrs) {
+                if !self.place_read_response(d, a.len, a.total, mem, mrs) {
                     self.stats.rx_unexpected_read_responses += 1;
                 }
             }
         }
-        // Accepted: record the PSN and the message's progress.
-        let had_holes = self.rx.out_of_order() > 0;
-        self.rx.insert_new(psn);
-        let slot = &mut self.msgs[slot_i];
+        Ok(None)
+    }
+
+    /// Records a placed packet: its PSN, its message's progress (and the message's final byte once every
+    /// other byte is in), then the completions it allows and the SACK it asks for.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the packet, its checked view and the engine's tables"
+    )]
+    fn complete_data<M: Memory>(
+        &mut self,
+        now: Instant,
+        a: &Arrival,
+        bth: &Bth,
+        d: &Data<'_>,
+        held: Option<(u64, u8)>,
+        echo: Echo,
+        mem: &mut M,
+        mrs: &MrTable,
+    ) {
+        let had_holes = self.resp.rx.out_of_order() > 0;
+        self.resp.rx.insert_new(a.psn);
+        if self.resp.msgs.len() <= a.slot {
+            self.resp.msgs.resize(a.slot + 1, MsgSlot::default());
+        }
+        let slot = &mut self.resp.msgs[a.slot];
         if !slot.open {
             slot.open = true;
-            slot.kind = slot_kind;
-            slot.total = total as u32;
-            slot.rqmsn = rqmsn;
+            slot.kind = a.slot_kind;
+            slot.total = a.total as u32;
+            slot.rqmsn = a.rqmsn;
         }
-        slot.bytes += len;
-        if is_last {
+        slot.bytes += a.len;
+        if a.is_last {
             slot.last_seen = true;
             slot.imm = d.imm;
         }
@@ -256,7 +315,7 @@ impl Qp {
             // arrived, but the region may have gone since, so it is checked again.
             if self.access.contains(Access::REMOTE_WRITE)
                 && mrs
-                    .check(slot.rkey, pd, addr, 1, Access::REMOTE_WRITE)
+                    .check(slot.rkey, self.init.pd, addr, 1, Access::REMOTE_WRITE)
                     .is_ok()
             {
                 mem.write(addr, &[byte]);
@@ -265,12 +324,12 @@ impl Qp {
             }
         }
         self.stats.rx_data_packets += 1;
-        self.stats.rx_data_bytes += len;
+        self.stats.rx_data_bytes += a.len;
         self.complete_messages();
-        self.sack_lo = self.sack_lo.min(psn);
-        self.sack_hi = self.sack_hi.max(psn);
+        self.feedback.sack_lo = self.feedback.sack_lo.min(a.psn);
+        self.feedback.sack_hi = self.feedback.sack_hi.max(a.psn);
         // spec: REL-SACK-1
-        let gap = !had_holes && self.rx.out_of_order() > 0;
+        let gap = !had_holes && self.resp.rx.out_of_order() > 0;
         let immediate = gap || bth.rtx || bth.ack_req || echo.ce;
         self.note_ce(echo.ev, echo.ce);
         if echo.ce {
@@ -279,8 +338,50 @@ impl Qp {
                 probe_reply: false,
             });
         } else {
-            self.schedule_sack(now, echo, immediate, len as u32);
+            self.schedule_sack(now, echo, immediate, a.len as u32);
         }
+    }
+
+    /// Counts a refused packet and owes the peer what the refusal calls for.
+    fn refuse(&mut self, r: Refusal, echo: Echo) {
+        let reason = match r {
+            Refusal::Duplicate => {
+                // The peer retransmitted: answer at once.
+                self.stats.rx_duplicates += 1;
+                self.feedback.sack_echo = echo;
+                self.feedback.sack_now = true;
+                if self.resp.msn_base - 1 != self.feedback.cmsn_sent {
+                    self.feedback.ack_pending = true;
+                }
+                return;
+            }
+            Refusal::OutOfWindow => {
+                self.stats.rx_out_of_window += 1;
+                // spec: REL-RX-2
+                NackReason::PsnOutOfWindow
+            }
+            Refusal::Trimmed(mark) => {
+                self.stats.rx_trimmed += 1;
+                // spec: REL-TRIM-1
+                match mark {
+                    TrimMark::Fabric => NackReason::Trimmed,
+                    TrimMark::LastHop => NackReason::TrimmedLastHop,
+                }
+            }
+            Refusal::Invalid(reason) => {
+                self.stats.rx_invalid += 1;
+                reason
+            }
+            Refusal::Access => {
+                self.stats.rx_access_errors += 1;
+                NackReason::RemoteAccess
+            }
+            Refusal::NoResource => {
+                self.stats.rx_no_resource += 1;
+                NackReason::NoResource
+            }
+        };
+        self.push_nack(reason, echo);
     }
 
     fn rq_has(&self, rqmsn: u64) -> bool {
@@ -288,8 +389,8 @@ impl Qp {
     }
 
     fn rq_get(&self, rqmsn: u64) -> Option<&super::RecvWqe> {
-        let i = usize::try_from(rqmsn.checked_sub(self.rq_base)?).ok()?;
-        self.rq.get(i)
+        let i = usize::try_from(rqmsn.checked_sub(self.resp.rq_base)?).ok()?;
+        self.resp.rq.get(i)
     }
 
     // spec: QP-READ-2
@@ -302,14 +403,14 @@ impl Qp {
         mrs: &MrTable,
     ) -> bool {
         let req = d.reth.rkey as u16;
-        let started = (self.sq_next - self.sq_base) as usize;
-        let Some(i) = self.sq.iter().take(started + 1).position(|w| {
+        let started = (self.req.sq_next - self.req.sq_base) as usize;
+        let Some(i) = self.req.sq.iter().take(started + 1).position(|w| {
             w.kind == WqeKind::Read && w.started && w.msn as u16 == req && !w.read_done
         }) else {
             return false;
         };
         let pd = self.init.pd;
-        let w = &self.sq[i];
+        let w = &self.req.sq[i];
         if u64::from(w.len) != total || d.reth.va.saturating_add(len) > total {
             return false;
         }
@@ -317,7 +418,7 @@ impl Qp {
         if !scatter(&sges, d.reth.va, d.payload, mem, mrs, pd) {
             return false;
         }
-        let w = &mut self.sq[i];
+        let w = &mut self.req.sq[i];
         w.read_bytes += len;
         if w.read_bytes >= u64::from(w.len) {
             w.read_done = true;
@@ -331,14 +432,14 @@ impl Qp {
     fn complete_messages(&mut self) {
         let mut completed_recv = false;
         loop {
-            match self.msgs.front() {
+            match self.resp.msgs.front() {
                 Some(s) if s.open && s.last_seen && s.bytes == u64::from(s.total) => {}
                 _ => break,
             }
-            let Some(s) = self.msgs.pop_front() else {
+            let Some(s) = self.resp.msgs.pop_front() else {
                 break;
             };
-            self.msn_base += 1;
+            self.resp.msn_base += 1;
             let consumes = s.kind == K_SEND || (s.kind == K_WRITE && s.imm.is_some());
             if s.kind == K_READ_RESP {
                 // The READ's own completion is ordered by the send queue.
@@ -347,13 +448,13 @@ impl Qp {
             if !consumes {
                 continue;
             }
-            let Some(r) = self.rq.pop_front() else {
+            let Some(r) = self.resp.rq.pop_front() else {
                 // Checked on arrival; unreachable unless the queue was flushed, which ends the QP.
                 continue;
             };
-            self.rq_base += 1;
+            self.resp.rq_base += 1;
             if s.kind == K_WRITE {
-                self.pending_imm = self.pending_imm.saturating_sub(1);
+                self.resp.pending_imm = self.resp.pending_imm.saturating_sub(1);
             }
             let (qpn, cq) = (self.qpn, self.init.recv_cq);
             self.complete(
@@ -375,7 +476,7 @@ impl Qp {
         }
         if completed_recv {
             // spec: WIRE-ACK-1
-            self.ack_pending = true;
+            self.feedback.ack_pending = true;
         }
     }
 
@@ -386,9 +487,13 @@ impl Qp {
     /// is, so a congested receiver never advises ALWAYS_SKIP for every path it is reached by.
     // spec: PATH-EV-1
     fn note_ce(&mut self, ev: u32, ce: bool) {
-        self.ce_run = if ce { self.ce_run.saturating_add(1) } else { 0 };
-        let common = self.ce_run > ALWAYS_SKIP_AFTER;
-        let slot = &mut self.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
+        self.feedback.ce_run = if ce {
+            self.feedback.ce_run.saturating_add(1)
+        } else {
+            0
+        };
+        let common = self.feedback.ce_run > ALWAYS_SKIP_AFTER;
+        let slot = &mut self.feedback.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
         if slot.0 != ev {
             *slot = (ev, 0);
         }
@@ -400,7 +505,7 @@ impl Qp {
     }
 
     fn ce_mark(&self, ev: u32, ce: bool) -> SackMark {
-        let slot = self.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
+        let slot = self.feedback.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
         if slot.0 == ev && slot.1 >= ALWAYS_SKIP_AFTER {
             SackMark::AlwaysSkip
         } else if ce {
@@ -413,26 +518,26 @@ impl Qp {
     /// Coalesces SACKs: at once on the triggers of spec REL-SACK-1, otherwise every few packets or bytes, or
     /// after `sack_delay`.
     fn schedule_sack(&mut self, now: Instant, echo: Echo, immediate: bool, len: u32) {
-        self.sack_echo = echo;
-        self.sack_pkts = self.sack_pkts.saturating_add(1);
-        self.sack_bytes = self.sack_bytes.saturating_add(len);
+        self.feedback.sack_echo = echo;
+        self.feedback.sack_pkts = self.feedback.sack_pkts.saturating_add(1);
+        self.feedback.sack_bytes = self.feedback.sack_bytes.saturating_add(len);
         let cfg = self.cfg();
         if immediate
-            || self.sack_pkts >= cfg.sack_every_packets
-            || self.sack_bytes >= cfg.sack_every_bytes
+            || self.feedback.sack_pkts >= cfg.sack_every_packets
+            || self.feedback.sack_bytes >= cfg.sack_every_bytes
         {
-            self.sack_now = true;
-        } else if self.sack_deadline == Instant::MAX {
-            self.sack_deadline = now + cfg.sack_delay;
-            self.deadline_dirty = true;
+            self.feedback.sack_now = true;
+        } else if !self.timers.is_running(Timer::Sack) {
+            let at = now + cfg.sack_delay;
+            self.timers.set(Timer::Sack, at);
         }
     }
 
     fn push_ctl(&mut self, c: Ctl) {
-        if self.ctl.len() >= MAX_CTL_QUEUE {
-            self.ctl.pop_front();
+        if self.feedback.ctl.len() >= MAX_CTL_QUEUE {
+            self.feedback.ctl.pop_front();
         }
-        self.ctl.push_back(c);
+        self.feedback.ctl.push_back(c);
     }
 
     fn push_nack(&mut self, reason: NackReason, echo: Echo) {
@@ -450,66 +555,70 @@ impl Qp {
             ev: p.ev,
             ts: Some(p.ts),
             ce: meta.ecn_ce,
-            psn: self.rx.epsn(),
+            psn: self.resp.rx.epsn(),
         };
         self.push_ctl(Ctl::Sack {
             echo,
             probe_reply: true,
         });
-        if bth.ack_req || self.msn_base - 1 != self.cmsn_sent {
-            self.ack_pending = true;
+        if bth.ack_req || self.resp.msn_base - 1 != self.feedback.cmsn_sent {
+            self.feedback.ack_pending = true;
         }
     }
 
     /// The next control packet owed to the peer, if any.
     #[inline]
     pub(crate) fn poll_control(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        if self.ctl.is_empty() && !self.sack_now && self.sack_deadline > now && !self.ack_pending {
+        if self.feedback.ctl.is_empty()
+            && !self.feedback.sack_now
+            && !self.timers.is_expired(Timer::Sack, now)
+            && !self.feedback.ack_pending
+        {
             return None;
         }
         self.poll_control_due(now, buf)
     }
 
     fn poll_control_due(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        if let Some(c) = self.ctl.pop_front() {
+        if let Some(c) = self.feedback.ctl.pop_front() {
             return match c {
                 Ctl::Sack { echo, probe_reply } => self.emit_sack(echo, probe_reply, buf),
                 Ctl::SackBlock { ev, base } => self.emit_sack_block(ev, base, buf),
                 Ctl::Nack { reason, echo } => self.emit_nack(reason, echo, buf),
             };
         }
-        if self.sack_now || self.sack_deadline <= now {
-            let echo = self.sack_echo;
+        if self.feedback.sack_now || self.timers.is_expired(Timer::Sack, now) {
+            let echo = self.feedback.sack_echo;
             return self.emit_sack(echo, false, buf);
         }
-        if self.ack_pending {
+        if self.feedback.ack_pending {
             return self.emit_ack(buf);
         }
         None
     }
 
     fn cack_psn(&self) -> u32 {
-        ((self.rx.epsn() - 1) as u32) & PSN_MASK
+        ((self.resp.rx.epsn() - 1) as u32) & PSN_MASK
     }
 
     // spec: WIRE-SACK-2
     fn emit_sack(&mut self, echo: Echo, probe_reply: bool, buf: &mut [u8]) -> Option<Transmit> {
         // A probe answer reports from epsn and leaves the arrivals to the next coalesced SACK.
         let base = if probe_reply {
-            self.rx.epsn()
+            self.resp.rx.epsn()
         } else {
-            let (lo, hi) = if self.sack_lo == u64::MAX {
+            let (lo, hi) = if self.feedback.sack_lo == u64::MAX {
                 (echo.psn, echo.psn)
             } else {
-                (self.sack_lo, self.sack_hi)
+                (self.feedback.sack_lo, self.feedback.sack_hi)
             };
-            self.sack_lo = u64::MAX;
-            self.sack_hi = 0;
-            self.sack_now = false;
-            self.sack_deadline = Instant::MAX;
-            self.sack_pkts = 0;
-            self.sack_bytes = 0;
-            let (first, second) = self.rx.sack_bases(lo, hi);
+            self.feedback.sack_lo = u64::MAX;
+            self.feedback.sack_hi = 0;
+            self.feedback.sack_now = false;
+            self.timers.stop(Timer::Sack);
+            self.feedback.sack_pkts = 0;
+            self.feedback.sack_bytes = 0;
+            let (first, second) = self.resp.rx.sack_bases(lo, hi);
             if let Some(base) = second {
                 self.push_ctl(Ctl::SackBlock { ev: echo.ev, base });
             }
@@ -523,7 +632,7 @@ impl Qp {
     /// sample, no marking advice: the first SACK carried them).
     fn emit_sack_block(&mut self, ev: u32, base: u64, buf: &mut [u8]) -> Option<Transmit> {
         // epsn may have passed `base` since it was chosen; a SACK's base stays above CACK_PSN (WIRE-SACK-2).
-        let base = base.max(self.rx.epsn());
+        let base = base.max(self.resp.rx.epsn());
         self.send_sack(ev, base, SackMark::None, false, None, buf)
     }
 
@@ -544,10 +653,10 @@ impl Qp {
             ev,
             cack_psn: self.cack_psn(),
             sack_base: (base as u32) & PSN_MASK,
-            bitmap: self.rx.bitmap(base),
+            bitmap: self.resp.rx.bitmap(base),
             ts_echo,
-            cwnd_pen: self.rcv_pen,
-            ooo_count: self.rx.out_of_order().min(PSN_MASK),
+            cwnd_pen: self.feedback.rcv_pen,
+            ooo_count: self.resp.rx.out_of_order().min(PSN_MASK),
         };
         self.stats.tx_sacks += 1;
         let pkt = Packet {
@@ -575,17 +684,17 @@ impl Qp {
     }
 
     fn emit_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        self.ack_pending = false;
-        self.cmsn_sent = self.msn_base - 1;
+        self.feedback.ack_pending = false;
+        self.feedback.cmsn_sent = self.resp.msn_base - 1;
         self.stats.tx_acks += 1;
         let pkt = Packet {
             bth: self.control_bth(Opcode::Ack),
             body: Body::Ack(Ack {
                 cack_psn: self.cack_psn(),
-                cmsn: self.cmsn_sent as u16,
+                cmsn: self.feedback.cmsn_sent as u16,
             }),
         };
-        let ev = self.sack_echo.ev;
+        let ev = self.feedback.sack_echo.ev;
         self.emit_control(&pkt, ev, buf)
     }
 

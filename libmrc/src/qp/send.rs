@@ -1,6 +1,6 @@
 //! The requester half of a QP: segmentation, spraying, retransmission and what feedback does to them.
 
-use super::{Qp, QpState, SendWqe, WqeKind};
+use super::{Qp, QpState, Requester, SendWqe, Timer, WqeKind};
 use crate::cc::AckSample;
 use crate::completion::{Completion, WcStatus};
 use crate::io::{PayloadRef, Transmit};
@@ -19,35 +19,37 @@ impl Qp {
     /// PSNs the requester may have outstanding: the smaller of its own and the peer's advertised window.
     #[inline]
     pub(crate) fn psn_window(&self) -> u64 {
-        self.psn_window
+        self.req.psn_window
     }
 
     /// Adopts the peer's advertised receive window.
     // spec: WIRE-SACK-3
     fn set_peer_mpr(&mut self, mpr: u8) {
-        self.peer_mpr = mpr.max(1);
-        self.psn_window = u64::from(self.cfg().mpr.min(self.peer_mpr)) * 128;
+        self.req.peer_mpr = mpr.max(1);
+        self.req.psn_window = u64::from(self.cfg().mpr.min(self.req.peer_mpr)) * 128;
     }
 
     #[inline]
     fn cwnd_allows(&self, len: u64) -> bool {
-        let inflight = self.sent.inflight_bytes();
+        let inflight = self.req.sent.inflight_bytes();
         // spec: CC-WIN-1
-        inflight == 0 || inflight + len <= self.cc.window()
+        inflight == 0 || inflight + len <= self.req.cc.window()
     }
 
     #[inline]
     fn has_new_data(&self) -> bool {
-        self.sq_next < self.sq_base + self.sq.len() as u64 && self.sent.len() < self.psn_window()
+        self.req.sq_next < self.req.sq_base + self.req.sq.len() as u64
+            && self.req.sent.len() < self.psn_window()
     }
 
     /// Whether data (new or retransmitted) could go out now.
     #[inline]
     pub(crate) fn data_ready(&self) -> bool {
-        if self.retx.is_empty() && !self.has_new_data() && self.suspects.is_empty() {
+        if self.req.retx.is_empty() && !self.has_new_data() && self.req.suspects.is_empty() {
             return false;
         }
-        (self.force_any_ev || self.paths.usable()) && self.cwnd_allows(u64::from(self.cfg().mtu))
+        (self.req.force_any_ev || self.paths.usable())
+            && self.cwnd_allows(u64::from(self.cfg().mtu))
     }
 
     /// Whether [`poll_transmit`](Self::poll_transmit) may return a packet at `now`.
@@ -55,14 +57,14 @@ impl Qp {
         if !matches!(self.state, QpState::Rtr | QpState::Rts) {
             return false;
         }
-        if !self.ctl.is_empty() || self.sack_now || self.ack_pending {
+        if !self.feedback.ctl.is_empty() || self.feedback.sack_now || self.feedback.ack_pending {
             return true;
         }
         if self.state != QpState::Rts {
             return false;
         }
-        self.ack_probe_wanted
-            || self.tail.wanted
+        self.req.ack_probe_wanted
+            || self.req.tail.wanted
             || self.paths.probe_deadline() <= now
             || self.data_ready()
     }
@@ -89,16 +91,16 @@ impl Qp {
         if let Some(idx) = self.paths.poll_probe(now) {
             return self.emit_probe(idx, now, buf, false);
         }
-        if self.tail.wanted
+        if self.req.tail.wanted
             && let Some(t) = self.emit_tail_probe(now, buf)
         {
             return Some(t);
         }
-        if self.ack_probe_wanted
+        if self.req.ack_probe_wanted
             && let Some(idx) = self.paths.next_ev()
         {
             // spec: QP-WIMM-1
-            self.ack_probe_wanted = false;
+            self.req.ack_probe_wanted = false;
             return self.emit_probe(idx, now, buf, true);
         }
         self.poll_data(now, ports_ready, buf, mem, mrs)
@@ -107,32 +109,32 @@ impl Qp {
     /// Whether the next packet should follow the last on its EV: the endpoint then serves this QP again at
     /// once, so the packets of a burst leave back to back (a train the host sends in one piece).
     pub(crate) fn bursting(&self) -> bool {
-        self.burst.is_some_and(|(_, left)| left > 0)
+        self.req.burst.is_some_and(|(_, left)| left > 0)
     }
 
     #[inline]
     fn choose_ev(&mut self, ports_ready: u32) -> Option<u16> {
         // spec: PATH-EV-6
-        if let Some((i, left)) = self.burst
+        if let Some((i, left)) = self.req.burst
             && left > 0
             && self.paths.can_send_on(i, ports_ready)
         {
-            self.burst = Some((i, left - 1));
+            self.req.burst = Some((i, left - 1));
             return Some(i);
         }
         if let Some(i) = self.paths.next_ev_on(ports_ready) {
-            self.burst = Some((i, self.cfg().ev_burst.saturating_sub(1)));
+            self.req.burst = Some((i, self.cfg().ev_burst.saturating_sub(1)));
             return Some(i);
         }
-        self.burst = None;
+        self.req.burst = None;
         if ports_ready != u32::MAX && self.paths.usable() {
             // Only the ports are busy; the endpoint retries when they have room.
-            self.port_blocked = true;
+            self.req.port_blocked = true;
             return None;
         }
-        if self.force_any_ev {
+        if self.req.force_any_ev {
             // spec: REL-QPTO-2
-            self.force_any_ev = false;
+            self.req.force_any_ev = false;
             return self.paths.next_any_ev();
         }
         None
@@ -146,20 +148,20 @@ impl Qp {
         mem: &mut M,
         mrs: &MrTable,
     ) -> Option<Transmit> {
-        if !self.suspects.is_empty() && !self.has_new_data() {
+        if !self.req.suspects.is_empty() && !self.has_new_data() {
             self.resend_suspects();
         }
         // Retransmissions first (spec REL-RETX-1).
-        while let Some(&psn) = self.retx.front() {
-            match self.sent.get(psn) {
+        while let Some(&psn) = self.req.retx.front() {
+            match self.req.sent.get(psn) {
                 Some(p) if p.state == PktState::Lost => break,
                 _ => {
-                    self.retx.pop_front();
+                    self.req.retx.pop_front();
                 }
             }
         }
-        if let Some(&psn) = self.retx.front() {
-            let p = *self.sent.get(psn)?;
+        if let Some(&psn) = self.req.retx.front() {
+            let p = *self.req.sent.get(psn)?;
             if !self.cwnd_allows(u64::from(p.len)) {
                 return None;
             }
@@ -172,22 +174,21 @@ impl Qp {
             } else {
                 self.choose_ev(ports_ready)?
             };
-            self.retx.pop_front();
-            // The first packet in flight starts the RTO timer.
-            self.deadline_dirty |= self.sent.inflight_bytes() == 0;
+            self.req.retx.pop_front();
+            self.start_rto(now);
             // spec: REL-RETX-1
             let t = self.emit_data(now, psn, p.wqe, p.offset, p.len, ev, true, buf, mem, mrs)?;
-            self.sent.retransmitted(psn, ev, now);
+            self.req.sent.retransmitted(psn, ev, now);
             return Some(t);
         }
         if !self.has_new_data() {
             return None;
         }
-        let seq = self.sq_next;
+        let seq = self.req.sq_next;
         let mtu = self.cfg().mtu;
         let (len, offset) = {
-            let w = &self.sq[(seq - self.sq_base) as usize];
-            let offset = self.seg_offset;
+            let w = &self.req.sq[(seq - self.req.sq_base) as usize];
+            let offset = self.req.seg_offset;
             let len = if w.kind == WqeKind::Read {
                 0
             } else {
@@ -199,19 +200,18 @@ impl Qp {
             return None;
         }
         let ev = self.choose_ev(ports_ready)?;
-        let psn = self.sent.nxt();
+        let psn = self.req.sent.nxt();
         self.start_wqe(seq, psn);
         let t = self.emit_data(now, psn, seq, offset, len, ev, false, buf, mem, mrs)?;
-        // The first packet in flight starts the RTO timer.
-        self.deadline_dirty |= self.sent.inflight_bytes() == 0;
-        self.sent.push(seq, offset, len, ev, now);
-        let w = &self.sq[(seq - self.sq_base) as usize];
+        self.start_rto(now);
+        self.req.sent.push(seq, offset, len, ev, now);
+        let w = &self.req.sq[(seq - self.req.sq_base) as usize];
         let done = w.kind == WqeKind::Read || offset + len >= w.len;
         if done {
-            self.sq_next += 1;
-            self.seg_offset = 0;
+            self.req.sq_next += 1;
+            self.req.seg_offset = 0;
         } else {
-            self.seg_offset += len;
+            self.req.seg_offset += len;
         }
         self.arm_retry(now, false);
         Some(t)
@@ -220,13 +220,13 @@ impl Qp {
     /// Numbers a message when its first packet goes out (spec WIRE-METH-1, WIRE-METH-2).
     fn start_wqe(&mut self, seq: u64, psn: u64) {
         let mtu = self.cfg().mtu;
-        let i = (seq - self.sq_base) as usize;
-        if self.sq[i].started {
+        let i = (seq - self.req.sq_base) as usize;
+        if self.req.sq[i].started {
             return;
         }
-        let msn = self.next_msn;
-        let rqmsn = self.next_rqmsn;
-        let w = &mut self.sq[i];
+        let msn = self.req.next_msn;
+        let rqmsn = self.req.next_rqmsn;
+        let w = &mut self.req.sq[i];
         // spec: WIRE-METH-1
         w.started = true;
         w.msn = msn;
@@ -240,12 +240,12 @@ impl Qp {
         };
         let consumes = w.consumes_recv();
         let wimm = w.kind == WqeKind::Write && w.imm.is_some();
-        self.next_msn += 1;
+        self.req.next_msn += 1;
         if consumes {
-            self.next_rqmsn += 1;
+            self.req.next_rqmsn += 1;
         }
         if wimm {
-            self.wimm_msns.push_back(msn);
+            self.req.wimm_msns.push_back(msn);
         }
     }
 
@@ -267,12 +267,12 @@ impl Qp {
         mem: &mut M,
         mrs: &MrTable,
     ) -> Option<Transmit> {
-        let i = usize::try_from(seq.checked_sub(self.sq_base)?).ok()?;
+        let i = usize::try_from(seq.checked_sub(self.req.sq_base)?).ok()?;
         let pd = self.init.pd;
         let pkey = self.cfg().pkey;
-        let window_tight = self.sent.len() * 4 >= self.psn_window() * 3;
+        let window_tight = self.req.sent.len() * 4 >= self.psn_window() * 3;
         let ev = self.paths.value(ev_idx);
-        let w = self.sq.get(i)?;
+        let w = self.req.sq.get(i)?;
         let last = w.kind == WqeKind::Read || offset + len >= w.len;
         let pos = match (offset == 0, last) {
             (true, true) => Position::Only,
@@ -475,14 +475,15 @@ impl Qp {
 
     /// Acknowledges `[una, epsn)` and the bitmap bits; returns newly acknowledged bytes.
     fn apply_acks(&mut self, now: Instant, epsn: u64, base: u64, bitmap: u64) -> u64 {
-        let una = self.sent.una();
-        let nxt = self.sent.nxt();
+        let una = self.req.sent.una();
+        let nxt = self.req.sent.nxt();
         let paths = &mut self.paths;
         let (mut bytes, newest) = self
+            .req
             .sent
             .ack_below_with(epsn, |p| paths.on_clean_ack(p.ev, p.sent_at, now));
         if let Some(t) = newest {
-            self.rack_xmit = self.rack_xmit.max(t);
+            self.req.rack_xmit = self.req.rack_xmit.max(t);
         }
         let mut bits = bitmap;
         while bits != 0 {
@@ -497,11 +498,11 @@ impl Qp {
     }
 
     fn ack_one(&mut self, now: Instant, psn: u64) -> u64 {
-        match self.sent.ack(psn) {
+        match self.req.sent.ack(psn) {
             Some(p) => {
                 if p.tx_count == 1 {
                     // Only unambiguous acknowledgements advance the time-based loss reference.
-                    self.rack_xmit = self.rack_xmit.max(p.sent_at);
+                    self.req.rack_xmit = self.req.rack_xmit.max(p.sent_at);
                     self.paths.on_clean_ack(p.ev, p.sent_at, now);
                 }
                 u64::from(p.len)
@@ -516,10 +517,10 @@ impl Qp {
     /// counted, otherwise.
     // spec: SEC-BLIND-2
     fn peer_epsn(&mut self, cack_psn: u32) -> Option<u64> {
-        let una = self.sent.una();
+        let una = self.req.sent.una();
         let epsn = unwrap_psn(cack_psn.wrapping_add(1) & PSN_MASK, una);
         let floor = una.saturating_sub(u64::from(self.cfg().mpr) * 128);
-        if epsn > self.sent.nxt() || epsn < floor {
+        if epsn > self.req.sent.nxt() || epsn < floor {
             self.stats.rx_bad_acks += 1;
             return None;
         }
@@ -537,14 +538,14 @@ impl Qp {
             return;
         };
         self.set_peer_mpr(s.mpr);
-        let base = unwrap_psn(s.sack_base, self.sent.una());
+        let base = unwrap_psn(s.sack_base, self.req.sent.una());
         let acked = self.apply_acks(now, epsn, base, s.bitmap);
         let rtt = s
             .ts_echo
             .map(|ts| Duration::from_nanos(u64::from(now.ts32().wrapping_sub(ts))))
             .filter(|r| *r < MAX_RTT);
         if let Some(r) = rtt {
-            self.rtt.update(r);
+            self.req.rtt.update(r);
         }
         let mut outlier = false;
         if s.probe_reply
@@ -561,7 +562,7 @@ impl Qp {
                 if let Some(ts) = s.ts_echo {
                     self.paths.on_late_delivery(idx, ts);
                 }
-                self.tail.last_delivered = Some(idx);
+                self.req.tail.last_delivered = Some(idx);
                 self.paths.on_delivery(idx, rtt);
                 if rtt.is_some() {
                     outlier = self.paths.weigh_by_delay(idx, self.typical_rtt_ns());
@@ -576,16 +577,16 @@ impl Qp {
         // for it would idle every fast path. Congestion that reaches the QP's typical path (an incast, a busy
         // receiver) still counts in full.
         let (rtt, ecn) = if outlier { (None, false) } else { (rtt, ecn) };
-        let progressed = self.sent.advance() > 0;
+        let progressed = self.req.sent.advance() > 0;
         // spec: CC-API-1
-        self.cc.on_ack(
+        self.req.cc.on_ack(
             now,
             &AckSample {
                 newly_acked_bytes: acked,
                 rtt,
                 ecn,
                 rcv_cwnd_pen: s.cwnd_pen,
-                inflight: self.sent.inflight_bytes(),
+                inflight: self.req.sent.inflight_bytes(),
             },
         );
         self.detect_losses_rack(now);
@@ -598,7 +599,7 @@ impl Qp {
 
     /// The QP's smoothed RTT over all its paths, ns: what a path is compared with to call it slow.
     fn typical_rtt_ns(&self) -> u64 {
-        crate::time::nanos(self.rtt.srtt())
+        crate::time::nanos(self.req.rtt.srtt())
     }
 
     /// Processes a NACK (spec REL-NACK-1). It must name a PSN that is outstanding (sent, not yet acknowledged),
@@ -608,9 +609,10 @@ impl Qp {
         if self.state != QpState::Rts {
             return;
         }
-        let psn = unwrap_psn(n.psn, self.sent.una());
+        let psn = unwrap_psn(n.psn, self.req.sent.una());
         // spec: SEC-BLIND-1
         if self
+            .req
             .sent
             .get(psn)
             .is_none_or(|p| p.state == PktState::Acked)
@@ -622,13 +624,14 @@ impl Qp {
             return;
         };
         let acked = self.apply_acks(now, epsn, epsn, 0);
-        let progressed = self.sent.advance() > 0;
+        let progressed = self.req.sent.advance() > 0;
         if let Some(idx) = self.paths.find(n.ev) {
             // The header made it back: the path is alive even if the payload was cut.
             self.paths.on_delivery(idx, None);
         }
         // Only a NACK for the latest transmission of a PSN still unacknowledged counts; an older one is stale.
         let latest = self
+            .req
             .sent
             .get(psn)
             .filter(|p| p.state != PktState::Acked && p.sent_at.ts32() == n.ts_echo)
@@ -636,7 +639,7 @@ impl Qp {
         let current = latest.filter(|p| p.state == PktState::InFlight);
         if let Some(p) = latest {
             // The NACK answers exactly this transmission: how long feedback takes, which the RTO must cover.
-            self.rtt.update_nack(Duration::from_nanos(
+            self.req.rtt.update_nack(Duration::from_nanos(
                 now.as_nanos().saturating_sub(p.sent_at.as_nanos()),
             ));
         }
@@ -644,19 +647,19 @@ impl Qp {
             NackReason::Trimmed | NackReason::TrimmedLastHop => {
                 self.stats.rx_trim_nacks += 1;
                 if n.reason == NackReason::TrimmedLastHop {
-                    self.lasthop_trim_until = now + self.cfg().rto_min();
+                    self.req.lasthop_trim_until = now + self.cfg().rto_min();
                 }
                 if let Some(p) = current {
                     let last_hop = n.reason == NackReason::TrimmedLastHop;
-                    self.sent.mark_lost(psn);
+                    self.req.sent.mark_lost(psn);
                     // spec: REL-TRIM-1
-                    self.retx.push_front(psn);
+                    self.req.retx.push_front(psn);
                     self.paths.on_trim(p.ev, last_hop);
                     // A trim in the fabric on a path not yet measured or much slower than the QP's others is
                     // that path's congestion, which the SKIP above and the delay weighting move traffic off;
                     // it says nothing about the QP's window.
                     if last_hop || !self.paths.slow_or_unmeasured(p.ev, self.typical_rtt_ns()) {
-                        self.cc.on_trim(now, u64::from(p.len), last_hop);
+                        self.req.cc.on_trim(now, u64::from(p.len), last_hop);
                     }
                 }
             }
@@ -665,13 +668,15 @@ impl Qp {
                 if n.reason == NackReason::PsnOutOfWindow {
                     self.set_peer_mpr(n.mpr);
                 } else {
-                    self.last_nack_rnr = true;
+                    self.req.last_nack_rnr = true;
                 }
                 if current.is_some() {
-                    self.sent.mark_lost(psn);
+                    self.req.sent.mark_lost(psn);
                     // spec: REL-NACK-2
-                    self.delayed.push_back((now + self.cfg().rnr_delay, psn));
-                    self.deadline_dirty = true;
+                    let at = now + self.cfg().rnr_delay;
+                    self.req.delayed.push_back((at, psn));
+                    let first = self.req.delayed.front().map_or(at, |&(t, _)| t);
+                    self.timers.set(Timer::RnrResend, first);
                 }
             }
             NackReason::RemoteAccess | NackReason::InvalidRequest | NackReason::Unexpected => {
@@ -692,14 +697,14 @@ impl Qp {
             NackReason::Unknown(_) => self.stats.rx_unknown_nacks += 1,
         }
         if acked > 0 {
-            self.cc.on_ack(
+            self.req.cc.on_ack(
                 now,
                 &AckSample {
                     newly_acked_bytes: acked,
                     rtt: None,
                     ecn: false,
                     rcv_cwnd_pen: 0,
-                    inflight: self.sent.inflight_bytes(),
+                    inflight: self.req.sent.inflight_bytes(),
                 },
             );
         }
@@ -720,19 +725,24 @@ impl Qp {
         let Some(epsn) = self.peer_epsn(a.cack_psn) else {
             return;
         };
-        let cmsn = unwrap_msn(a.cmsn, self.peer_cmsn);
-        if cmsn >= self.next_msn {
+        let cmsn = unwrap_msn(a.cmsn, self.req.peer_cmsn);
+        if cmsn >= self.req.next_msn {
             self.stats.rx_bad_acks += 1;
             return;
         }
-        self.peer_cmsn = self.peer_cmsn.max(cmsn);
+        self.req.peer_cmsn = self.req.peer_cmsn.max(cmsn);
         // spec: QP-WIMM-1
-        while self.wimm_msns.front().is_some_and(|&m| m <= self.peer_cmsn) {
-            self.wimm_msns.pop_front();
-            self.wimm_inflight = self.wimm_inflight.saturating_sub(1);
+        while self
+            .req
+            .wimm_msns
+            .front()
+            .is_some_and(|&m| m <= self.req.peer_cmsn)
+        {
+            self.req.wimm_msns.pop_front();
+            self.req.wimm_inflight = self.req.wimm_inflight.saturating_sub(1);
         }
         self.apply_acks(now, epsn, epsn, 0);
-        if self.sent.advance() > 0 {
+        if self.req.sent.advance() > 0 {
             self.complete_sq();
             self.arm_retry(now, true);
         }
@@ -740,7 +750,8 @@ impl Qp {
 
     /// The fastest round trip seen (the configured base RTT before any sample), ns.
     pub(crate) fn min_rtt_ns(&self) -> u64 {
-        self.rtt
+        self.req
+            .rtt
             .min()
             .map_or(crate::time::nanos(self.cfg().base_rtt), crate::time::nanos)
     }
@@ -749,7 +760,7 @@ impl Qp {
     /// lost, ns: its path's expected round trip plus the reorder allowance, or only the fastest round trip
     /// when a later packet on the same EV was acknowledged (one path delivers in order: it was overtaken).
     fn loss_wait_ns(&self, ev: u16, sent: Instant) -> u64 {
-        loss_wait_ns(&self.paths, &self.rtt, self.min_rtt_ns(), ev, sent)
+        loss_wait_ns(&self.paths, &self.req.rtt, self.min_rtt_ns(), ev, sent)
     }
 
     /// Time-based loss detection (spec REL-LOSS-1): a packet still in flight is lost once a packet sent at or
@@ -760,12 +771,13 @@ impl Qp {
     pub(crate) fn detect_losses_rack(&mut self, now: Instant) {
         let min = self.min_rtt_ns();
         loop {
-            let (paths, rtt) = (&self.paths, &self.rtt);
-            let Some(psn) = self
-                .sent
-                .pop_lost_by_time(self.rack_xmit, now, min, |ev, t| {
-                    loss_wait_ns(paths, rtt, min, ev, t)
-                })
+            let (paths, rtt) = (&self.paths, &self.req.rtt);
+            let Some(psn) =
+                self.req
+                    .sent
+                    .pop_lost_by_time(self.req.rack_xmit, now, min, |ev, t| {
+                        loss_wait_ns(paths, rtt, min, ev, t)
+                    })
             else {
                 break;
             };
@@ -785,33 +797,42 @@ impl Qp {
             return;
         };
         if due <= now {
-            self.tail.wanted = true;
+            self.req.tail.wanted = true;
+        }
+    }
+
+    /// The first packet in flight starts the RTO timer (spec REL-LOSS-2).
+    fn start_rto(&mut self, now: Instant) {
+        if self.req.sent.inflight_bytes() == 0 {
+            let rto = Duration::from_nanos(self.req.rtt.rto_ns());
+            self.timers.set(Timer::Rto, now.saturating_add(rto));
         }
     }
 
     /// When the tail probe is due, if one may go out (none wanted or unanswered within its own wait).
     pub(crate) fn tail_probe_due(&mut self) -> Option<Instant> {
-        if self.tail.wanted || self.state != QpState::Rts {
+        if self.req.tail.wanted || self.state != QpState::Rts {
             return None;
         }
         if self
+            .req
             .tail
             .outstanding
-            .is_some_and(|(_, at)| at <= self.rack_xmit)
+            .is_some_and(|(_, at)| at <= self.req.rack_xmit)
         {
             // A packet sent after the probe was acknowledged: the probe's answer has nothing more to tell.
-            self.tail.outstanding = None;
-            self.tail.count = 0;
+            self.req.tail.outstanding = None;
+            self.req.tail.count = 0;
         }
-        let (t, ev) = self.sent.tail_front()?;
-        if t <= self.rack_xmit {
+        let (t, ev) = self.req.sent.tail_front()?;
+        if t <= self.req.rack_xmit {
             return None;
         }
         let wait = self.loss_wait_ns(ev, t);
         let mut due = Instant::from_nanos(t.as_nanos().saturating_add(wait));
-        if let Some((_, at)) = self.tail.outstanding {
+        if let Some((_, at)) = self.req.tail.outstanding {
             // One probe at a time; an unanswered one is repeated after twice the wait, doubling.
-            let back = wait.saturating_mul(2 << self.tail.count.min(10));
+            let back = wait.saturating_mul(2 << self.req.tail.count.min(10));
             due = due.max(Instant::from_nanos(at.as_nanos().saturating_add(back)));
         }
         Some(due)
@@ -820,44 +841,47 @@ impl Qp {
     /// Sends the wanted tail probe on the EV that last delivered (or the next in rotation).
     pub(crate) fn emit_tail_probe(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let idx = self
+            .req
             .tail
             .last_delivered
             .filter(|&i| self.paths.usable_ev(i))
             .or_else(|| self.paths.next_ev())?;
-        self.tail.wanted = false;
+        self.req.tail.wanted = false;
         let t = self.emit_probe(idx, now, buf, false)?;
-        if self.tail.outstanding.is_some() {
-            self.tail.count = self.tail.count.saturating_add(1);
+        if self.req.tail.outstanding.is_some() {
+            self.req.tail.count = self.req.tail.count.saturating_add(1);
         }
-        self.tail.outstanding = Some((now.ts32(), now));
+        self.req.tail.outstanding = Some((now.ts32(), now));
         self.stats.tail_probes += 1;
-        self.deadline_dirty = true;
+        let due = self.tail_probe_due().unwrap_or(Instant::MAX);
+        self.timers.set(Timer::TailProbe, due);
         Some(t)
     }
 
     /// A probe answer echoing `ts` arrived: when it answers the tail probe, whatever the receiver had not got by
     /// then was sent before the probe, as if a packet sent with the probe had been acknowledged.
     fn on_tail_probe_answer(&mut self, ts: u32) {
-        if let Some((pts, at)) = self.tail.outstanding
+        if let Some((pts, at)) = self.req.tail.outstanding
             && pts == ts
         {
-            self.tail.outstanding = None;
-            self.tail.count = 0;
-            self.rack_xmit = self.rack_xmit.max(at);
+            self.req.tail.outstanding = None;
+            self.req.tail.count = 0;
+            self.req.rack_xmit = self.req.rack_xmit.max(at);
         }
     }
 
     /// Per-packet RTO: whatever the time rule has not taken up and has been unacknowledged for an RTO (plus its
     /// path's extra delay, as above) is lost (spec REL-LOSS-2, REL-RTO-1).
     pub(crate) fn detect_losses_rto(&mut self, now: Instant) {
-        let Some(cutoff) = now.as_nanos().checked_sub(self.rtt.rto_ns()) else {
+        let Some(cutoff) = now.as_nanos().checked_sub(self.req.rtt.rto_ns()) else {
             return;
         };
         let min = self.min_rtt_ns();
-        let typical = crate::time::nanos(self.rtt.srtt()).max(min);
+        let typical = crate::time::nanos(self.req.rtt.srtt()).max(min);
         loop {
             let paths = &self.paths;
             let Some(psn) = self
+                .req
                 .sent
                 .pop_lost_by_rto(Instant::from_nanos(cutoff), |ev, sent| {
                     loss_extra_ns(paths.expected_rtt(ev, sent), min, typical)
@@ -871,13 +895,13 @@ impl Qp {
     }
 
     fn declare_lost(&mut self, psn: u64, now: Instant) {
-        if let Some(p) = self.sent.mark_lost(psn) {
-            self.retx.push_back(psn);
+        if let Some(p) = self.req.sent.mark_lost(psn) {
+            self.req.retx.push_back(psn);
             // spec: PATH-EV-4
             // While the receiver trims at its own last hop, a packet missing for long most likely waits in that
             // queue or its NACK behind others on the receiver's link: the receiver's congestion, which says
             // nothing about the path (as PATH-EV-3 says of the trims themselves).
-            let receiver_congested = now < self.lasthop_trim_until;
+            let receiver_congested = now < self.req.lasthop_trim_until;
             let was = self.paths.state(p.ev);
             let retired = self.paths.on_loss(p.ev, now, p.sent_at, receiver_congested);
             if retired.is_none() && self.paths.state(p.ev) == crate::path::EvState::AssumedBad {
@@ -890,7 +914,7 @@ impl Qp {
             // A loss on a path not yet measured or much slower than the QP's others may be a packet still in
             // that path's queue; the window is left to what the QP's typical paths say.
             if !self.paths.slow_or_unmeasured(p.ev, self.typical_rtt_ns()) {
-                self.cc.on_loss(now, u64::from(p.len));
+                self.req.cc.on_loss(now, u64::from(p.len));
             }
             if let Some(plane) = retired {
                 self.presume_plane_lost(plane);
@@ -905,16 +929,17 @@ impl Qp {
     /// arrive. Neither congestion control nor other EVs are penalised for them.
     // spec: PATH-EV-4
     fn presume_ev_lost(&mut self, ev: u16) {
-        self.suspects.clear();
+        self.req.suspects.clear();
         let doomed: Vec<u64> = self
+            .req
             .sent
             .iter()
             .filter(|(_, p)| p.state == PktState::InFlight && p.ev == ev)
             .map(|(psn, _)| psn)
             .collect();
         for psn in doomed {
-            if self.sent.mark_lost(psn).is_some() {
-                self.retx.push_back(psn);
+            if self.req.sent.mark_lost(psn).is_some() {
+                self.req.retx.push_back(psn);
                 self.stats.losses_path += 1;
             }
         }
@@ -926,7 +951,7 @@ impl Qp {
     /// loss rules (a second loss on the EV gives them all up).
     // spec: PATH-EV-4
     fn suspect_ev(&mut self, ev: u16) {
-        let Self { sent, suspects, .. } = self;
+        let Requester { sent, suspects, .. } = &mut self.req;
         suspects.extend(
             sent.iter()
                 .filter(|(_, p)| p.state == PktState::InFlight && p.ev == ev)
@@ -936,13 +961,13 @@ impl Qp {
 
     /// With nothing new to send, resends the suspects still in flight (see [`suspect_ev`](Self::suspect_ev)).
     fn resend_suspects(&mut self) {
-        while let Some(psn) = self.suspects.pop_front() {
-            let on_retired = self.sent.get(psn).is_some_and(|p| {
+        while let Some(psn) = self.req.suspects.pop_front() {
+            let on_retired = self.req.sent.get(psn).is_some_and(|p| {
                 p.state == PktState::InFlight
                     && self.paths.state(p.ev) == crate::path::EvState::AssumedBad
             });
-            if on_retired && self.sent.mark_lost(psn).is_some() {
-                self.retx.push_back(psn);
+            if on_retired && self.req.sent.mark_lost(psn).is_some() {
+                self.req.retx.push_back(psn);
                 self.stats.losses_path += 1;
             }
         }
@@ -955,14 +980,15 @@ impl Qp {
     // spec: PATH-PLANE-2
     pub(crate) fn presume_plane_lost(&mut self, plane: u8) {
         let doomed: Vec<u64> = self
+            .req
             .sent
             .iter()
             .filter(|(_, p)| p.state == PktState::InFlight && self.paths.plane(p.ev) == plane)
             .map(|(psn, _)| psn)
             .collect();
         for psn in doomed {
-            if self.sent.mark_lost(psn).is_some() {
-                self.retx.push_back(psn);
+            if self.req.sent.mark_lost(psn).is_some() {
+                self.req.retx.push_back(psn);
                 self.stats.losses_plane += 1;
             }
         }
@@ -972,26 +998,26 @@ impl Qp {
     /// response byte has arrived) (spec QP-CQ-1).
     // spec: QP-CQ-1
     pub(crate) fn complete_sq(&mut self) {
-        let una = self.sent.una();
-        while self.sq_base < self.sq_next {
-            match self.sq.front() {
+        let una = self.req.sent.una();
+        while self.req.sq_base < self.req.sq_next {
+            match self.req.sq.front() {
                 Some(w)
                     if w.started
                         && una >= w.first_psn + u64::from(w.npkts)
                         && (w.kind != WqeKind::Read || w.read_done) => {}
                 _ => break,
             }
-            let Some(w) = self.sq.pop_front() else {
+            let Some(w) = self.req.sq.pop_front() else {
                 break;
             };
-            self.sq_base += 1;
+            self.req.sq_base += 1;
             self.finish_wqe(w);
         }
     }
 
     fn finish_wqe(&mut self, w: SendWqe) {
         if let WqeKind::ReadResponse { .. } = w.kind {
-            self.serving_reads = self.serving_reads.saturating_sub(1);
+            self.req.serving_reads = self.req.serving_reads.saturating_sub(1);
             return;
         }
         // spec: QP-CQ-2
@@ -1010,10 +1036,13 @@ impl Qp {
                     qpn,
                 },
             );
-            self.sq_used = self.sq_used.saturating_sub(self.unsignaled_done + 1);
-            self.unsignaled_done = 0;
+            self.req.sq_used = self
+                .req
+                .sq_used
+                .saturating_sub(self.req.unsignaled_done + 1);
+            self.req.unsignaled_done = 0;
         } else {
-            self.unsignaled_done += 1;
+            self.req.unsignaled_done += 1;
         }
     }
 }

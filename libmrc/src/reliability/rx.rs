@@ -94,6 +94,7 @@ impl PsnTracker {
     }
 
     /// Records `psn` as received. Returns `false` (and changes nothing) unless [`check`](Self::check) says `New`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn insert(&mut self, psn: u64) -> bool {
         if self.check(psn) != PsnCheck::New {
             return false;

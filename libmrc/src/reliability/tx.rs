@@ -179,6 +179,7 @@ impl SentWindow {
     /// Acknowledges every PSN below `epsn` in one pass. Returns the payload bytes newly acknowledged and the
     /// latest send time among newly acknowledged packets that were never retransmitted (an unambiguous sample
     /// for time-based loss detection), if any.
+    #[cfg(test)]
     pub fn ack_below(&mut self, epsn: u64) -> (u64, Option<Instant>) {
         self.ack_below_with(epsn, |_| {})
     }
@@ -543,11 +544,6 @@ impl RttEstimator {
     /// Smoothed RTT.
     pub fn srtt(&self) -> Duration {
         Duration::from_nanos(self.srtt)
-    }
-
-    /// RTT variation.
-    pub fn rttvar(&self) -> Duration {
-        Duration::from_nanos(self.rttvar)
     }
 
     /// Smallest sample, if any.

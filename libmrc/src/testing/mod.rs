@@ -8,6 +8,7 @@
 //!
 //! Same seed, same configuration, same calls → the same run, bit for bit; [`Net::trace_hash`] proves it.
 
+mod connect;
 mod memory;
 mod skip;
 pub mod vectors;
@@ -18,11 +19,12 @@ use std::collections::BinaryHeap;
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+pub use connect::{QpEnd, connect_pair};
 pub use memory::{GUARD, GUARD_LEN, VecMemory, pattern_byte};
 pub use skip::{SKIP_LOG, skip};
 
 use crate::config::{EndpointConfig, QpConfig};
-use crate::endpoint::{Endpoint, QpEnd, RecvMeta, TrimMark, connect_pair};
+use crate::endpoint::{Endpoint, RecvMeta, TrimMark};
 use crate::mem::{Access, MrKeys, Pd};
 use crate::qp::{PeerId, QpInit};
 use crate::time::{Duration, Instant, nanos};

@@ -963,6 +963,20 @@ fn print_result(o: &Options, r: &SizeResult) {
 }
 
 fn print_planes(r: &Report) {
+    let t = &r.transport;
+    if t.tx_data_packets == 0 {
+        // The target of WRITEs sends no data: its sending table would be all zeros.
+        println!(
+            "planes: {} sent no data ({} data packets received); the per-plane table is the sender's",
+            r.role, t.rx_data_packets
+        );
+    } else {
+        print_plane_table(r);
+    }
+    print_totals(r);
+}
+
+fn print_plane_table(r: &Report) {
     println!("plane   packets        MiB   retx  trims  losses  retired  EVs good/skip/bad");
     for l in &r.per_plane {
         println!(
@@ -979,6 +993,9 @@ fn print_planes(r: &Report) {
             l.ev_bad
         );
     }
+}
+
+fn print_totals(r: &Report) {
     let d = &r.datapath;
     println!(
         "datapath: {} datagrams out, {} in, {} send errors, {} trimmed in, {} paths retired by ICMP, {} dropped",

@@ -1,0 +1,108 @@
+//! The endpoint learns of a QP timer that a packet starts also on its fast path (a data packet taken with
+//! nothing else to collect): `poll_timeout` reports the delayed SACK that the first packet of a message arms at
+//! the responder (spec REL-SACK-1), and the SACK goes out when it is due, not before.
+
+use mrc::testing::{QpEnd, VecMemory, connect_pair};
+use mrc::*;
+
+const MTU: u32 = 256;
+const LEN: u32 = 4 * MTU;
+
+struct Side {
+    ep: Endpoint,
+    mem: VecMemory,
+    qpn: u32,
+    addr: u64,
+    keys: MrKeys,
+}
+
+fn side(cfg: &QpConfig) -> Side {
+    let mut ep = Endpoint::new(EndpointConfig {
+        ports: 1,
+        ..EndpointConfig::default()
+    })
+    .unwrap();
+    let mut mem = VecMemory::new(0x10_0000);
+    let addr = mem.alloc(u64::from(LEN));
+    let pd = ep.alloc_pd();
+    let cq = ep.create_cq(16);
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let keys = ep.reg_mr(pd, addr, u64::from(LEN), access).unwrap();
+    let mut init = QpInit::new(pd, cq);
+    init.config = cfg.clone();
+    let qpn = ep
+        .open_qp(init, Access::REMOTE_WRITE, Instant::ZERO)
+        .unwrap();
+    Side {
+        ep,
+        mem,
+        qpn,
+        addr,
+        keys,
+    }
+}
+
+#[test]
+fn the_delayed_sack_of_a_first_packet_reaches_poll_timeout() {
+    let cfg = QpConfig {
+        mtu: MTU,
+        ev: EvConfig::with_planes(1, 4),
+        sack_delay: Duration::from_micros(50),
+        ..QpConfig::default()
+    };
+    let (mut a, mut b) = (side(&cfg), side(&cfg));
+    let end = |s: &Side, peer| QpEnd {
+        qpn: s.qpn,
+        peer: PeerId(peer),
+        sq_psn: 7,
+    };
+    let (ea, eb) = (end(&a, 1), end(&b, 0));
+    connect_pair(Instant::ZERO, &mut a.ep, ea, &mut b.ep, eb).unwrap();
+    let sge = [Sge {
+        addr: a.addr,
+        len: LEN,
+        lkey: a.keys.lkey,
+    }];
+    let wr = SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_addr: b.addr,
+            rkey: b.keys.rkey,
+        },
+        sges: &sge,
+        signaled: true,
+        solicited: false,
+    };
+    let sent_at = Instant::from_nanos(1_000);
+    a.ep.post_send(a.qpn, &wr, sent_at).unwrap();
+    let mut buf = vec![0u8; 2048];
+    let t =
+        a.ep.poll_transmit(sent_at, &mut buf, &mut a.mem)
+            .expect("the first packet");
+    let first = buf[..t.len].to_vec();
+
+    let before_b = b.ep.poll_timeout();
+    let meta = RecvMeta {
+        peer: Some(PeerId(0)),
+        port: 0,
+        ecn_ce: false,
+        trim: None,
+    };
+    let at = Instant::from_nanos(2_000);
+    b.ep.handle_datagram(at, meta, &first, &mut b.mem);
+    let sack_due = at + cfg.sack_delay;
+    assert_eq!(
+        b.ep.poll_timeout(),
+        Some(sack_due.min(before_b.unwrap_or(Instant::MAX))),
+        "the first packet of a message arms the delayed SACK (was {before_b:?})"
+    );
+    assert!(
+        b.ep.poll_transmit(at, &mut buf, &mut b.mem).is_none(),
+        "no SACK before its time"
+    );
+    b.ep.handle_timeout(sack_due);
+    assert!(
+        b.ep.poll_transmit(sack_due, &mut buf, &mut b.mem).is_some(),
+        "the SACK when due"
+    );
+}
