@@ -38,8 +38,8 @@ fn stress(n: usize) -> (Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>) {
 
 /// Known to fail: in 2 of 6 quiet runs on a 2-core VM every EV was retired and restored (`losses_rto` 64: the
 /// peer's progress thread did not run for an RTO, and the losses of every plane timing out together each
-/// blamed their path). A rule that blames no path when half the planes time out at once (the diff in the
-/// closing note of this change) brought it to 1 in 14; it is not in yet, so this test runs on request:
+/// blamed their path). A rule that blames no path when half the planes time out at once brought it to 1 in 14
+/// runs, but is not in the engine yet; until it is, this test runs on request:
 /// `cargo test -p mrc-host --test loaded_host -- --ignored`.
 #[test]
 #[ignore = "fails in about 1 of 3 runs: loss detection retires every path when the peer is descheduled for an RTO"]
