@@ -280,8 +280,9 @@ impl Nscc {
             fi_per_rtt: cfg.fi * mtu_f,
             creep_per_rtt: cfg.creep * mtu_f,
             pen_ln_ratio,
-            qa_scale: (time::nanos(cfg.base_rtt) + time::nanos(cfg.target_delay)) as f64
-                / time::nanos(cfg.adjust_period_resolved()) as f64,
+            // In f64: a configuration's durations may sum past u64 (the bounds are checked elsewhere).
+            qa_scale: (time::nanos(cfg.base_rtt) as f64 + time::nanos(cfg.target_delay) as f64)
+                / (time::nanos(cfg.adjust_period_resolved()) as f64).max(1.0),
             cwnd: (cfg.init_cwnd_bytes() as f64).clamp(min_f, max_f),
             pen: 0,
             pen_cap: max_f,
