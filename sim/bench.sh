@@ -12,7 +12,12 @@ for i in $(seq 1 "$runs"); do
     /usr/bin/time -f "%e %M" -o "$out/time" "$bin" run sim/scenarios/bench-leafspine-1024-perm.toml \
         --out "$out/r" >"$out/stdout" 2>"$out/stderr"
     read -r wall rss <"$out/time"
-    events=$(grep -o '[0-9]* events,' "$out/stderr" | grep -o '[0-9]*')
+    # mrc-sim's summary line: "<name>: wall 1.22 s, 5253556 events in 1 run (...), ...".
+    events=$(grep -o '[0-9][0-9]* events' "$out/stderr" | head -n 1 | grep -o '[0-9]*') || {
+        echo "sim/bench.sh: no event count in mrc-sim's output:" >&2
+        cat "$out/stderr" >&2
+        exit 1
+    }
     python3 - "$wall" "$rss" "$events" "$out/r/report.json" <<'PY'
 import json, sys
 wall, rss, events, path = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

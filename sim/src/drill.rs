@@ -28,6 +28,10 @@ pub struct FlowCounters {
     pub evs_restored: u64,
     /// Data packets the receiver already had (spurious retransmissions).
     pub rx_duplicates: u64,
+    /// Multiplicative decreases of the sender's window (ECN marks above the target delay).
+    pub cc_decreases: u64,
+    /// Quick adapts of the sender's window (trims and losses).
+    pub cc_quick_adapts: u64,
     /// Payload bytes sent per plane (first sends and retransmissions).
     pub plane_bytes: Vec<u64>,
 }
@@ -35,7 +39,7 @@ pub struct FlowCounters {
 /// The columns [`FlowCounters::csv`] writes, after flows.csv's first ones.
 pub fn csv_header(planes: u32) -> String {
     let mut h = String::from(
-        "qp_transfers,retransmits,losses_rack,losses_rto,losses_plane,trims,ecn_marks,evs_retired,evs_restored,rx_duplicates",
+        "qp_transfers,retransmits,losses_rack,losses_rto,losses_plane,trims,ecn_marks,evs_retired,evs_restored,rx_duplicates,cc_decreases,cc_quick_adapts",
     );
     for p in 0..planes {
         h.push_str(&format!(",plane{p}_bytes"));
@@ -57,6 +61,10 @@ impl FlowCounters {
             f.evs_retired = s.ev_retirements;
             f.evs_restored = s.ev_restorations;
         }
+        if let Some(c) = sender.qp_cc_counters(sq) {
+            f.cc_decreases = c.decreases;
+            f.cc_quick_adapts = c.quick_adapts;
+        }
         f.rx_duplicates = receiver.qp_stats(rq).map_or(0, |r| r.rx_duplicates);
         f.plane_bytes = (0..planes as usize)
             .map(|p| sender.plane_stats(sq, p).map_or(0, |s| s.tx_bytes))
@@ -67,7 +75,7 @@ impl FlowCounters {
     /// The CSV fields, in [`csv_header`]'s order.
     pub fn csv(&self) -> String {
         let mut s = format!(
-            "{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
             self.transfers,
             self.retransmits,
             self.losses_rack,
@@ -77,7 +85,9 @@ impl FlowCounters {
             self.ecn_marks,
             self.evs_retired,
             self.evs_restored,
-            self.rx_duplicates
+            self.rx_duplicates,
+            self.cc_decreases,
+            self.cc_quick_adapts
         );
         for b in &self.plane_bytes {
             s.push_str(&format!(",{b}"));

@@ -71,6 +71,16 @@ pub const METRICS: &[Metric] = &[
         Needs::Baseline,
     ),
     m(
+        "fct_max_slowdown",
+        "longest FCT / longest FCT of the same scenario without failures − 1",
+        Needs::Baseline,
+    ),
+    m(
+        "fct_max_over_p50",
+        "longest FCT / median FCT − 1: how much the last transfer trails the typical one",
+        Needs::Run,
+    ),
+    m(
         "fct_p50_over_ideal",
         "median FCT / median ideal FCT − 1 (ideal: fair share of the tightest bottleneck + one base RTT; \
          only when no transfer waits for a trigger)",
@@ -147,6 +157,16 @@ pub const METRICS: &[Metric] = &[
     ),
     m("ev_recoveries", "EVs restored by probes", Needs::Run),
     m("trimmed_pkts", "packets trimmed by switches", Needs::Run),
+    m(
+        "overflow_drops",
+        "packets dropped because a queue had no room, not even for a trimmed header",
+        Needs::Run,
+    ),
+    m(
+        "losses_by_rto",
+        "data packets found lost only by the retransmission timeout",
+        Needs::Run,
+    ),
     m(
         "unfinished_transfers",
         "transfers not complete at the time limit",

@@ -301,7 +301,15 @@ impl Report {
                 "fct_p99_slowdown".into(),
                 run.fct.p99_us / b.fct.p99_us - 1.0,
             );
+            m.insert(
+                "fct_max_slowdown".into(),
+                run.fct.max_us / b.fct.max_us - 1.0,
+            );
         }
+        m.insert(
+            "fct_max_over_p50".into(),
+            run.fct.max_us / run.fct.p50_us.max(1e-9) - 1.0,
+        );
         if ideal.count > 0 && ideal.count == xfers.len() {
             m.insert(
                 "fct_p50_over_ideal".into(),
@@ -426,6 +434,8 @@ impl Report {
         }
         m.insert("ev_recoveries".into(), c.ev_recoveries as f64);
         m.insert("trimmed_pkts".into(), c.trimmed_pkts as f64);
+        m.insert("overflow_drops".into(), c.dropped_overflow_pkts as f64);
+        m.insert("losses_by_rto".into(), c.losses_rto as f64);
         m.insert(
             "unfinished_transfers".into(),
             run.times_us.iter().filter(|t| t.1 < 0.0).count() as f64,

@@ -559,6 +559,9 @@ impl Qp {
                     self.paths.on_probe_reply(idx, ts, s.mark, now);
                 }
             } else {
+                if let Some(ts) = s.ts_echo {
+                    self.paths.on_late_delivery(idx, ts);
+                }
                 self.req.tail.last_delivered = Some(idx);
                 self.paths.on_delivery(idx, rtt);
                 if rtt.is_some() {
