@@ -3,8 +3,7 @@
 //! Hand-written `#[repr(C)]` mirrors; the unit tests at the bottom compare every size, alignment, field offset
 //! and constant with the table measured from the OCP 1.0.1 headers (`tests/layout/ocp-1.0.1.txt`), and
 //! `tests/layout.rs` does the same for the C header. C's anonymous nested structs get names here
-//! (`<parent>_<member>`). Verbs structures the API only passes through (`ibv_wc`, `ibv_send_wr`,
-//! `ibv_recv_wr`) stay opaque until the data path reads them (stage 2).
+//! (`<parent>_<member>`). The verbs types are `mrc_ffi::verbs_abi`'s (the shim's too).
 #![allow(
     non_camel_case_types,
     missing_docs,
@@ -13,150 +12,20 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
-// ---- verbs (rdma-core 44 layouts, x86_64) ------------------------------------------------------------------
+// ---- verbs: one copy for every verbs front end, checked against rdma-core's headers in mrc-ffi ----------------
 
-/// `struct ibv_context`: only ever handled by pointer (the shim owns it).
-#[repr(C)]
-pub struct ibv_context {
-    _opaque: [u8; 0],
-}
-/// `struct ibv_pd`: by pointer only.
-#[repr(C)]
-pub struct ibv_pd {
-    _opaque: [u8; 0],
-}
-/// `struct ibv_wc`: by pointer only (stage 2 fills them).
-#[repr(C)]
-pub struct ibv_wc {
-    _opaque: [u8; 0],
-}
-/// `struct ibv_send_wr`: by pointer only (stage 2 reads them).
-#[repr(C)]
-pub struct ibv_send_wr {
-    _opaque: [u8; 0],
-}
-/// `struct ibv_recv_wr`: by pointer only (stage 2 reads them).
-#[repr(C)]
-pub struct ibv_recv_wr {
-    _opaque: [u8; 0],
-}
-
-/// `union ibv_gid`: 16 bytes in network order, 8-aligned like its `global` member.
-#[repr(C, align(8))]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ibv_gid {
-    pub raw: [u8; 16],
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ibv_global_route {
-    pub dgid: ibv_gid,
-    pub flow_label: u32,
-    pub sgid_index: u8,
-    pub hop_limit: u8,
-    pub traffic_class: u8,
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ibv_ah_attr {
-    pub grh: ibv_global_route,
-    pub dlid: u16,
-    pub sl: u8,
-    pub src_path_bits: u8,
-    pub static_rate: u8,
-    pub is_global: u8,
-    pub port_num: u8,
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ibv_qp_cap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
-}
-
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ibv_qp_attr {
-    pub qp_state: c_uint,
-    pub cur_qp_state: c_uint,
-    pub path_mtu: c_uint,
-    pub path_mig_state: c_uint,
-    pub qkey: u32,
-    pub rq_psn: u32,
-    pub sq_psn: u32,
-    pub dest_qp_num: u32,
-    pub qp_access_flags: c_uint,
-    pub cap: ibv_qp_cap,
-    pub ah_attr: ibv_ah_attr,
-    pub alt_ah_attr: ibv_ah_attr,
-    pub pkey_index: u16,
-    pub alt_pkey_index: u16,
-    pub en_sqd_async_notify: u8,
-    pub sq_draining: u8,
-    pub max_rd_atomic: u8,
-    pub max_dest_rd_atomic: u8,
-    pub min_rnr_timer: u8,
-    pub port_num: u8,
-    pub timeout: u8,
-    pub retry_cnt: u8,
-    pub rnr_retry: u8,
-    pub alt_port_num: u8,
-    pub alt_timeout: u8,
-    pub rate_limit: u32,
-}
-
-// `enum ibv_qp_state`
-pub const IBV_QPS_RESET: c_uint = 0;
-pub const IBV_QPS_INIT: c_uint = 1;
-pub const IBV_QPS_RTR: c_uint = 2;
-pub const IBV_QPS_RTS: c_uint = 3;
-pub const IBV_QPS_SQD: c_uint = 4;
-pub const IBV_QPS_SQE: c_uint = 5;
-pub const IBV_QPS_ERR: c_uint = 6;
-
-// `enum ibv_qp_attr_mask`
-pub const IBV_QP_STATE: c_int = 1 << 0;
-pub const IBV_QP_CUR_STATE: c_int = 1 << 1;
-pub const IBV_QP_EN_SQD_ASYNC_NOTIFY: c_int = 1 << 2;
-pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
-pub const IBV_QP_PKEY_INDEX: c_int = 1 << 4;
-pub const IBV_QP_PORT: c_int = 1 << 5;
-pub const IBV_QP_QKEY: c_int = 1 << 6;
-pub const IBV_QP_AV: c_int = 1 << 7;
-pub const IBV_QP_PATH_MTU: c_int = 1 << 8;
-pub const IBV_QP_TIMEOUT: c_int = 1 << 9;
-pub const IBV_QP_RETRY_CNT: c_int = 1 << 10;
-pub const IBV_QP_RNR_RETRY: c_int = 1 << 11;
-pub const IBV_QP_RQ_PSN: c_int = 1 << 12;
-pub const IBV_QP_MAX_QP_RD_ATOMIC: c_int = 1 << 13;
-pub const IBV_QP_ALT_PATH: c_int = 1 << 14;
-pub const IBV_QP_MIN_RNR_TIMER: c_int = 1 << 15;
-pub const IBV_QP_SQ_PSN: c_int = 1 << 16;
-pub const IBV_QP_MAX_DEST_RD_ATOMIC: c_int = 1 << 17;
-pub const IBV_QP_PATH_MIG_STATE: c_int = 1 << 18;
-pub const IBV_QP_CAP: c_int = 1 << 19;
-pub const IBV_QP_DEST_QPN: c_int = 1 << 20;
-pub const IBV_QP_RATE_LIMIT: c_int = 1 << 25;
-
-// `enum ibv_mtu`
-pub const IBV_MTU_256: c_uint = 1;
-pub const IBV_MTU_4096: c_uint = 5;
-
-// `enum ibv_access_flags` the QP takes (remote access); the rest are MR-only.
-pub const IBV_ACCESS_LOCAL_WRITE: c_uint = 1;
-pub const IBV_ACCESS_REMOTE_WRITE: c_uint = 1 << 1;
-pub const IBV_ACCESS_REMOTE_READ: c_uint = 1 << 2;
-pub const IBV_ACCESS_REMOTE_ATOMIC: c_uint = 1 << 3;
-
-// `enum ibv_qp_create_send_ops_flags`
-pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
-pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+pub use mrc_ffi::verbs_abi::{
+    IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_REMOTE_ATOMIC, IBV_ACCESS_REMOTE_READ,
+    IBV_ACCESS_REMOTE_WRITE, IBV_MTU_256, IBV_MTU_4096, IBV_QP_ACCESS_FLAGS, IBV_QP_ALT_PATH,
+    IBV_QP_AV, IBV_QP_CAP, IBV_QP_CUR_STATE, IBV_QP_DEST_QPN, IBV_QP_EN_SQD_ASYNC_NOTIFY,
+    IBV_QP_EX_WITH_RDMA_WRITE, IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM, IBV_QP_MAX_DEST_RD_ATOMIC,
+    IBV_QP_MAX_QP_RD_ATOMIC, IBV_QP_MIN_RNR_TIMER, IBV_QP_PATH_MIG_STATE, IBV_QP_PATH_MTU,
+    IBV_QP_PKEY_INDEX, IBV_QP_PORT, IBV_QP_QKEY, IBV_QP_RATE_LIMIT, IBV_QP_RETRY_CNT,
+    IBV_QP_RNR_RETRY, IBV_QP_RQ_PSN, IBV_QP_SQ_PSN, IBV_QP_STATE, IBV_QP_TIMEOUT, IBV_QPS_ERR,
+    IBV_QPS_INIT, IBV_QPS_RESET, IBV_QPS_RTR, IBV_QPS_RTS, IBV_QPS_SQD, IBV_QPS_SQE, ibv_ah_attr,
+    ibv_context, ibv_gid, ibv_global_route, ibv_pd, ibv_qp_attr, ibv_qp_cap, ibv_recv_wr,
+    ibv_send_wr, ibv_wc,
+};
 
 // ---- mrc.h ---------------------------------------------------------------------------------------------
 
@@ -1354,18 +1223,5 @@ mod tests {
             t["field struct mrc_ctl_ev_event.drop_count"],
             format!("{} 4", offset_of!(mrc_ctl_ev_event_1_0_0, drop_count))
         );
-    }
-
-    #[test]
-    fn verbs_mirrors_have_rdma_core_sizes() {
-        // rdma-core 44, x86_64 (shared/design/verbs-nccl-abi.md; the shim's layout test checks the same).
-        assert_eq!(size_of::<ibv_qp_cap>(), 20);
-        assert_eq!(size_of::<ibv_gid>(), 16);
-        assert_eq!(size_of::<ibv_ah_attr>(), 32);
-        assert_eq!(size_of::<ibv_qp_attr>(), 144);
-        assert_eq!(offset_of!(ibv_qp_attr, cap), 36);
-        assert_eq!(offset_of!(ibv_qp_attr, ah_attr), 56);
-        assert_eq!(offset_of!(ibv_qp_attr, timeout), 130);
-        assert_eq!(offset_of!(ibv_qp_attr, rate_limit), 136);
     }
 }

@@ -134,7 +134,7 @@ const QP_CAPS: u32 = MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED
     | MRC_QP_CAP_SVC_TIME_DEST_UNSUPPORTED;
 
 const ACCESS_TAKEN: c_uint =
-    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ) as c_uint;
 
 /// `(required verbs, allowed verbs, allowed MRC)` for a transition, or `None` if it is not one.
 fn rules(from: c_uint, to: c_uint) -> Option<(c_int, c_int, c_int)> {
@@ -386,7 +386,7 @@ impl Settings {
         };
         next.state = to;
         if vmask & IBV_QP_ACCESS_FLAGS != 0 {
-            if v.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC != 0 {
+            if v.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC as c_uint != 0 {
                 return Err(Error::inval(
                     "IBV_ACCESS_REMOTE_ATOMIC: MRC QPs have no atomics",
                 ));
@@ -1139,7 +1139,7 @@ mod tests {
         let before = s.mrc;
         let init = ibv_qp_attr {
             port_num: 1,
-            qp_access_flags: IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+            qp_access_flags: (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) as c_uint,
             ..state(IBV_QPS_INIT)
         };
         let init_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
@@ -1241,7 +1241,7 @@ mod tests {
             ),
             (
                 ibv_qp_attr {
-                    qp_access_flags: IBV_ACCESS_REMOTE_ATOMIC,
+                    qp_access_flags: IBV_ACCESS_REMOTE_ATOMIC as c_uint,
                     ..state(IBV_QPS_INIT)
                 },
                 IBV_QP_STATE | IBV_QP_ACCESS_FLAGS,
