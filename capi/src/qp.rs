@@ -1,8 +1,9 @@
 //! MRC QPs: creation, the RESET → INIT → RTR → RTS state machine with its verbs and MRC attribute masks,
 //! queries, and posting (through the transport).
 //!
-//! The attribute rules are those of an RC QP in verbs, minus what the OCP API takes over (port, timers,
-//! retries, RD atomics, alternate paths) and plus the MRC attributes of each step. `Settings::modify` is pure
+//! The attribute rules are those of an RC QP in verbs (`mrc_host::verbs::qp_state`, the shim's too), minus what
+//! the OCP API takes over (port, timers, retries, RD atomics, alternate paths) and plus the MRC attributes of
+//! each step. `Settings::modify` is pure
 //! so the rules are unit-tested without a device.
 
 #![allow(
@@ -22,6 +23,7 @@ use crate::ffi::{Error, FFI, non_null};
 use crate::hint::{hint, mrc_qp_hint};
 use crate::registry::{self, Kind, Object};
 use crate::{bridge, transport};
+use mrc_host::verbs::qp_state::{self, State};
 
 /// Verbs attributes libmrc takes at some transition.
 const IBV_TAKEN: c_int = IBV_QP_STATE
@@ -136,73 +138,41 @@ const QP_CAPS: u32 = MRC_QP_CAP_TRIM_NACK_DEST_UNSUPPORTED
 const ACCESS_TAKEN: c_uint =
     (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ) as c_uint;
 
-/// `(required verbs, allowed verbs, allowed MRC)` for a transition, or `None` if it is not one.
-fn rules(from: c_uint, to: c_uint) -> Option<(c_int, c_int, c_int)> {
-    const ANY: c_int = IBV_QP_STATE | IBV_QP_CUR_STATE;
-    const RTS_IGNORED: c_int =
-        IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-    Some(match (from, to) {
-        (IBV_QPS_RESET, IBV_QPS_INIT) | (IBV_QPS_INIT, IBV_QPS_INIT) => (
-            if from == IBV_QPS_RESET {
-                IBV_QP_STATE
-            } else {
-                0
-            },
-            ANY | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT,
+/// Verbs attributes the OCP API does not require where verbs does: the ones it takes over (port, timers, RD
+/// atomics) and the INIT ones its examples leave out (`IBV_QP_STATE` alone). Still taken where verbs takes them.
+const IBV_NOT_REQUIRED: u32 = (IBV_IGNORED_MASK | IBV_QP_PKEY_INDEX | IBV_QP_ACCESS_FLAGS) as u32;
+
+/// The MRC attributes a (valid verbs) transition takes.
+fn mrc_allowed(from: State, to: State) -> c_int {
+    match (from, to) {
+        (State::Reset | State::Init, State::Init) => {
             MRC_QP_HINT
                 | MRC_QP_EV_PROFILE_ID
                 | MRC_QP_CC_PROFILE_ID
                 | MRC_QP_CAP
-                | MRC_QP_VENDOR_CFG,
-        ),
+                | MRC_QP_VENDOR_CFG
+        }
         // The OCP examples also pass the requester's MPR and WIMM here; they are kept until RTS.
-        (IBV_QPS_INIT, IBV_QPS_RTR) => (
-            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN,
-            ANY | IBV_QP_AV
-                | IBV_QP_PATH_MTU
-                | IBV_QP_DEST_QPN
-                | IBV_QP_RQ_PSN
-                | IBV_QP_ACCESS_FLAGS
-                | IBV_QP_PKEY_INDEX
-                | IBV_QP_MIN_RNR_TIMER
-                | IBV_QP_MAX_DEST_RD_ATOMIC,
+        (State::Init, State::Rtr) => {
             MRC_QP_MAX_WIMM_DEST
                 | MRC_QP_MPR_DEST
                 | MRC_QP_MAX_WIMM
                 | MRC_QP_MPR
                 | MRC_QP_CAP
-                | MRC_QP_VENDOR_CFG,
-        ),
-        (IBV_QPS_RTR, IBV_QPS_RTS) => (
-            IBV_QP_STATE | IBV_QP_SQ_PSN,
-            ANY | IBV_QP_SQ_PSN | IBV_QP_ACCESS_FLAGS | RTS_IGNORED,
+                | MRC_QP_VENDOR_CFG
+        }
+        (State::Rtr, State::Rts) => {
             MRC_QP_MAX_WIMM
                 | MRC_QP_MPR
                 | MRC_QP_RETRY_CNT
                 | MRC_QP_TIMEOUT
                 | MRC_QP_CAP
-                | MRC_QP_VENDOR_CFG,
-        ),
-        (IBV_QPS_RTS, IBV_QPS_RTS) => (
-            0,
-            ANY | IBV_QP_ACCESS_FLAGS | RTS_IGNORED,
-            MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_RETRY_CNT | MRC_QP_TIMEOUT,
-        ),
-        (_, IBV_QPS_RESET) | (_, IBV_QPS_ERR) if from <= IBV_QPS_ERR => (IBV_QP_STATE, ANY, 0),
-        _ => return None,
-    })
-}
-
-fn state_name(s: c_uint) -> &'static str {
-    match s {
-        IBV_QPS_RESET => "RESET",
-        IBV_QPS_INIT => "INIT",
-        IBV_QPS_RTR => "RTR",
-        IBV_QPS_RTS => "RTS",
-        IBV_QPS_SQD => "SQD",
-        IBV_QPS_SQE => "SQE",
-        IBV_QPS_ERR => "ERR",
-        _ => "an unknown state",
+                | MRC_QP_VENDOR_CFG
+        }
+        (State::Rts, State::Rts) => {
+            MRC_QP_MAX_WIMM | MRC_QP_MPR | MRC_QP_RETRY_CNT | MRC_QP_TIMEOUT
+        }
+        _ => 0,
     }
 }
 
@@ -331,50 +301,22 @@ impl Settings {
         let v = vattr.copied().unwrap_or_default();
         let m = mattr.copied().unwrap_or_default();
         let from = self.state;
-        if vmask & IBV_QP_CUR_STATE != 0 && v.cur_qp_state != from {
-            return Err(Error::inval(format!(
-                "cur_qp_state says {}, but the QP is in {}",
-                state_name(v.cur_qp_state),
-                state_name(from)
-            )));
-        }
-        let to = if vmask & IBV_QP_STATE != 0 {
-            v.qp_state
-        } else {
-            from
+        let req = qp_state::Request {
+            mask: vmask as u32,
+            qp_state: v.qp_state,
+            cur_qp_state: v.cur_qp_state,
         };
-        if matches!(to, IBV_QPS_SQD | IBV_QPS_SQE) {
-            return Err(Error::inval(format!(
-                "the {} state is not supported by MRC QPs",
-                state_name(to)
-            )));
-        }
-        let Some((req, allowed, mrc_allowed)) = rules(from, to) else {
-            return Err(Error::inval(format!(
-                "{} -> {} is not a valid transition",
-                state_name(from),
-                state_name(to)
-            )));
-        };
-        let step = format!("{} -> {}", state_name(from), state_name(to));
-        if vmask & req != req {
-            return Err(Error::inval(format!(
-                "{step} needs vattr_mask bits {:#x} (STATE, AV, PATH_MTU, DEST_QPN, RQ_PSN at RTR; SQ_PSN at \
-                 RTS)",
-                req & !vmask
-            )));
-        }
-        if vmask & !allowed != 0 {
-            return Err(Error::inval(format!(
-                "vattr_mask bits {:#x} cannot be set on {step}",
-                vmask & !allowed
-            )));
-        }
+        let to_state =
+            qp_state::check(from, req, IBV_NOT_REQUIRED).map_err(|e| Error::refused(&e))?;
+        let to = to_state.to_verbs();
+        let mrc_allowed = mrc_allowed(State::from_verbs(from).unwrap_or(State::Err), to_state);
         if mmask & !mrc_allowed != 0 {
             return Err(Error::inval(format!(
-                "mrc_attr_mask bits {:#x} cannot be set on {step} (INIT: HINT, EV and CC profiles; RTR: \
+                "mrc_attr_mask bits {:#x} cannot be set on {} -> {} (INIT: HINT, EV and CC profiles; RTR: \
                  responder MPR, WIMM and CAP; RTS: requester MPR, WIMM, TIMEOUT, RETRY_CNT)",
-                mmask & !mrc_allowed
+                mmask & !mrc_allowed,
+                qp_state::state_name(from),
+                to_state.name()
             )));
         }
 
@@ -976,7 +918,7 @@ pub unsafe extern "C" fn mrc_post_send(
         if st != IBV_QPS_RTS {
             return Err(Error::inval(format!(
                 "the QP is in {}; sends may be posted in RTS",
-                state_name(st)
+                qp_state::state_name(st)
             )));
         }
         transport::post_send(q.qpn, wr, bad_wr)?;
@@ -1186,13 +1128,6 @@ mod tests {
                 0,
                 "RESET -> RTR is not a valid transition",
             ),
-            (
-                state(IBV_QPS_SQD),
-                IBV_QP_STATE,
-                none,
-                0,
-                "SQD state is not supported",
-            ),
             (state(9), IBV_QP_STATE, none, 0, "not a valid transition"),
             (
                 ibv_qp_attr {
@@ -1209,7 +1144,7 @@ mod tests {
                 IBV_QP_STATE | IBV_QP_TIMEOUT,
                 none,
                 0,
-                "bits 0x200 cannot be set on RESET -> INIT",
+                "RESET -> INIT does not take IBV_QP_TIMEOUT",
             ),
             (
                 state(IBV_QPS_INIT),
@@ -1289,6 +1224,9 @@ mod tests {
             assert!(e.why().contains(why), "{why:?} not in {:?}", e.why());
             assert_eq!(s, Settings::default());
         }
+        // The drain states are not supported (the verbs shim says the same).
+        let e = to(&mut s, &mut env, state(IBV_QPS_SQD), IBV_QP_STATE, none, 0).unwrap_err();
+        assert_eq!(e.errno, libc::EOPNOTSUPP, "{}", e.why());
         assert!(
             env.0.values().all(|&n| n == 0),
             "a refused profile pair leaked a reference: {:?}",
@@ -1297,7 +1235,13 @@ mod tests {
         to(&mut s, &mut env, state(IBV_QPS_INIT), IBV_QP_STATE, none, 0).unwrap();
         // RTR needs the peer; out-of-range values are named.
         let e = to(&mut s, &mut env, state(IBV_QPS_RTR), IBV_QP_STATE, none, 0).unwrap_err();
-        assert!(e.why().contains("needs vattr_mask bits"), "{}", e.why());
+        assert!(
+            e.why().starts_with(
+                "INIT -> RTR needs IBV_QP_AV|IBV_QP_PATH_MTU|IBV_QP_RQ_PSN|IBV_QP_DEST_QPN"
+            ),
+            "{}",
+            e.why()
+        );
         let mut bad = rtr();
         bad.ah_attr.is_global = 0;
         assert!(

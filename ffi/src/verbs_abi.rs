@@ -15,6 +15,8 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
+use mrc_host::verbs::qp_state::{State, attr};
+
 /// `pthread_mutex_t` on x86_64 glibc (40 bytes); initialised with `pthread_mutex_init`.
 pub type pthread_mutex_t = libc::pthread_mutex_t;
 /// `pthread_cond_t` on x86_64 glibc (48 bytes).
@@ -501,39 +503,39 @@ pub const IBV_MTU_4096: c_uint = 5;
 pub const IBV_GID_TYPE_SYSFS_ROCE_V2: c_int = 1;
 pub const IBV_GID_TYPE_ROCE_V2: u32 = 2;
 
-// QP types and states.
+// QP types and states; the states and attribute bits are the state machine's (`mrc_host::verbs::qp_state`).
 pub const IBV_QPT_RC: c_uint = 2;
-pub const IBV_QPS_RESET: c_uint = 0;
-pub const IBV_QPS_INIT: c_uint = 1;
-pub const IBV_QPS_RTR: c_uint = 2;
-pub const IBV_QPS_RTS: c_uint = 3;
-pub const IBV_QPS_SQD: c_uint = 4;
-pub const IBV_QPS_SQE: c_uint = 5;
-pub const IBV_QPS_ERR: c_uint = 6;
+pub const IBV_QPS_RESET: c_uint = State::Reset.to_verbs();
+pub const IBV_QPS_INIT: c_uint = State::Init.to_verbs();
+pub const IBV_QPS_RTR: c_uint = State::Rtr.to_verbs();
+pub const IBV_QPS_RTS: c_uint = State::Rts.to_verbs();
+pub const IBV_QPS_SQD: c_uint = State::Sqd.to_verbs();
+pub const IBV_QPS_SQE: c_uint = State::Sqe.to_verbs();
+pub const IBV_QPS_ERR: c_uint = State::Err.to_verbs();
 
 // `enum ibv_qp_attr_mask`.
-pub const IBV_QP_STATE: c_int = 1 << 0;
-pub const IBV_QP_CUR_STATE: c_int = 1 << 1;
-pub const IBV_QP_EN_SQD_ASYNC_NOTIFY: c_int = 1 << 2;
-pub const IBV_QP_ACCESS_FLAGS: c_int = 1 << 3;
-pub const IBV_QP_PKEY_INDEX: c_int = 1 << 4;
-pub const IBV_QP_PORT: c_int = 1 << 5;
-pub const IBV_QP_QKEY: c_int = 1 << 6;
-pub const IBV_QP_AV: c_int = 1 << 7;
-pub const IBV_QP_PATH_MTU: c_int = 1 << 8;
-pub const IBV_QP_TIMEOUT: c_int = 1 << 9;
-pub const IBV_QP_RETRY_CNT: c_int = 1 << 10;
-pub const IBV_QP_RNR_RETRY: c_int = 1 << 11;
-pub const IBV_QP_RQ_PSN: c_int = 1 << 12;
-pub const IBV_QP_MAX_QP_RD_ATOMIC: c_int = 1 << 13;
-pub const IBV_QP_ALT_PATH: c_int = 1 << 14;
-pub const IBV_QP_MIN_RNR_TIMER: c_int = 1 << 15;
-pub const IBV_QP_SQ_PSN: c_int = 1 << 16;
-pub const IBV_QP_MAX_DEST_RD_ATOMIC: c_int = 1 << 17;
-pub const IBV_QP_PATH_MIG_STATE: c_int = 1 << 18;
-pub const IBV_QP_CAP: c_int = 1 << 19;
-pub const IBV_QP_DEST_QPN: c_int = 1 << 20;
-pub const IBV_QP_RATE_LIMIT: c_int = 1 << 25;
+pub const IBV_QP_STATE: c_int = attr::STATE as c_int;
+pub const IBV_QP_CUR_STATE: c_int = attr::CUR_STATE as c_int;
+pub const IBV_QP_EN_SQD_ASYNC_NOTIFY: c_int = attr::EN_SQD_ASYNC_NOTIFY as c_int;
+pub const IBV_QP_ACCESS_FLAGS: c_int = attr::ACCESS_FLAGS as c_int;
+pub const IBV_QP_PKEY_INDEX: c_int = attr::PKEY_INDEX as c_int;
+pub const IBV_QP_PORT: c_int = attr::PORT as c_int;
+pub const IBV_QP_QKEY: c_int = attr::QKEY as c_int;
+pub const IBV_QP_AV: c_int = attr::AV as c_int;
+pub const IBV_QP_PATH_MTU: c_int = attr::PATH_MTU as c_int;
+pub const IBV_QP_TIMEOUT: c_int = attr::TIMEOUT as c_int;
+pub const IBV_QP_RETRY_CNT: c_int = attr::RETRY_CNT as c_int;
+pub const IBV_QP_RNR_RETRY: c_int = attr::RNR_RETRY as c_int;
+pub const IBV_QP_RQ_PSN: c_int = attr::RQ_PSN as c_int;
+pub const IBV_QP_MAX_QP_RD_ATOMIC: c_int = attr::MAX_QP_RD_ATOMIC as c_int;
+pub const IBV_QP_ALT_PATH: c_int = attr::ALT_PATH as c_int;
+pub const IBV_QP_MIN_RNR_TIMER: c_int = attr::MIN_RNR_TIMER as c_int;
+pub const IBV_QP_SQ_PSN: c_int = attr::SQ_PSN as c_int;
+pub const IBV_QP_MAX_DEST_RD_ATOMIC: c_int = attr::MAX_DEST_RD_ATOMIC as c_int;
+pub const IBV_QP_PATH_MIG_STATE: c_int = attr::PATH_MIG_STATE as c_int;
+pub const IBV_QP_CAP: c_int = attr::CAP as c_int;
+pub const IBV_QP_DEST_QPN: c_int = attr::DEST_QPN as c_int;
+pub const IBV_QP_RATE_LIMIT: c_int = attr::RATE_LIMIT as c_int;
 
 /// `IBV_QP_INIT_ATTR_PD`: the only `ibv_qp_init_attr_ex.comp_mask` bit the shim accepts.
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
