@@ -19,6 +19,7 @@ use crate::ffi::{self, Error, FFI};
 use crate::host::{HostQp, SendOp, SendRequest, Transition};
 use crate::pd::{Pd, pd};
 use crate::registry::{self, Kind, Object};
+use mrc_ffi::verbs_attr;
 use mrc_host::verbs::qp_state;
 
 /// A queue pair.
@@ -106,32 +107,12 @@ fn plan(
             "alternate paths (IBV_QP_ALT_PATH, APM) are not supported",
         ));
     }
-    if mask & IBV_QP_PORT != 0 && attr.port_num != 1 {
-        return Err(Error::inval(format!(
-            "port_num {} does not exist (the device has port 1)",
-            attr.port_num
-        )));
-    }
-    if mask & IBV_QP_PKEY_INDEX != 0 && attr.pkey_index != 0 {
-        return Err(Error::inval(format!(
-            "pkey_index {} does not exist",
-            attr.pkey_index
-        )));
-    }
+    verbs_attr::check_addressing(attr, mask, " (ibv_rc_pingpong: pass -g 0)")?;
     let access = attr.qp_access_flags as c_int;
     if mask & IBV_QP_ACCESS_FLAGS != 0 && access & !QP_ACCESS != 0 {
         return Err(Error::inval(format!(
             "qp_access_flags {access:#x} has unknown bits"
         )));
-    }
-    if mask & IBV_QP_PATH_MTU != 0 && !(IBV_MTU_256..=IBV_MTU_4096).contains(&attr.path_mtu) {
-        return Err(Error::inval(format!(
-            "path_mtu {} is not an ibv_mtu",
-            attr.path_mtu
-        )));
-    }
-    if mask & IBV_QP_DEST_QPN != 0 {
-        check_range("dest_qp_num", attr.dest_qp_num, 0xff_ffff)?;
     }
     if mask & IBV_QP_MAX_DEST_RD_ATOMIC != 0 {
         check_range(
@@ -158,27 +139,6 @@ fn plan(
     }
     if mask & IBV_QP_MIN_RNR_TIMER != 0 {
         check_range("min_rnr_timer", attr.min_rnr_timer.into(), 31)?;
-    }
-    if mask & IBV_QP_AV != 0 {
-        let ah = &attr.ah_attr;
-        if ah.is_global == 0 {
-            return Err(Error::inval(
-                "the address vector has no GID (is_global = 0); this Ethernet port is addressed by GID \
-                 (ibv_rc_pingpong: pass -g 0)",
-            ));
-        }
-        if ah.grh.sgid_index != 0 {
-            return Err(Error::inval(format!(
-                "sgid_index {} does not exist",
-                ah.grh.sgid_index
-            )));
-        }
-        if ah.port_num > 1 {
-            return Err(Error::inval(format!(
-                "ah_attr.port_num {} does not exist",
-                ah.port_num
-            )));
-        }
     }
     let t = match (cur, to) {
         (_, IBV_QPS_RESET) => Some(Transition::Reset),

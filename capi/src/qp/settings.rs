@@ -3,6 +3,7 @@
 //! and the profile references a change takes and drops.
 
 use super::*;
+use mrc_ffi::verbs_attr;
 
 /// Verbs attributes libmrc takes at some transition.
 const IBV_TAKEN: c_int = IBV_QP_STATE
@@ -320,45 +321,15 @@ impl Settings {
             }
             next.access = v.qp_access_flags;
         }
-        if vmask & IBV_QP_PORT != 0 && v.port_num != 1 {
-            return Err(Error::inval(format!(
-                "port_num {} is not 1 (the device has one port)",
-                v.port_num
-            )));
-        }
-        if vmask & IBV_QP_PKEY_INDEX != 0 && v.pkey_index != 0 {
-            return Err(Error::inval(format!(
-                "pkey_index {} is not 0 (the port has one P_Key)",
-                v.pkey_index
-            )));
-        }
+        verbs_attr::check_addressing(&v, vmask, "")?;
         if vmask & IBV_QP_AV != 0 {
-            let ah = v.ah_attr;
-            if ah.is_global == 0 {
-                return Err(Error::inval(
-                    "ah_attr.is_global is 0: MRC peers are found by GID (grh.dgid = the peer's GID 0; dlid \
-                     optional)",
-                ));
-            }
-            if ah.grh.sgid_index != 0 {
-                return Err(Error::inval(format!(
-                    "ah_attr.grh.sgid_index {} is not 0 (the device has one GID)",
-                    ah.grh.sgid_index
-                )));
-            }
-            if ah.port_num > 1 {
-                return Err(Error::inval(format!(
-                    "ah_attr.port_num {} is not 1",
-                    ah.port_num
-                )));
-            }
-            next.ah = ah;
+            next.ah = v.ah_attr;
         }
         if vmask & IBV_QP_PATH_MTU != 0 {
-            next.path_mtu = check_range("path_mtu", v.path_mtu, IBV_MTU_256, IBV_MTU_4096)?;
+            next.path_mtu = v.path_mtu;
         }
         if vmask & IBV_QP_DEST_QPN != 0 {
-            next.dest_qpn = check_range("dest_qp_num", v.dest_qp_num, 0, 0xff_ffff)?;
+            next.dest_qpn = v.dest_qp_num;
         }
         if vmask & IBV_QP_RQ_PSN != 0 {
             next.rq_psn = check_range("rq_psn", v.rq_psn, 0, 0xff_ffff)?;
