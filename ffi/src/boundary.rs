@@ -13,6 +13,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Once;
 
 use mrc_host::HostError;
+use mrc_host::verbs::qp_state::Refusal;
 
 use crate::log::{Level, Log};
 
@@ -53,6 +54,11 @@ impl Error {
             why: Cow::Borrowed(""),
             quiet: true,
         }
+    }
+
+    /// A modify the verbs state machine refused, with its errno and reason (no prefix: the reason names the step).
+    pub fn refused(e: &Refusal) -> Self {
+        Self::new(e.errno(), e.to_string())
     }
 
     /// The host layer's failure while doing `what`, with the errno it maps to.

@@ -18,6 +18,7 @@
 //! - [`bootstrap`]: the blob and the host-level datagrams (spec/host.md).
 //! - [`capture`]: pcapng of what the host sends and receives (off unless asked).
 //! - [`counters`]: per-QP, per-plane and per-EV counters as JSON and Prometheus text, served when asked.
+//! - [`verbs`]: the verbs object model the verbs front ends share (the RC QP state machine).
 
 pub mod bootstrap;
 pub mod capture;
@@ -35,6 +36,7 @@ pub mod plane;
 pub mod pmtu;
 mod share;
 mod socket;
+pub mod verbs;
 
 pub use bootstrap::{Blob, BlobKind};
 pub use config::{MAX_PLANES, NodeConfig, PeerPlane, PlaneAddr};

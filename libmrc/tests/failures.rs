@@ -176,6 +176,38 @@ fn killed_plane_is_restored_by_probes_and_carries_traffic_again() {
     assert!(restored_events >= p3.len());
 }
 
+/// PATH-EV-8: a peer that stops running for several RTOs (a descheduled process) loses nothing; what it was sent
+/// waits in its socket. Meanwhile the sender's RTOs fire on every plane, but nothing sent at or after the timed-out
+/// packets has been acknowledged, so no path is to blame: every EV stays in service, and the transfer completes
+/// with its data once the peer runs again.
+#[test]
+fn a_paused_peer_retires_no_path() {
+    let cfg = qp_config(8);
+    let (mut net, qa, qb) = pair(8, PlaneConfig::default(), 5, &cfg);
+    let p = write(&mut net, qa, qb, 8 << 20, 1);
+    let paused_at = net.now() + us(20);
+    let pause = cfg.rto_min() * 8;
+    net.schedule(paused_at, Fault::NodePaused(B));
+    net.schedule(paused_at + pause, Fault::NodeResumed(B));
+    finish(&mut net, &p, paused_at + Duration::from_secs(1));
+    let s = net.nodes[A].ep.qp_stats(qa).unwrap();
+    let evs = net.nodes[A].ep.ev_infos(qa);
+    let retired: u32 = evs.iter().map(|e| e.stats.retired).sum();
+    let changes = std::iter::from_fn(|| net.nodes[A].ep.poll_event())
+        .filter(|e| matches!(e, Event::EvChanged { .. }))
+        .count();
+    println!(
+        "paused {pause:?}: {} lost by RTO, {} by time, {retired} retirements, {changes} EV changes",
+        s.losses_rto, s.losses_rack
+    );
+    assert!(
+        s.losses_rto >= 8,
+        "the pause outlasted the RTO on every plane"
+    );
+    assert_eq!(retired, 0, "a quiet peer retired paths: {evs:?}");
+    assert_eq!(changes, 0);
+}
+
 #[test]
 fn silent_peer_fails_with_retry_exceeded_within_the_qp_timeout() {
     let mut cfg = qp_config(8);

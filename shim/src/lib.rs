@@ -10,7 +10,8 @@
 //! crate-private.
 //!
 //! Layout:
-//! - [`abi`]: the C structures and constants, checked against the installed headers by `tests/layout.rs`.
+//! - [`abi`]: the C structures and constants (`mrc_ffi::verbs_abi`, checked against the installed headers there)
+//!   and the ops-slot cast.
 //! - `ffi`: the panic boundary and the errno conventions every entry point goes through.
 //! - `log`: one line per refused or unsupported call, on stderr, filtered by `MRC_SHIM_LOG`.
 //! - `config`: the environment (which MRC nodes become devices).

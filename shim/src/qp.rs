@@ -2,8 +2,9 @@
 //! rules, and the translation of work requests for the host layer.
 //!
 //! `ibv_modify_qp` checks what the kernel's `ib_modify_qp_is_ok` checks for RC QPs (allowed transitions,
-//! required and optional attributes), so programs see the same `EINVAL`s they would on hardware. The transport
-//! side of each transition (connecting to the peer at RTR) is the host layer's.
+//! required and optional attributes: `mrc_host::verbs::qp_state`), so programs see the same `EINVAL`s they would
+//! on hardware; the attribute values are checked here. The transport side of each transition (connecting to the
+//! peer at RTR) is the host layer's.
 
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_uint, c_void};
@@ -18,6 +19,8 @@ use crate::ffi::{self, Error, FFI};
 use crate::host::{HostQp, SendOp, SendRequest, Transition};
 use crate::pd::{Pd, pd};
 use crate::registry::{self, Kind, Object};
+use mrc_ffi::verbs_attr;
+use mrc_host::verbs::qp_state;
 
 /// A queue pair.
 #[repr(C)]
@@ -71,103 +74,6 @@ impl Qp {
     }
 }
 
-fn state_name(s: c_uint) -> &'static str {
-    match s {
-        IBV_QPS_RESET => "RESET",
-        IBV_QPS_INIT => "INIT",
-        IBV_QPS_RTR => "RTR",
-        IBV_QPS_RTS => "RTS",
-        IBV_QPS_SQD => "SQD",
-        IBV_QPS_SQE => "SQE",
-        IBV_QPS_ERR => "ERR",
-        _ => "an unknown state",
-    }
-}
-
-const MASK_NAMES: [(c_int, &str); 22] = [
-    (IBV_QP_STATE, "STATE"),
-    (IBV_QP_CUR_STATE, "CUR_STATE"),
-    (IBV_QP_EN_SQD_ASYNC_NOTIFY, "EN_SQD_ASYNC_NOTIFY"),
-    (IBV_QP_ACCESS_FLAGS, "ACCESS_FLAGS"),
-    (IBV_QP_PKEY_INDEX, "PKEY_INDEX"),
-    (IBV_QP_PORT, "PORT"),
-    (IBV_QP_QKEY, "QKEY"),
-    (IBV_QP_AV, "AV"),
-    (IBV_QP_PATH_MTU, "PATH_MTU"),
-    (IBV_QP_TIMEOUT, "TIMEOUT"),
-    (IBV_QP_RETRY_CNT, "RETRY_CNT"),
-    (IBV_QP_RNR_RETRY, "RNR_RETRY"),
-    (IBV_QP_RQ_PSN, "RQ_PSN"),
-    (IBV_QP_MAX_QP_RD_ATOMIC, "MAX_QP_RD_ATOMIC"),
-    (IBV_QP_ALT_PATH, "ALT_PATH"),
-    (IBV_QP_MIN_RNR_TIMER, "MIN_RNR_TIMER"),
-    (IBV_QP_SQ_PSN, "SQ_PSN"),
-    (IBV_QP_MAX_DEST_RD_ATOMIC, "MAX_DEST_RD_ATOMIC"),
-    (IBV_QP_PATH_MIG_STATE, "PATH_MIG_STATE"),
-    (IBV_QP_CAP, "CAP"),
-    (IBV_QP_DEST_QPN, "DEST_QPN"),
-    (IBV_QP_RATE_LIMIT, "RATE_LIMIT"),
-];
-
-fn mask_names(mask: c_int) -> String {
-    let mut v: Vec<&str> = MASK_NAMES
-        .iter()
-        .filter(|(b, _)| mask & b != 0)
-        .map(|(_, n)| *n)
-        .collect();
-    let known = MASK_NAMES.iter().fold(0, |a, (b, _)| a | b);
-    let unknown = format!("{:#x}", mask & !known);
-    if mask & !known != 0 {
-        v.push(&unknown);
-    }
-    v.iter()
-        .map(|n| format!("IBV_QP_{n}"))
-        .collect::<Vec<_>>()
-        .join("|")
-}
-
-/// Required and optional attributes of an RC transition (the kernel's `qp_state_table`), or `None` when the
-/// transition does not exist.
-fn rule(from: c_uint, to: c_uint) -> Option<(c_int, c_int)> {
-    Some(match (from, to) {
-        (_, IBV_QPS_RESET) => (0, 0),
-        (IBV_QPS_RESET, IBV_QPS_ERR) => return None,
-        (_, IBV_QPS_ERR) => (0, 0),
-        (IBV_QPS_RESET, IBV_QPS_INIT) => (IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, 0),
-        (IBV_QPS_INIT, IBV_QPS_INIT) => (0, IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-        (IBV_QPS_INIT, IBV_QPS_RTR) => (
-            IBV_QP_AV
-                | IBV_QP_PATH_MTU
-                | IBV_QP_DEST_QPN
-                | IBV_QP_RQ_PSN
-                | IBV_QP_MAX_DEST_RD_ATOMIC
-                | IBV_QP_MIN_RNR_TIMER,
-            IBV_QP_ALT_PATH | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX,
-        ),
-        (IBV_QPS_RTR, IBV_QPS_RTS) => (
-            IBV_QP_SQ_PSN
-                | IBV_QP_TIMEOUT
-                | IBV_QP_RETRY_CNT
-                | IBV_QP_RNR_RETRY
-                | IBV_QP_MAX_QP_RD_ATOMIC,
-            IBV_QP_CUR_STATE
-                | IBV_QP_ALT_PATH
-                | IBV_QP_ACCESS_FLAGS
-                | IBV_QP_MIN_RNR_TIMER
-                | IBV_QP_PATH_MIG_STATE,
-        ),
-        (IBV_QPS_RTS, IBV_QPS_RTS) => (
-            0,
-            IBV_QP_CUR_STATE
-                | IBV_QP_ACCESS_FLAGS
-                | IBV_QP_ALT_PATH
-                | IBV_QP_PATH_MIG_STATE
-                | IBV_QP_MIN_RNR_TIMER,
-        ),
-        _ => return None,
-    })
-}
-
 const QP_ACCESS: c_int = IBV_ACCESS_LOCAL_WRITE
     | IBV_ACCESS_REMOTE_WRITE
     | IBV_ACCESS_REMOTE_READ
@@ -188,78 +94,25 @@ fn plan(
     attr: &ibv_qp_attr,
     mask: c_int,
 ) -> Result<(c_uint, Option<Transition>), Error> {
-    if mask & IBV_QP_CUR_STATE != 0 && attr.cur_qp_state != cur {
-        return Err(Error::inval(format!(
-            "cur_qp_state says {} but the QP is in {}",
-            state_name(attr.cur_qp_state),
-            state_name(cur)
-        )));
-    }
-    let to = if mask & IBV_QP_STATE != 0 {
-        attr.qp_state
-    } else {
-        cur
+    let req = qp_state::Request {
+        mask: mask as u32,
+        qp_state: attr.qp_state,
+        cur_qp_state: attr.cur_qp_state,
     };
-    if matches!(to, IBV_QPS_SQD | IBV_QPS_SQE) || matches!(cur, IBV_QPS_SQD | IBV_QPS_SQE) {
-        return Err(Error::unsupported(
-            "the SQD/SQE states (send queue drain) are not supported",
-        ));
-    }
-    let (req, opt) = rule(cur, to).ok_or_else(|| {
-        Error::inval(format!(
-            "{} -> {} is not a valid transition",
-            state_name(cur),
-            state_name(to)
-        ))
-    })?;
-    if mask & req != req {
-        return Err(Error::inval(format!(
-            "{} -> {} needs {}",
-            state_name(cur),
-            state_name(to),
-            mask_names(req & !mask)
-        )));
-    }
-    let extra = mask & !(req | opt | IBV_QP_STATE);
-    if extra != 0 {
-        return Err(Error::inval(format!(
-            "{} -> {} does not take {}",
-            state_name(cur),
-            state_name(to),
-            mask_names(extra)
-        )));
-    }
+    let to = qp_state::check(cur, req, 0)
+        .map_err(|e| Error::refused(&e))?
+        .to_verbs();
     if mask & IBV_QP_ALT_PATH != 0 {
         return Err(Error::unsupported(
             "alternate paths (IBV_QP_ALT_PATH, APM) are not supported",
         ));
     }
-    if mask & IBV_QP_PORT != 0 && attr.port_num != 1 {
-        return Err(Error::inval(format!(
-            "port_num {} does not exist (the device has port 1)",
-            attr.port_num
-        )));
-    }
-    if mask & IBV_QP_PKEY_INDEX != 0 && attr.pkey_index != 0 {
-        return Err(Error::inval(format!(
-            "pkey_index {} does not exist",
-            attr.pkey_index
-        )));
-    }
+    verbs_attr::check_addressing(attr, mask, " (ibv_rc_pingpong: pass -g 0)")?;
     let access = attr.qp_access_flags as c_int;
     if mask & IBV_QP_ACCESS_FLAGS != 0 && access & !QP_ACCESS != 0 {
         return Err(Error::inval(format!(
             "qp_access_flags {access:#x} has unknown bits"
         )));
-    }
-    if mask & IBV_QP_PATH_MTU != 0 && !(IBV_MTU_256..=IBV_MTU_4096).contains(&attr.path_mtu) {
-        return Err(Error::inval(format!(
-            "path_mtu {} is not an ibv_mtu",
-            attr.path_mtu
-        )));
-    }
-    if mask & IBV_QP_DEST_QPN != 0 {
-        check_range("dest_qp_num", attr.dest_qp_num, 0xff_ffff)?;
     }
     if mask & IBV_QP_MAX_DEST_RD_ATOMIC != 0 {
         check_range(
@@ -286,27 +139,6 @@ fn plan(
     }
     if mask & IBV_QP_MIN_RNR_TIMER != 0 {
         check_range("min_rnr_timer", attr.min_rnr_timer.into(), 31)?;
-    }
-    if mask & IBV_QP_AV != 0 {
-        let ah = &attr.ah_attr;
-        if ah.is_global == 0 {
-            return Err(Error::inval(
-                "the address vector has no GID (is_global = 0); this Ethernet port is addressed by GID \
-                 (ibv_rc_pingpong: pass -g 0)",
-            ));
-        }
-        if ah.grh.sgid_index != 0 {
-            return Err(Error::inval(format!(
-                "sgid_index {} does not exist",
-                ah.grh.sgid_index
-            )));
-        }
-        if ah.port_num > 1 {
-            return Err(Error::inval(format!(
-                "ah_attr.port_num {} does not exist",
-                ah.port_num
-            )));
-        }
     }
     let t = match (cur, to) {
         (_, IBV_QPS_RESET) => Some(Transition::Reset),
@@ -608,7 +440,7 @@ pub(crate) unsafe extern "C" fn post_send_op(
         |q| match q.state() {
             s if s < IBV_QPS_RTS => Err(Error::inval(format!(
                 "the QP is in {}; sends are posted in RTS",
-                state_name(s)
+                qp_state::state_name(s)
             ))),
             _ => Ok(()),
         },

@@ -14,6 +14,9 @@ use crate::wire::{
 
 /// RTT samples above this are treated as garbage (a stale or forged echo).
 const MAX_RTT: Duration = Duration::from_secs(4);
+/// A slow path's delay lengthens the RTO of its packets by at most this many RTOs: one wrong delay sample (an
+/// echo corrupted on a link without ICRC read as 2 s) held a packet, and with it the QP, for seconds.
+const MAX_EXTRA_RTOS: u64 = 4;
 
 impl Qp {
     /// PSNs the requester may have outstanding: the smaller of its own and the peer's advertised window.
@@ -782,7 +785,7 @@ impl Qp {
                 break;
             };
             self.stats.losses_rack += 1;
-            self.declare_lost(psn, now);
+            self.declare_lost(psn, now, false);
         }
         self.check_tail(now);
     }
@@ -878,32 +881,39 @@ impl Qp {
         };
         let min = self.min_rtt_ns();
         let typical = crate::time::nanos(self.req.rtt.srtt()).max(min);
+        let cap = self.req.rtt.rto_ns().saturating_mul(MAX_EXTRA_RTOS);
         loop {
             let paths = &self.paths;
             let Some(psn) = self
                 .req
                 .sent
                 .pop_lost_by_rto(Instant::from_nanos(cutoff), |ev, sent| {
-                    loss_extra_ns(paths.expected_rtt(ev, sent), min, typical)
+                    loss_extra_ns(paths.expected_rtt(ev, sent), min, typical).min(cap)
                 })
             else {
                 break;
             };
             self.stats.losses_rto += 1;
-            self.declare_lost(psn, now);
+            self.declare_lost(psn, now, true);
         }
     }
 
-    fn declare_lost(&mut self, psn: u64, now: Instant) {
+    fn declare_lost(&mut self, psn: u64, now: Instant, by_rto: bool) {
         if let Some(p) = self.req.sent.mark_lost(psn) {
             self.req.retx.push_back(psn);
+            // spec: PATH-EV-8
+            // Timed out with nothing sent at or after it acknowledged since: the peer (or this host) went quiet
+            // on every path at once, as a descheduled process does, which says nothing about this path.
+            let peer_quiet = by_rto && self.req.rack_xmit < p.sent_at;
             // spec: PATH-EV-4
             // While the receiver trims at its own last hop, a packet missing for long most likely waits in that
             // queue or its NACK behind others on the receiver's link: the receiver's congestion, which says
             // nothing about the path (as PATH-EV-3 says of the trims themselves).
             let receiver_congested = now < self.req.lasthop_trim_until;
             let was = self.paths.state(p.ev);
-            let retired = self.paths.on_loss(p.ev, now, p.sent_at, receiver_congested);
+            let retired =
+                self.paths
+                    .on_loss(p.ev, now, p.sent_at, receiver_congested || peer_quiet);
             if retired.is_none() && self.paths.state(p.ev) == crate::path::EvState::AssumedBad {
                 match self.paths.losses_in_a_row(p.ev) {
                     2 => self.presume_ev_lost(p.ev),

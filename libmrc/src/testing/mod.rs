@@ -143,6 +143,11 @@ pub enum Fault {
     },
     /// A node goes silent (a killed peer): everything to and from it is dropped.
     NodeSilent(usize),
+    /// A node stops running (a descheduled process): it sends nothing, its timers wait, and what arrives for it
+    /// waits in its socket, in order, until it resumes. Nothing is lost.
+    NodePaused(usize),
+    /// The paused node runs again and reads what waited for it.
+    NodeResumed(usize),
     /// Replace a plane's behaviour.
     SetPlane(u8, PlaneConfig),
 }
@@ -184,6 +189,8 @@ pub struct Node {
     /// Its completion queue (allocated at creation).
     pub cq: CqId,
     silent: bool,
+    /// While paused, what arrived for it, in order (see [`Fault::NodePaused`]).
+    held: Option<Vec<InFlight>>,
     port_down: Vec<bool>,
     /// Per plane: when the node's sending port is free again.
     tx_busy: Vec<Instant>,
@@ -196,6 +203,7 @@ pub struct Node {
 /// A sending port has room while less than this much is queued on it.
 const PORT_QUEUE_BYTES: u64 = 16 * 1024;
 
+#[derive(Debug)]
 struct InFlight {
     dst: usize,
     src: usize,
@@ -288,6 +296,7 @@ impl Net {
             pd,
             cq,
             silent: false,
+            held: None,
             port_down: vec![false; planes],
             tx_busy: vec![Instant::ZERO; planes],
             rx_busy: vec![Instant::ZERO; planes],
@@ -482,7 +491,7 @@ impl Net {
 
     fn next_time(&self) -> Option<Instant> {
         let mut t = self.queue.peek().map(|Reverse((t, _))| *t);
-        for n in &self.nodes {
+        for n in self.nodes.iter().filter(|n| n.held.is_none()) {
             for x in [n.ep.poll_timeout(), n.port_wake].into_iter().flatten() {
                 t = Some(t.map_or(x, |y| y.min(x)));
             }
@@ -508,6 +517,9 @@ impl Net {
         }
         for i in 0..self.nodes.len() {
             let node = &mut self.nodes[i];
+            if node.held.is_some() {
+                continue;
+            }
             if node.port_wake.is_some_and(|t| t <= now) {
                 node.port_wake = None;
             }
@@ -540,6 +552,10 @@ impl Net {
             || self.plane_down[usize::from(p.plane)];
         if dead {
             self.counters[usize::from(p.plane)].dead_drops += 1;
+            return;
+        }
+        if let Some(held) = &mut self.nodes[p.dst].held {
+            held.push(p);
             return;
         }
         let c = &mut self.counters[usize::from(p.plane)];
@@ -603,6 +619,12 @@ impl Net {
                 n.ep.set_port_state(now, plane, true);
             }
             Fault::NodeSilent(n) => self.nodes[n].silent = true,
+            Fault::NodePaused(n) => self.nodes[n].held = Some(Vec::new()),
+            Fault::NodeResumed(n) => {
+                for p in self.nodes[n].held.take().unwrap_or_default() {
+                    self.deliver(p);
+                }
+            }
             Fault::SetPlane(p, c) => self.cfg.planes[usize::from(p)] = c,
         }
     }
@@ -612,6 +634,9 @@ impl Net {
         let now = self.now;
         let mut buf = std::mem::take(&mut self.buf);
         for i in 0..self.nodes.len() {
+            if self.nodes[i].held.is_some() {
+                continue;
+            }
             loop {
                 let (ready, wake) = self.ports_ready(i);
                 let node = &mut self.nodes[i];

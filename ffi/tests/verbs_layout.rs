@@ -1,16 +1,14 @@
-//! The hand-written ABI types against the installed rdma-core headers: for every struct the shim defines, its
-//! size and every field's offset (and size, where the C member has the same name) must match what a C probe
-//! compiled against `<infiniband/verbs.h>` prints; so must the constants. The probe is generated from the same
-//! table the Rust side is checked with, so no field can be left out of one side only.
-
-mod common;
+//! The hand-written verbs ABI types (`mrc_ffi::verbs_abi`) against the installed rdma-core headers: for every
+//! struct defined there, its size and every field's offset (and size, where the C member has the same name) must
+//! match what a C probe compiled against `<infiniband/verbs.h>` prints; so must the constants. The probe is
+//! generated from the same table the Rust side is checked with, so no field can be left out of one side only.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::mem::{offset_of, size_of};
 use std::process::Command;
 
-use mrc_verbs_shim::abi::*;
+use mrc_ffi::verbs_abi::*;
 
 /// Size of the field a raw field pointer points at (no reference to uninitialised memory is made).
 fn pointee_size<T>(_: *const T) -> usize {
@@ -202,6 +200,8 @@ fn constants() -> Vec<(&'static str, i64)> {
         IBV_ACCESS_ON_DEMAND,
         IBV_ACCESS_HUGETLB,
         IBV_ACCESS_OPTIONAL_RANGE,
+        IBV_QP_EX_WITH_RDMA_WRITE,
+        IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
         IBV_SEND_FENCE,
         IBV_SEND_SIGNALED,
         IBV_SEND_SOLICITED,
@@ -260,7 +260,10 @@ fn abi_types_match_the_installed_headers() {
     let src = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("layout_probe.c");
     std::fs::write(&src, probe_source(&structs, &consts)).unwrap();
     if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists() {
-        common::need("/usr/include/infiniband/verbs.h", "libibverbs-dev");
+        panic!(
+            "/usr/include/infiniband/verbs.h is missing: install the Debian package libibverbs-dev (.ci/run does, \
+             as root)"
+        );
     }
     let exe = src.with_extension("");
     let o = Command::new("cc")
