@@ -147,6 +147,67 @@ impl State {
             ));
         }
         let mut next = cur.clone();
+        self.apply_ev_config(&mut next, &cur, attr, mask)?;
+        if next.min_active > next.count {
+            return Err(Error::inval(format!(
+                "ev_min_active {} is above ev_count {}",
+                next.min_active, next.count
+            )));
+        }
+        if let Some(f) = fields_op {
+            match f.op {
+                MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS => {
+                    next.fields = Some(self.check_ev_fields(&next, f.fields)?)
+                }
+                MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS => query_ev_fields(&next, f.fields, f.count_out)?,
+                op => {
+                    return Err(Error::inval(format!(
+                        "ev_fields_op.op {op} is not an operation"
+                    )));
+                }
+            }
+        }
+        // The EV operation goes entry by entry: what succeeded before a failing entry stays (with the
+        // attributes of this call), and the state does not change.
+        if let Some(op) = ev_op
+            && let Err(e) = self.ev_operation(&mut next, op, true)
+        {
+            self.ev.insert(id, next);
+            return Err(e);
+        }
+        // The state change is checked against the profile as it will be.
+        self.check_ev_step(id, &cur, &next, to)?;
+        if let Some(s) = to {
+            let fmt_of = |p: &EvProfile| p.fmt_id.filter(|_| p.mode == MRC_CTL_EV_MODE_EXP);
+            if s == MRC_CTL_PROFILE_ONLINE
+                && let Some(f) = fmt_of(&next).and_then(|f| self.fmt.get_mut(&f))
+            {
+                f.ev_users += 1;
+            }
+            if cur.state == MRC_CTL_PROFILE_ONLINE
+                && let Some(f) = fmt_of(&cur).and_then(|f| self.fmt.get_mut(&f))
+            {
+                f.ev_users = f.ev_users.saturating_sub(1);
+            }
+            next.state = s;
+        }
+        if next.state == MRC_CTL_PROFILE_INIT {
+            self.ev.remove(&id);
+        } else {
+            self.ev.insert(id, next);
+        }
+        Ok(())
+    }
+
+    /// The configuration attributes of `mrc_ctl_modify_ev_profile` (mode, format, count, min_active, event mask)
+    /// applied to `next`, each checked.
+    fn apply_ev_config(
+        &self,
+        next: &mut EvProfile,
+        cur: &EvProfile,
+        attr: &mrc_ctl_ev_profile_attr,
+        mask: c_int,
+    ) -> Result<(), Error> {
         if mask & MRC_CTL_EV_PROFILE_MODE != 0 {
             match attr.ev_mode {
                 MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP => next.mode = attr.ev_mode,
@@ -206,34 +267,17 @@ impl State {
             }
             next.event_mask = m;
         }
-        if next.min_active > next.count {
-            return Err(Error::inval(format!(
-                "ev_min_active {} is above ev_count {}",
-                next.min_active, next.count
-            )));
-        }
-        if let Some(f) = fields_op {
-            match f.op {
-                MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS => {
-                    next.fields = Some(self.check_ev_fields(&next, f.fields)?)
-                }
-                MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS => query_ev_fields(&next, f.fields, f.count_out)?,
-                op => {
-                    return Err(Error::inval(format!(
-                        "ev_fields_op.op {op} is not an operation"
-                    )));
-                }
-            }
-        }
-        // The EV operation goes entry by entry: what succeeded before a failing entry stays (with the
-        // attributes of this call), and the state does not change.
-        if let Some(op) = ev_op
-            && let Err(e) = self.ev_operation(&mut next, op, true)
-        {
-            self.ev.insert(id, next);
-            return Err(e);
-        }
-        // The state change is checked against the profile as it will be.
+        Ok(())
+    }
+
+    /// Whether profile `id` may move from `cur` to state `to` as `next` will be.
+    fn check_ev_step(
+        &self,
+        id: u64,
+        cur: &EvProfile,
+        next: &EvProfile,
+        to: Option<u32>,
+    ) -> Result<(), Error> {
         match to {
             Some(MRC_CTL_PROFILE_OFFLINE) if cur.state == MRC_CTL_PROFILE_INIT => {
                 if next.mode == 0 {
@@ -285,25 +329,6 @@ impl State {
                 ));
             }
             _ => {}
-        }
-        if let Some(s) = to {
-            let fmt_of = |p: &EvProfile| p.fmt_id.filter(|_| p.mode == MRC_CTL_EV_MODE_EXP);
-            if s == MRC_CTL_PROFILE_ONLINE
-                && let Some(f) = fmt_of(&next).and_then(|f| self.fmt.get_mut(&f))
-            {
-                f.ev_users += 1;
-            }
-            if cur.state == MRC_CTL_PROFILE_ONLINE
-                && let Some(f) = fmt_of(&cur).and_then(|f| self.fmt.get_mut(&f))
-            {
-                f.ev_users = f.ev_users.saturating_sub(1);
-            }
-            next.state = s;
-        }
-        if next.state == MRC_CTL_PROFILE_INIT {
-            self.ev.remove(&id);
-        } else {
-            self.ev.insert(id, next);
         }
         Ok(())
     }
