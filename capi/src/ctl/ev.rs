@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// Every attribute bit of an EV profile (modify and query take the same).
+const EV_ATTRS: c_int = MRC_CTL_EV_PROFILE_STATE
+    | MRC_CTL_EV_PROFILE_CUR_STATE
+    | MRC_CTL_EV_PROFILE_MODE
+    | MRC_CTL_EV_PROFILE_FMT_ID
+    | MRC_CTL_EV_PROFILE_COUNT
+    | MRC_CTL_EV_PROFILE_MIN_ACTIVE
+    | MRC_CTL_EV_PROFILE_EVENT_MASK
+    | MRC_CTL_EV_PROFILE_EV_OP
+    | MRC_CTL_EV_PROFILE_EV_FIELDS_OP
+    | MRC_CTL_EV_PROFILE_VENDOR_CFG;
+
 impl State {
     /// Checks an EV against the profile's format and the device's ports.
     fn check_ev(&self, p: &EvProfile, ev: &mrc_ctl_ev, what: &str) -> Result<(), Error> {
@@ -94,21 +106,11 @@ impl State {
         ev_op: Option<EvOp<'_>>,
         fields_op: Option<FieldsOp<'_>>,
     ) -> Result<(), Error> {
-        const ALL: c_int = MRC_CTL_EV_PROFILE_STATE
-            | MRC_CTL_EV_PROFILE_CUR_STATE
-            | MRC_CTL_EV_PROFILE_MODE
-            | MRC_CTL_EV_PROFILE_FMT_ID
-            | MRC_CTL_EV_PROFILE_COUNT
-            | MRC_CTL_EV_PROFILE_MIN_ACTIVE
-            | MRC_CTL_EV_PROFILE_EVENT_MASK
-            | MRC_CTL_EV_PROFILE_EV_OP
-            | MRC_CTL_EV_PROFILE_EV_FIELDS_OP
-            | MRC_CTL_EV_PROFILE_VENDOR_CFG;
         const CONFIG: c_int = MRC_CTL_EV_PROFILE_MODE
             | MRC_CTL_EV_PROFILE_FMT_ID
             | MRC_CTL_EV_PROFILE_COUNT
             | MRC_CTL_EV_PROFILE_MIN_ACTIVE;
-        check_mask("attr_mask", mask, ALL)?;
+        check_mask("attr_mask", mask, EV_ATTRS)?;
         if mask & MRC_CTL_EV_PROFILE_EV_OP != 0 && mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP != 0 {
             return Err(Error::inval(
                 "MRC_CTL_EV_PROFILE_EV_OP and MRC_CTL_EV_PROFILE_EV_FIELDS_OP exclude each other",
@@ -472,17 +474,7 @@ impl State {
         ev_op: Option<EvOp<'_>>,
         fields_op: Option<FieldsOp<'_>>,
     ) -> Result<(), Error> {
-        const ALL: c_int = MRC_CTL_EV_PROFILE_STATE
-            | MRC_CTL_EV_PROFILE_CUR_STATE
-            | MRC_CTL_EV_PROFILE_MODE
-            | MRC_CTL_EV_PROFILE_FMT_ID
-            | MRC_CTL_EV_PROFILE_COUNT
-            | MRC_CTL_EV_PROFILE_MIN_ACTIVE
-            | MRC_CTL_EV_PROFILE_EVENT_MASK
-            | MRC_CTL_EV_PROFILE_EV_OP
-            | MRC_CTL_EV_PROFILE_EV_FIELDS_OP
-            | MRC_CTL_EV_PROFILE_VENDOR_CFG;
-        check_mask("attr_mask", mask, ALL)?;
+        check_mask("attr_mask", mask, EV_ATTRS)?;
         if mask & MRC_CTL_EV_PROFILE_EV_OP != 0 && mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP != 0 {
             return Err(Error::inval(
                 "MRC_CTL_EV_PROFILE_EV_OP and MRC_CTL_EV_PROFILE_EV_FIELDS_OP exclude each other",
