@@ -195,19 +195,11 @@ pub unsafe extern "C" fn mrc_ctl_modify_ev_fmt_profile(
         non_null(attr, "attr")?;
         // SAFETY: non-NULL writable struct (the header's contract).
         let a = unsafe { &mut *attr };
-        let mut count = a.ev_fmt_op.fmt_field_count;
-        let fields = if attr_mask & MRC_CTL_EV_FMT_PROFILE_OP != 0 {
-            // SAFETY: the caller's array of `fmt_field_count` fields.
-            unsafe { array(a.ev_fmt_op.fmt_fields, count, "ev_fmt_op.fmt_fields") }?
-        } else {
-            &mut []
-        };
-        let r = c
-            .dev
-            .ctl()
-            .modify_fmt(ev_fmt_profile_id, a, attr_mask, fields, &mut count);
-        a.ev_fmt_op.fmt_field_count = count;
-        r
+        with_fmt_fields(a, attr_mask, |a, fields, count| {
+            c.dev
+                .ctl()
+                .modify_fmt(ev_fmt_profile_id, a, attr_mask, fields, count)
+        })
     })
 }
 
@@ -224,20 +216,35 @@ pub unsafe extern "C" fn mrc_ctl_query_ev_fmt_profile(
         non_null(attr, "attr")?;
         // SAFETY: non-NULL writable struct (the header's contract).
         let a = unsafe { &mut *attr };
-        let mut count = a.ev_fmt_op.fmt_field_count;
-        let fields = if attr_mask & MRC_CTL_EV_FMT_PROFILE_OP != 0 {
-            // SAFETY: the caller's array of `fmt_field_count` fields.
-            unsafe { array(a.ev_fmt_op.fmt_fields, count, "ev_fmt_op.fmt_fields") }?
-        } else {
-            &mut []
-        };
-        let r = c
-            .dev
-            .ctl()
-            .query_fmt(ev_fmt_profile_id, a, attr_mask, fields, &mut count);
-        a.ev_fmt_op.fmt_field_count = count;
-        r
+        with_fmt_fields(a, attr_mask, |a, fields, count| {
+            c.dev
+                .ctl()
+                .query_fmt(ev_fmt_profile_id, a, attr_mask, fields, count)
+        })
     })
+}
+
+/// Runs `f` with the field array of `a`'s format operation decoded (empty unless the mask names the operation);
+/// writes the field count back.
+fn with_fmt_fields(
+    a: &mut mrc_ctl_ev_fmt_profile_attr,
+    mask: c_int,
+    f: impl FnOnce(
+        &mut mrc_ctl_ev_fmt_profile_attr,
+        &mut [mrc_ctl_ev_fmt_field],
+        &mut c_int,
+    ) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let mut count = a.ev_fmt_op.fmt_field_count;
+    let fields = if mask & MRC_CTL_EV_FMT_PROFILE_OP != 0 {
+        // SAFETY: the caller's array of `fmt_field_count` fields.
+        unsafe { array(a.ev_fmt_op.fmt_fields, count, "ev_fmt_op.fmt_fields") }?
+    } else {
+        &mut []
+    };
+    let r = f(a, fields, &mut count);
+    a.ev_fmt_op.fmt_field_count = count;
+    r
 }
 
 /// Runs `f` with the EV and field operations of `a` decoded; writes the counts back.

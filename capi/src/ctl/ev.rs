@@ -3,6 +3,18 @@
 
 use super::*;
 
+/// Every attribute bit of an EV profile (modify and query take the same).
+const EV_ATTRS: c_int = MRC_CTL_EV_PROFILE_STATE
+    | MRC_CTL_EV_PROFILE_CUR_STATE
+    | MRC_CTL_EV_PROFILE_MODE
+    | MRC_CTL_EV_PROFILE_FMT_ID
+    | MRC_CTL_EV_PROFILE_COUNT
+    | MRC_CTL_EV_PROFILE_MIN_ACTIVE
+    | MRC_CTL_EV_PROFILE_EVENT_MASK
+    | MRC_CTL_EV_PROFILE_EV_OP
+    | MRC_CTL_EV_PROFILE_EV_FIELDS_OP
+    | MRC_CTL_EV_PROFILE_VENDOR_CFG;
+
 impl State {
     /// Checks an EV against the profile's format and the device's ports.
     fn check_ev(&self, p: &EvProfile, ev: &mrc_ctl_ev, what: &str) -> Result<(), Error> {
@@ -94,21 +106,11 @@ impl State {
         ev_op: Option<EvOp<'_>>,
         fields_op: Option<FieldsOp<'_>>,
     ) -> Result<(), Error> {
-        const ALL: c_int = MRC_CTL_EV_PROFILE_STATE
-            | MRC_CTL_EV_PROFILE_CUR_STATE
-            | MRC_CTL_EV_PROFILE_MODE
-            | MRC_CTL_EV_PROFILE_FMT_ID
-            | MRC_CTL_EV_PROFILE_COUNT
-            | MRC_CTL_EV_PROFILE_MIN_ACTIVE
-            | MRC_CTL_EV_PROFILE_EVENT_MASK
-            | MRC_CTL_EV_PROFILE_EV_OP
-            | MRC_CTL_EV_PROFILE_EV_FIELDS_OP
-            | MRC_CTL_EV_PROFILE_VENDOR_CFG;
         const CONFIG: c_int = MRC_CTL_EV_PROFILE_MODE
             | MRC_CTL_EV_PROFILE_FMT_ID
             | MRC_CTL_EV_PROFILE_COUNT
             | MRC_CTL_EV_PROFILE_MIN_ACTIVE;
-        check_mask("attr_mask", mask, ALL)?;
+        check_mask("attr_mask", mask, EV_ATTRS)?;
         if mask & MRC_CTL_EV_PROFILE_EV_OP != 0 && mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP != 0 {
             return Err(Error::inval(
                 "MRC_CTL_EV_PROFILE_EV_OP and MRC_CTL_EV_PROFILE_EV_FIELDS_OP exclude each other",
@@ -147,6 +149,67 @@ impl State {
             ));
         }
         let mut next = cur.clone();
+        self.apply_ev_config(&mut next, &cur, attr, mask)?;
+        if next.min_active > next.count {
+            return Err(Error::inval(format!(
+                "ev_min_active {} is above ev_count {}",
+                next.min_active, next.count
+            )));
+        }
+        if let Some(f) = fields_op {
+            match f.op {
+                MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS => {
+                    next.fields = Some(self.check_ev_fields(&next, f.fields)?)
+                }
+                MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS => query_ev_fields(&next, f.fields, f.count_out)?,
+                op => {
+                    return Err(Error::inval(format!(
+                        "ev_fields_op.op {op} is not an operation"
+                    )));
+                }
+            }
+        }
+        // The EV operation goes entry by entry: what succeeded before a failing entry stays (with the
+        // attributes of this call), and the state does not change.
+        if let Some(op) = ev_op
+            && let Err(e) = self.ev_operation(&mut next, op, true)
+        {
+            self.ev.insert(id, next);
+            return Err(e);
+        }
+        // The state change is checked against the profile as it will be.
+        self.check_ev_step(id, &cur, &next, to)?;
+        if let Some(s) = to {
+            let fmt_of = |p: &EvProfile| p.fmt_id.filter(|_| p.mode == MRC_CTL_EV_MODE_EXP);
+            if s == MRC_CTL_PROFILE_ONLINE
+                && let Some(f) = fmt_of(&next).and_then(|f| self.fmt.get_mut(&f))
+            {
+                f.ev_users += 1;
+            }
+            if cur.state == MRC_CTL_PROFILE_ONLINE
+                && let Some(f) = fmt_of(&cur).and_then(|f| self.fmt.get_mut(&f))
+            {
+                f.ev_users = f.ev_users.saturating_sub(1);
+            }
+            next.state = s;
+        }
+        if next.state == MRC_CTL_PROFILE_INIT {
+            self.ev.remove(&id);
+        } else {
+            self.ev.insert(id, next);
+        }
+        Ok(())
+    }
+
+    /// The configuration attributes of `mrc_ctl_modify_ev_profile` (mode, format, count, min_active, event mask)
+    /// applied to `next`, each checked.
+    fn apply_ev_config(
+        &self,
+        next: &mut EvProfile,
+        cur: &EvProfile,
+        attr: &mrc_ctl_ev_profile_attr,
+        mask: c_int,
+    ) -> Result<(), Error> {
         if mask & MRC_CTL_EV_PROFILE_MODE != 0 {
             match attr.ev_mode {
                 MRC_CTL_EV_MODE_AUTO | MRC_CTL_EV_MODE_EXP => next.mode = attr.ev_mode,
@@ -206,34 +269,17 @@ impl State {
             }
             next.event_mask = m;
         }
-        if next.min_active > next.count {
-            return Err(Error::inval(format!(
-                "ev_min_active {} is above ev_count {}",
-                next.min_active, next.count
-            )));
-        }
-        if let Some(f) = fields_op {
-            match f.op {
-                MRC_CTL_EV_FIELDS_OP_MODIFY_FIELDS => {
-                    next.fields = Some(self.check_ev_fields(&next, f.fields)?)
-                }
-                MRC_CTL_EV_FIELDS_OP_QUERY_FIELDS => query_ev_fields(&next, f.fields, f.count_out)?,
-                op => {
-                    return Err(Error::inval(format!(
-                        "ev_fields_op.op {op} is not an operation"
-                    )));
-                }
-            }
-        }
-        // The EV operation goes entry by entry: what succeeded before a failing entry stays (with the
-        // attributes of this call), and the state does not change.
-        if let Some(op) = ev_op
-            && let Err(e) = self.ev_operation(&mut next, op, true)
-        {
-            self.ev.insert(id, next);
-            return Err(e);
-        }
-        // The state change is checked against the profile as it will be.
+        Ok(())
+    }
+
+    /// Whether profile `id` may move from `cur` to state `to` as `next` will be.
+    fn check_ev_step(
+        &self,
+        id: u64,
+        cur: &EvProfile,
+        next: &EvProfile,
+        to: Option<u32>,
+    ) -> Result<(), Error> {
         match to {
             Some(MRC_CTL_PROFILE_OFFLINE) if cur.state == MRC_CTL_PROFILE_INIT => {
                 if next.mode == 0 {
@@ -285,25 +331,6 @@ impl State {
                 ));
             }
             _ => {}
-        }
-        if let Some(s) = to {
-            let fmt_of = |p: &EvProfile| p.fmt_id.filter(|_| p.mode == MRC_CTL_EV_MODE_EXP);
-            if s == MRC_CTL_PROFILE_ONLINE
-                && let Some(f) = fmt_of(&next).and_then(|f| self.fmt.get_mut(&f))
-            {
-                f.ev_users += 1;
-            }
-            if cur.state == MRC_CTL_PROFILE_ONLINE
-                && let Some(f) = fmt_of(&cur).and_then(|f| self.fmt.get_mut(&f))
-            {
-                f.ev_users = f.ev_users.saturating_sub(1);
-            }
-            next.state = s;
-        }
-        if next.state == MRC_CTL_PROFILE_INIT {
-            self.ev.remove(&id);
-        } else {
-            self.ev.insert(id, next);
         }
         Ok(())
     }
@@ -447,17 +474,7 @@ impl State {
         ev_op: Option<EvOp<'_>>,
         fields_op: Option<FieldsOp<'_>>,
     ) -> Result<(), Error> {
-        const ALL: c_int = MRC_CTL_EV_PROFILE_STATE
-            | MRC_CTL_EV_PROFILE_CUR_STATE
-            | MRC_CTL_EV_PROFILE_MODE
-            | MRC_CTL_EV_PROFILE_FMT_ID
-            | MRC_CTL_EV_PROFILE_COUNT
-            | MRC_CTL_EV_PROFILE_MIN_ACTIVE
-            | MRC_CTL_EV_PROFILE_EVENT_MASK
-            | MRC_CTL_EV_PROFILE_EV_OP
-            | MRC_CTL_EV_PROFILE_EV_FIELDS_OP
-            | MRC_CTL_EV_PROFILE_VENDOR_CFG;
-        check_mask("attr_mask", mask, ALL)?;
+        check_mask("attr_mask", mask, EV_ATTRS)?;
         if mask & MRC_CTL_EV_PROFILE_EV_OP != 0 && mask & MRC_CTL_EV_PROFILE_EV_FIELDS_OP != 0 {
             return Err(Error::inval(
                 "MRC_CTL_EV_PROFILE_EV_OP and MRC_CTL_EV_PROFILE_EV_FIELDS_OP exclude each other",

@@ -3,6 +3,13 @@
 
 use super::*;
 
+/// Every attribute bit of an EV format profile (modify and query take the same).
+const FMT_ATTRS: c_int = MRC_CTL_EV_FMT_PROFILE_STATE
+    | MRC_CTL_EV_FMT_PROFILE_CUR_STATE
+    | MRC_CTL_EV_FMT_PROFILE_MODE
+    | MRC_CTL_EV_FMT_PROFILE_OP
+    | MRC_CTL_EV_FMT_VENDOR_CFG;
+
 impl State {
     fn check_fmt_fields(
         &self,
@@ -43,12 +50,7 @@ impl State {
         fields: &mut [mrc_ctl_ev_fmt_field],
         count_out: &mut c_int,
     ) -> Result<(), Error> {
-        const ALL: c_int = MRC_CTL_EV_FMT_PROFILE_STATE
-            | MRC_CTL_EV_FMT_PROFILE_CUR_STATE
-            | MRC_CTL_EV_FMT_PROFILE_MODE
-            | MRC_CTL_EV_FMT_PROFILE_OP
-            | MRC_CTL_EV_FMT_VENDOR_CFG;
-        check_mask("attr_mask", mask, ALL)?;
+        check_mask("attr_mask", mask, FMT_ATTRS)?;
         let cur = self.fmt.get(&id).cloned().unwrap_or_default();
         let to = ProfileStep {
             kind: "EV format",
@@ -167,12 +169,7 @@ impl State {
         fields: &mut [mrc_ctl_ev_fmt_field],
         count_out: &mut c_int,
     ) -> Result<(), Error> {
-        const ALL: c_int = MRC_CTL_EV_FMT_PROFILE_STATE
-            | MRC_CTL_EV_FMT_PROFILE_CUR_STATE
-            | MRC_CTL_EV_FMT_PROFILE_MODE
-            | MRC_CTL_EV_FMT_PROFILE_OP
-            | MRC_CTL_EV_FMT_VENDOR_CFG;
-        check_mask("attr_mask", mask, ALL)?;
+        check_mask("attr_mask", mask, FMT_ATTRS)?;
         let p = self.fmt.get(&id).cloned().unwrap_or_default();
         if mask & MRC_CTL_EV_FMT_PROFILE_OP != 0 {
             if attr.ev_fmt_op.op != MRC_CTL_EV_FMT_OP_QUERY_FIELDS {

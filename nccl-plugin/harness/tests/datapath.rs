@@ -231,7 +231,15 @@ fn two_processes(
     during(&rx, &mut seen);
     let c = finish(connector, Duration::from_secs(300), "connect rank");
     let l = finish(listener, Duration::from_secs(60), "listen rank");
-    seen.extend(rx.try_iter());
+    // The reader thread may still be passing on the last lines after the process exited (seen under load: the
+    // listener's result line missing): read until it has forwarded everything, i.e. the channel closes.
+    let start = Instant::now();
+    while let Some(left) = Duration::from_secs(60).checked_sub(start.elapsed()) {
+        match rx.recv_timeout(left) {
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
     (l, c, seen)
 }
 
