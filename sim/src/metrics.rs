@@ -102,6 +102,12 @@ pub const METRICS: &[Metric] = &[
         Needs::Run,
     ),
     m(
+        "needless_send_fraction",
+        "data packets that reached their receiver and were not placed (got twice, or thrown away behind a hole \
+         by a go-back-N receiver) / data packets sent: what recovery sent beyond what the network lost",
+        Needs::Run,
+    ),
+    m(
         "goodput_gbps",
         "payload bytes placed / jct, Gbit/s, summed over all hosts",
         Needs::Run,

@@ -329,6 +329,10 @@ impl Report {
             "spurious_retransmit_fraction".into(),
             c.rx_duplicates as f64 / data_sent.max(1) as f64,
         );
+        m.insert(
+            "needless_send_fraction".into(),
+            (c.rx_duplicates + c.gbn_discards) as f64 / data_sent.max(1) as f64,
+        );
         m.insert("fct_p50_us".into(), run.fct.p50_us);
         m.insert("fct_p99_us".into(), run.fct.p99_us);
         m.insert("fct_max_us".into(), run.fct.max_us);
