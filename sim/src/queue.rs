@@ -5,17 +5,67 @@
 //! the lowest non-empty bucket. Most events are a few hundred ns to a few µs ahead, so they move through a
 //! handful of buckets at most, with no comparisons against the rest of the queue.
 //!
-//! Ties at equal time pop in the order of the event's key (the payload under a mask that leaves out hints,
-//! permuted per time: `tie_key`), not in insertion order: a partition of a parallel run (sim/par.rs) inserts events in another order than
-//! a sequential run, and the key is what both agree on, so every thread count gives the same run.
+//! Ties at equal time pop in causal FIFO order (`Cause`): the event scheduled at the earlier simulated time
+//! first, then the one whose scheduler was scheduled earlier, and so on back `DEPTH` events; then by the setup
+//! event (failure action or transfer start) the event descends from, in setup order; then in the order its
+//! scheduler pushed it; last by the event's key (the payload under a mask that leaves out hints, permuted per
+//! time: `tie_key`). That is what insertion order means in a sequential FIFO queue (the event created
+//! earlier goes first, and events created at the same instant follow their creators' order), but taken from
+//! simulated times only: a partition of a parallel run (sim/par.rs) inserts events in another order than a
+//! sequential run, and the cause and key are what both agree on, so every thread count gives the same run.
+//! Neither a per-time permutation alone (a QP's packets get a new rank at every hop, so its paths' RTT
+//! estimates spread and losses are found late) nor a fixed component order (the same inputs lose every tie)
+//! matched the FIFO queue's results.
 
 use std::collections::VecDeque;
 
-/// One event: time in ps, tie key, payload.
+/// Where an event comes from: the time at which it was scheduled, the gaps back to the times at which its
+/// scheduler, its scheduler's scheduler... were scheduled, the setup event at the root of that chain (its rank
+/// in setup order), and the rank of the push among its scheduler's pushes. A function of simulated history
+/// only; it travels with a packet handed to another partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Cause {
+    created: u64,
+    up: Rank,
+}
+
+/// The order of an event among those at its time: a smaller rank pops first, as the earlier insertion did in
+/// a FIFO queue. Gaps are stored as `u32::MAX` minus the gap in ps (saturated at 4.3 ms), so that the event
+/// scheduled longer ago sorts first; 24 bytes, so that an event takes 40.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+struct Rank {
+    /// How long ago the event was scheduled (inverted).
+    age: u32,
+    /// The gaps between its ancestors' scheduling times (inverted), nearest first.
+    gaps: [u32; DEPTH - 1],
+    root: u32,
+    seq: u32,
+}
+
+/// How many scheduling times back a rank reaches (fid-slow-spine-1024's tail needed 4: with 1 or 2 its
+/// p99 or max FCT slowdown broke its bound at some seeds).
+const DEPTH: usize = 4;
+
+fn inverted_gap(from: u64, to: u64) -> u32 {
+    u32::MAX - to.saturating_sub(from).min(u64::from(u32::MAX)) as u32
+}
+
+impl Rank {
+    /// The rank of an event at `t` with cause `c`.
+    #[inline]
+    fn of(t: u64, c: Cause) -> Self {
+        Rank {
+            age: inverted_gap(c.created, t),
+            ..c.up
+        }
+    }
+}
+
+/// One event: time in ps, rank among its time's events, payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Item {
     t: u64,
-    key: u64,
+    rank: Rank,
     e: u64,
 }
 
@@ -35,11 +85,15 @@ pub fn tie_key(t: u64, key: u64) -> u64 {
 /// A radix heap of events.
 #[derive(Debug)]
 pub struct EventQueue {
-    /// Bucket 0: events at exactly `last`, in key order.
+    /// Bucket 0: events at exactly `last`, in rank order.
     now: VecDeque<Item>,
     /// Bucket b (1..=64): events whose time first differs from `last` in bit b − 1.
     buckets: Vec<Vec<Item>>,
     last: u64,
+    /// The rank of the event popped last (what an event scheduled now descends from).
+    popped: Rank,
+    /// Pushes (and handed-over causes) since the last pop.
+    seq: u32,
     len: usize,
     /// The bits of a payload that order events at equal time.
     key_mask: u64,
@@ -51,18 +105,27 @@ impl Default for EventQueue {
     }
 }
 
+/// The order of an item among those at its time: rank, then key (tie_key, computed when compared rather than
+/// stored).
+#[inline]
+fn order(i: &Item, mask: u64) -> (Rank, u64) {
+    (i.rank, tie_key(i.t, i.e & mask))
+}
+
 #[inline]
 fn bucket(t: u64, last: u64) -> usize {
     64 - (t ^ last).leading_zeros() as usize
 }
 
 impl EventQueue {
-    /// An empty queue at time 0; events at equal time pop in the order of `payload & key_mask`.
+    /// An empty queue at time 0; events at equal time pop by cause, then in the order of `payload & key_mask`.
     pub fn new(key_mask: u64) -> Self {
         Self {
             now: VecDeque::new(),
             buckets: (0..=64).map(|_| Vec::new()).collect(),
             last: 0,
+            popped: Rank::default(),
+            seq: 0,
             len: 0,
             key_mask,
         }
@@ -78,16 +141,54 @@ impl EventQueue {
         self.len == 0
     }
 
-    /// Adds event `e` at time `t`; a time before the last one popped is taken as that time.
+    /// The cause of the next event scheduled by the event popped last.
+    #[inline]
+    pub fn cause(&mut self) -> Cause {
+        self.seq += 1;
+        let mut gaps = [self.popped.age; DEPTH - 1];
+        gaps[1..].copy_from_slice(&self.popped.gaps[..DEPTH - 2]);
+        Cause {
+            created: self.last,
+            up: Rank {
+                age: 0,
+                gaps,
+                root: self.popped.root,
+                seq: self.seq,
+            },
+        }
+    }
+
+    /// Adds event `e` at time `t`, scheduled now by the event popped last; a time before that event's is
+    /// taken as its time.
     #[inline]
     pub fn push(&mut self, t: u64, e: u64) {
+        let c = self.cause();
+        self.push_caused(t, e, c);
+    }
+
+    /// Adds event `e`, known before the run, at time `t`: the root of its descendants' causes, `root` its
+    /// rank among such events (every partition must give an event the same).
+    pub fn push_root(&mut self, t: u64, e: u64, root: u32) {
+        let mut c = Cause::default();
+        c.up.root = root;
+        self.push_caused(t, e, c);
+    }
+
+    /// Adds event `e` at time `t` with the cause it got where it was scheduled (another partition).
+    #[inline]
+    pub fn push_caused(&mut self, t: u64, e: u64, cause: Cause) {
         let t = t.max(self.last);
-        let key = tie_key(t, e & self.key_mask);
-        let it = Item { t, key, e };
+        let it = Item {
+            t,
+            rank: Rank::of(t, cause),
+            e,
+        };
         self.len += 1;
         let b = bucket(t, self.last);
         if b == 0 {
-            let at = self.now.partition_point(|i| i.key <= key);
+            let mask = self.key_mask;
+            let k = order(&it, mask);
+            let at = self.now.partition_point(|i| order(i, mask) <= k);
             self.now.insert(at, it);
         } else {
             self.buckets[b].push(it);
@@ -121,6 +222,8 @@ impl EventQueue {
             return None;
         }
         self.now.pop_front();
+        self.popped = it.rank;
+        self.seq = 0;
         self.len -= 1;
         Some((it.t, it.e))
     }
@@ -154,7 +257,10 @@ impl EventQueue {
         if self.buckets[b].is_empty() {
             self.buckets[b] = items;
         }
-        self.now.make_contiguous().sort_unstable_by_key(|i| i.key);
+        let mask = self.key_mask;
+        self.now
+            .make_contiguous()
+            .sort_unstable_by_key(|i| order(i, mask));
         true
     }
 }
@@ -167,8 +273,9 @@ mod tests {
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 
-    /// Same order as a binary heap on (time, key) under random monotone use, ties included (few keys, so
-    /// equal times meet equal and unequal keys often), with pushes at the current time between pops.
+    /// Same order as a binary heap on (time, cause, key) under random monotone use, ties included (few keys
+    /// and causes, so equal times meet equal and unequal ranks often), with pushes at the current time
+    /// between pops.
     #[test]
     fn matches_a_binary_heap() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
@@ -186,32 +293,63 @@ mod tests {
                 };
                 // The bits above the mask are a hint that must not order anything: distinct per event.
                 let e = (step << 16) | (rng.next_u64() % 64);
-                q.push(now + dt, e);
-                h.push(Reverse((now + dt, tie_key(now + dt, e & mask), e)));
+                let mut c = q.cause();
+                c.up.gaps[DEPTH - 2] = (rng.next_u64() % 3) as u32;
+                c.up.root = (rng.next_u64() % 2) as u32;
+                q.push_caused(now + dt, e, c);
+                let r = Rank::of(now + dt, c);
+                h.push(Reverse((now + dt, r, tie_key(now + dt, e & mask), e)));
             } else {
-                let Reverse((t, _, e)) = h.pop().unwrap();
+                let Reverse((t, c, k, e)) = h.pop().unwrap();
                 assert_eq!(q.next_time(), Some(t));
                 let (qt, qe) = q.pop().unwrap();
-                assert_eq!((qt, qe & mask), (t, e & mask));
-                assert_eq!(tie_key(t, qe & mask), tie_key(t, e & mask));
-                // Equal keys at equal time are the same event to the simulator: either may come first.
+                assert_eq!((qt, qe & mask, q.popped), (t, e & mask, c));
+                assert_eq!(tie_key(t, qe & mask), k);
+                // Equal ranks at equal time are the same event to the simulator: either may come first.
                 if qe != e {
                     let mut back: Vec<_> = h.drain().collect();
-                    let k = back.iter().position(|r| r.0.2 == qe).unwrap();
-                    back[k] = Reverse((t, tie_key(t, e & mask), e));
+                    let i = back.iter().position(|r| r.0.3 == qe).unwrap();
+                    back[i] = Reverse((t, c, k, e));
                     h.extend(back);
                 }
                 now = t;
             }
             assert_eq!(q.len(), h.len());
         }
-        while let Some(Reverse((t, k, _))) = h.pop() {
+        while let Some(Reverse((t, _, k, _))) = h.pop() {
             assert_eq!(
                 q.pop().map(|(t, e)| (t, tie_key(t, e & mask))),
                 Some((t, k))
             );
         }
         assert!(q.is_empty() && q.pop().is_none());
+    }
+
+    /// Causal FIFO whatever the keys and setup order: at a tie the event scheduled earlier pops first (the
+    /// child of the last root, though it has the first setup rank), and of two scheduled at the same instant,
+    /// the one whose scheduler popped first (roots at equal time pop in setup order); a cause handed to
+    /// another queue orders there as it did here.
+    #[test]
+    fn ties_pop_in_causal_fifo_order() {
+        for keys in [[20, 10, 5], [5, 10, 20]] {
+            let mut q = EventQueue::new(u64::MAX);
+            let mut far = EventQueue::new(u64::MAX);
+            q.push_root(100, 1, 2);
+            q.push_root(100, 2, 1);
+            q.push_root(300, 3, 0);
+            let mut causes = Vec::new();
+            for (root, key) in [2, 1, 3].into_iter().zip(keys) {
+                assert_eq!(q.pop().map(|(_, e)| e), Some(root));
+                q.push(1_000, key);
+                causes.push((q.cause(), key));
+            }
+            for &(c, key) in causes.iter().rev() {
+                far.push_caused(1_000, key, c);
+            }
+            for q in [&mut q, &mut far] {
+                assert_eq!((0..3).map(|_| q.pop().unwrap().1).collect::<Vec<_>>(), keys);
+            }
+        }
     }
 
     /// `pop_before` leaves later events where they are and does not move the clock past `end`, so an event
@@ -227,7 +365,8 @@ mod tests {
         q.push(3_000, 3);
         assert_eq!(q.pop(), Some((3_000, 3)));
         assert_eq!(q.pop(), Some((5_000, 2)));
-        // Ties pop by tie key, whatever the order of insertion, also when pushed at the current time.
+        // Ties of one cause pop by tie key, whatever the order of insertion, also when pushed at the current
+        // time; pushes of one event pop in push order.
         let order = |t: u64, a: u64, b: u64| {
             if tie_key(t, a) < tie_key(t, b) {
                 [a, b]
@@ -235,14 +374,22 @@ mod tests {
                 [b, a]
             }
         };
+        let c = q.cause();
         for (a, b) in [(9, 4), (4, 9)] {
-            q.push(5_000, a);
-            q.push(5_000, b);
+            q.push_caused(5_000, a, c);
+            q.push_caused(5_000, b, c);
         }
         let [x, y] = order(5_000, 4, 9);
         assert_eq!(
             (0..4).map(|_| q.pop().unwrap().1).collect::<Vec<_>>(),
             [x, x, y, y]
+        );
+        for e in [9, 4, 7] {
+            q.push(5_000, e);
+        }
+        assert_eq!(
+            (0..3).map(|_| q.pop().unwrap().1).collect::<Vec<_>>(),
+            [9, 4, 7]
         );
     }
 

@@ -718,17 +718,19 @@ impl Sim {
     }
 
     /// Queues the events known before the run: every failure action (each partition applies its own part)
-    /// and the start of every untriggered transfer whose sender lives here.
+    /// and the start of every untriggered transfer whose sender lives here, each the root of its
+    /// descendants' causes (queue.rs), in one order over all partitions.
     fn seed_events(&mut self) {
-        for i in 0..self.actions.len() {
+        let n = self.actions.len();
+        for i in 0..n {
             let t = self.actions[i].0;
-            self.push(t, ev(EV_ACTION, i as u32));
+            self.q.push_root(t, ev(EV_ACTION, i as u32), i as u32);
         }
         for i in 0..self.xfers.len() {
             let x = &self.xfers[i];
             if !x.triggered && self.is_local_host(x.src) {
                 let t = x.start_ps;
-                self.push(t, ev(EV_START, i as u32));
+                self.q.push_root(t, ev(EV_START, i as u32), (n + i) as u32);
             }
         }
     }

@@ -21,6 +21,7 @@
 //! latency.
 
 use super::*;
+use crate::queue::Cause;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex};
 
@@ -33,6 +34,8 @@ pub(super) struct Msg {
     pkt: Pkt,
     /// The long control packet's bytes (empty if it fits the header).
     big: Vec<u8>,
+    /// Its arrival event's cause, as the sequential run queues it.
+    cause: Cause,
 }
 
 /// The shortest latency of a switch-to-switch link (those are the links that may cross partitions).
@@ -413,7 +416,13 @@ impl Sim {
         } else {
             std::mem::take(&mut self.arena.big[pkt.big as usize])
         };
-        self.outbox[usize::from(dest)].push(Msg { port: pi, pkt, big });
+        let cause = self.q.cause();
+        self.outbox[usize::from(dest)].push(Msg {
+            port: pi,
+            pkt,
+            big,
+            cause,
+        });
         self.release(i);
     }
 
@@ -448,7 +457,8 @@ impl Sim {
             let l = self.list_push(l, i);
             self.ports[pi as usize].wire = l;
         }
-        self.push(pkt.arrive, ev_pkt(EV_ARRIVE, pi, i));
+        self.q
+            .push_caused(pkt.arrive, ev_pkt(EV_ARRIVE, pi, i), m.cause);
     }
 }
 
