@@ -6,7 +6,7 @@
 //! handful of buckets at most, with no comparisons against the rest of the queue.
 //!
 //! Ties at equal time pop in causal FIFO order (`Cause`): the event scheduled at the earlier simulated time
-//! first, then the one whose scheduler was scheduled earlier, and so on back `DEPTH` events; then by the setup
+//! first, then the one whose scheduler was scheduled earlier, and so on four events back; then by the setup
 //! event (failure action or transfer start) the event descends from, in setup order; then in the order its
 //! scheduler pushed it; last by the event's key (the payload under a mask that leaves out hints, permuted per
 //! time: `tie_key`). That is what insertion order means in a sequential FIFO queue (the event created
@@ -16,8 +16,6 @@
 //! Neither a per-time permutation alone (a QP's packets get a new rank at every hop, so its paths' RTT
 //! estimates spread and losses are found late) nor a fixed component order (the same inputs lose every tie)
 //! matched the FIFO queue's results.
-
-use std::collections::VecDeque;
 
 /// Where an event comes from: the time at which it was scheduled, the gaps back to the times at which its
 /// scheduler, its scheduler's scheduler... were scheduled, the setup event at the root of that chain (its rank
@@ -30,24 +28,24 @@ pub struct Cause {
 }
 
 /// The order of an event among those at its time: a smaller rank pops first, as the earlier insertion did in
-/// a FIFO queue. Gaps are stored as `u32::MAX` minus the gap in ps (saturated at 4.3 ms), so that the event
-/// scheduled longer ago sorts first; 24 bytes, so that an event takes 40.
+/// a FIFO queue. Gaps are `u32::MAX` minus the gap in ps (saturated at 4.3 ms), so that the event scheduled
+/// longer ago sorts first; two of them to a word, so that ranks compare as three integers and an event takes
+/// 40 bytes. Four scheduling times back (fid-slow-spine-1024's tail needed 4: with 1 or 2 its p99 or max FCT
+/// slowdown broke its bound at some seeds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 struct Rank {
-    /// How long ago the event was scheduled (inverted).
-    age: u32,
-    /// The gaps between its ancestors' scheduling times (inverted), nearest first.
-    gaps: [u32; DEPTH - 1],
-    root: u32,
-    seq: u32,
+    /// How long ago the event was scheduled (high half), and its scheduler (low half).
+    near: u64,
+    /// The gaps of the two schedulers before (high half nearer).
+    far: u64,
+    /// The rank of the chain's setup event (high half), and of the push among its scheduler's (low half).
+    origin: u64,
 }
 
-/// How many scheduling times back a rank reaches (fid-slow-spine-1024's tail needed 4: with 1 or 2 its
-/// p99 or max FCT slowdown broke its bound at some seeds).
-const DEPTH: usize = 4;
+const LOW: u64 = 0xFFFF_FFFF;
 
-fn inverted_gap(from: u64, to: u64) -> u32 {
-    u32::MAX - to.saturating_sub(from).min(u64::from(u32::MAX)) as u32
+fn inverted_gap(from: u64, to: u64) -> u64 {
+    u64::from(u32::MAX - to.saturating_sub(from).min(u64::from(u32::MAX)) as u32)
 }
 
 impl Rank {
@@ -55,8 +53,19 @@ impl Rank {
     #[inline]
     fn of(t: u64, c: Cause) -> Self {
         Rank {
-            age: inverted_gap(c.created, t),
+            near: inverted_gap(c.created, t) << 32 | (c.up.near & LOW),
             ..c.up
+        }
+    }
+
+    /// The rank (but for its age) of an event scheduled by the event of this rank: its gaps move one place
+    /// back, the last falls off.
+    #[inline]
+    fn child(self, seq: u32) -> Self {
+        Rank {
+            near: self.near >> 32,
+            far: self.near << 32 | self.far >> 32,
+            origin: (self.origin & !LOW) | u64::from(seq),
         }
     }
 }
@@ -69,27 +78,50 @@ struct Item {
     e: u64,
 }
 
+/// An event at the queue's current time, with its full order among those: rank, then tie key (computed once,
+/// when the event reaches the current time), then payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Tied {
+    rank: Rank,
+    tie: u64,
+    e: u64,
+}
+
 /// The order of an event among those at time `t`: its key's high half (the simulator's event kind) first, then
 /// its low half (the component) under a permutation that changes with the time, so that ties do not always
 /// favour the lowest-numbered port or host (a fixed order would put the same flows last at every tie, as a
 /// seeded one does not). A bijection for each `t`: equal tie keys mean equal keys.
 pub fn tie_key(t: u64, key: u64) -> u64 {
+    permuted(tie_hash(t), key)
+}
+
+/// The per-time part of `tie_key`.
+#[inline]
+fn tie_hash(t: u64) -> u32 {
     let mut h = t.wrapping_add(0x9E37_79B9_7F4A_7C15);
     h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     h ^= h >> 31;
-    let lo = (key as u32 ^ h as u32).wrapping_mul(0x9E37_79B1);
-    (key & !0xFFFF_FFFF) | u64::from(lo)
+    h as u32
+}
+
+#[inline]
+fn permuted(h: u32, key: u64) -> u64 {
+    let lo = (key as u32 ^ h).wrapping_mul(0x9E37_79B1);
+    (key & !LOW) | u64::from(lo)
 }
 
 /// A radix heap of events.
 #[derive(Debug)]
 pub struct EventQueue {
-    /// Bucket 0: events at exactly `last`, in rank order.
-    now: VecDeque<Item>,
+    /// Bucket 0: events at exactly `last`, in order from `head` on (those before it popped).
+    now: Vec<Tied>,
+    head: usize,
     /// Bucket b (1..=64): events whose time first differs from `last` in bit b − 1.
     buckets: Vec<Vec<Item>>,
     last: u64,
+    /// `tie_hash(last)`.
+    last_hash: u32,
     /// The rank of the event popped last (what an event scheduled now descends from).
     popped: Rank,
     /// Pushes (and handed-over causes) since the last pop.
@@ -105,12 +137,30 @@ impl Default for EventQueue {
     }
 }
 
-/// The order of an item among those at its time: rank, then key (tie_key, computed when compared rather than
-/// stored).
-#[inline]
-fn order(i: &Item, mask: u64) -> (Rank, u64) {
-    (i.rank, tie_key(i.t, i.e & mask))
+/// Sorts `v`, fast when it is nearly sorted already: events reach the current time in about their order (a
+/// sequential run pushes them in time order, and an event's pushes follow its own order), so an insertion
+/// sort (binary search, one move per event out of place) is cheap; one that would move too many (a
+/// partition's handed-over events) falls back to a full sort.
+fn sort_nearly_sorted(v: &mut [Tied]) {
+    let mut budget = 32 * v.len() + 256;
+    for i in 1..v.len() {
+        let x = v[i];
+        if x >= v[i - 1] {
+            continue;
+        }
+        let j = v[..i - 1].partition_point(|y| *y <= x);
+        if i - j > budget {
+            v.sort_unstable();
+            return;
+        }
+        budget -= i - j;
+        v.copy_within(j..i, j + 1);
+        v[j] = x;
+    }
 }
+
+/// The most events a drained bucket keeps room for.
+const KEEP: usize = 4096;
 
 #[inline]
 fn bucket(t: u64, last: u64) -> usize {
@@ -121,9 +171,11 @@ impl EventQueue {
     /// An empty queue at time 0; events at equal time pop by cause, then in the order of `payload & key_mask`.
     pub fn new(key_mask: u64) -> Self {
         Self {
-            now: VecDeque::new(),
+            now: Vec::new(),
+            head: 0,
             buckets: (0..=64).map(|_| Vec::new()).collect(),
             last: 0,
+            last_hash: tie_hash(0),
             popped: Rank::default(),
             seq: 0,
             len: 0,
@@ -145,16 +197,9 @@ impl EventQueue {
     #[inline]
     pub fn cause(&mut self) -> Cause {
         self.seq += 1;
-        let mut gaps = [self.popped.age; DEPTH - 1];
-        gaps[1..].copy_from_slice(&self.popped.gaps[..DEPTH - 2]);
         Cause {
             created: self.last,
-            up: Rank {
-                age: 0,
-                gaps,
-                root: self.popped.root,
-                seq: self.seq,
-            },
+            up: self.popped.child(self.seq),
         }
     }
 
@@ -170,7 +215,7 @@ impl EventQueue {
     /// rank among such events (every partition must give an event the same).
     pub fn push_root(&mut self, t: u64, e: u64, root: u32) {
         let mut c = Cause::default();
-        c.up.root = root;
+        c.up.origin = u64::from(root) << 32;
         self.push_caused(t, e, c);
     }
 
@@ -178,28 +223,33 @@ impl EventQueue {
     #[inline]
     pub fn push_caused(&mut self, t: u64, e: u64, cause: Cause) {
         let t = t.max(self.last);
-        let it = Item {
-            t,
-            rank: Rank::of(t, cause),
-            e,
-        };
+        let rank = Rank::of(t, cause);
         self.len += 1;
         let b = bucket(t, self.last);
         if b == 0 {
-            let mask = self.key_mask;
-            let k = order(&it, mask);
-            let at = self.now.partition_point(|i| order(i, mask) <= k);
+            // Scheduled now, so after most of what is due now: a short move at the end.
+            let it = self.tied(rank, e);
+            let at = self.head + self.now[self.head..].partition_point(|i| *i <= it);
             self.now.insert(at, it);
         } else {
-            self.buckets[b].push(it);
+            self.buckets[b].push(Item { t, rank, e });
+        }
+    }
+
+    #[inline]
+    fn tied(&self, rank: Rank, e: u64) -> Tied {
+        Tied {
+            rank,
+            tie: permuted(self.last_hash, e & self.key_mask),
+            e,
         }
     }
 
     /// Time of the next event, without moving the queue's clock (a parallel run may still push events
     /// earlier than it, but not earlier than the last one popped).
     pub fn next_time(&self) -> Option<u64> {
-        if let Some(i) = self.now.front() {
-            return Some(i.t);
+        if self.head < self.now.len() {
+            return Some(self.last);
         }
         let b = (1..=64).find(|&b| !self.buckets[b].is_empty())?;
         self.buckets[b].iter().map(|i| i.t).min()
@@ -214,18 +264,18 @@ impl EventQueue {
     /// Removes the next event if its time is before `end`: (time, payload).
     #[inline]
     pub fn pop_before(&mut self, end: u64) -> Option<(u64, u64)> {
-        if self.now.is_empty() && !self.refill(end) {
+        if self.head == self.now.len() && !self.refill(end) {
             return None;
         }
-        let it = *self.now.front()?;
-        if it.t >= end {
+        if self.last >= end {
             return None;
         }
-        self.now.pop_front();
+        let it = *self.now.get(self.head)?;
+        self.head += 1;
         self.popped = it.rank;
         self.seq = 0;
         self.len -= 1;
-        Some((it.t, it.e))
+        Some((self.last, it.e))
     }
 
     /// Moves the earliest events into bucket 0 if they are before `end` (else leaves the clock where it is).
@@ -241,26 +291,27 @@ impl EventQueue {
         if min >= end {
             return false;
         }
-        let items = std::mem::take(&mut self.buckets[b]);
+        let mut items = std::mem::take(&mut self.buckets[b]);
+        self.now.clear();
+        self.head = 0;
         self.last = min;
+        self.last_hash = tie_hash(min);
         for it in &items {
             let nb = bucket(it.t, min);
             if nb == 0 {
-                self.now.push_back(*it);
+                let tied = self.tied(it.rank, it.e);
+                self.now.push(tied);
             } else {
                 self.buckets[nb].push(*it);
             }
         }
-        // Keep the (usually tiny) allocation for reuse.
-        let mut items = items;
+        // Keep a small allocation for reuse; a large one goes (every bucket keeping the most it ever held took
+        // several times the queue's peak: 4 MB of bench-leafspine-1024-perm's 40).
         items.clear();
-        if self.buckets[b].is_empty() {
+        if self.buckets[b].is_empty() && items.capacity() <= KEEP {
             self.buckets[b] = items;
         }
-        let mask = self.key_mask;
-        self.now
-            .make_contiguous()
-            .sort_unstable_by_key(|i| order(i, mask));
+        sort_nearly_sorted(&mut self.now);
         true
     }
 }
@@ -294,8 +345,8 @@ mod tests {
                 // The bits above the mask are a hint that must not order anything: distinct per event.
                 let e = (step << 16) | (rng.next_u64() % 64);
                 let mut c = q.cause();
-                c.up.gaps[DEPTH - 2] = (rng.next_u64() % 3) as u32;
-                c.up.root = (rng.next_u64() % 2) as u32;
+                c.up.far = (c.up.far & !LOW) | rng.next_u64() % 3;
+                c.up.origin = (c.up.origin & LOW) | (rng.next_u64() % 2) << 32;
                 q.push_caused(now + dt, e, c);
                 let r = Rank::of(now + dt, c);
                 h.push(Reverse((now + dt, r, tie_key(now + dt, e & mask), e)));
@@ -391,6 +442,40 @@ mod tests {
             (0..3).map(|_| q.pop().unwrap().1).collect::<Vec<_>>(),
             [9, 4, 7]
         );
+    }
+
+    /// The insertion sort gives a full sort's order, in order, nearly in order (a few far out of place) and in
+    /// reverse (the fallback).
+    #[test]
+    fn sorts_nearly_sorted_input() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        let item = |k: u64| Tied {
+            rank: Rank {
+                near: k / 16,
+                far: 0,
+                origin: k % 4,
+            },
+            tie: k % 3,
+            e: k,
+        };
+        for n in [0, 1, 2, 50, 5_000] {
+            let mut sorted: Vec<Tied> = (0..n).map(item).collect();
+            sorted.sort_unstable();
+            let mut few = sorted.clone();
+            for _ in 0..n / 20 {
+                let (i, j) = (rng.next_u64() % n, rng.next_u64() % n);
+                few.swap(i as usize, j as usize);
+            }
+            let mut shuffled = sorted.clone();
+            for i in (1..shuffled.len()).rev() {
+                shuffled.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+            }
+            let reversed: Vec<Tied> = sorted.iter().rev().copied().collect();
+            for mut v in [sorted.clone(), few, shuffled, reversed] {
+                sort_nearly_sorted(&mut v);
+                assert_eq!(v, sorted);
+            }
+        }
     }
 
     /// The kind (high half) orders first; among components the order changes with the time, so no component
