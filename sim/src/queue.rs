@@ -227,13 +227,20 @@ impl EventQueue {
         self.len += 1;
         let b = bucket(t, self.last);
         if b == 0 {
-            // Scheduled now, so after most of what is due now: a short move at the end.
-            let it = self.tied(rank, e);
-            let at = self.head + self.now[self.head..].partition_point(|i| *i <= it);
-            self.now.insert(at, it);
+            self.push_now(rank, e);
         } else {
             self.buckets[b].push(Item { t, rank, e });
         }
+    }
+
+    /// Adds an event due now (rare: most are scheduled ahead). Scheduled now, it goes after most of what is due
+    /// now: a short move at the end.
+    #[cold]
+    #[inline(never)]
+    fn push_now(&mut self, rank: Rank, e: u64) {
+        let it = self.tied(rank, e);
+        let at = self.head + self.now[self.head..].partition_point(|i| *i <= it);
+        self.now.insert(at, it);
     }
 
     #[inline]
