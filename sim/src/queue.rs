@@ -352,7 +352,7 @@ mod tests {
                 // The bits above the mask are a hint that must not order anything: distinct per event.
                 let e = (step << 16) | (rng.next_u64() % 64);
                 let mut c = q.cause();
-                c.up.far = (c.up.far & !LOW) | rng.next_u64() % 3;
+                c.up.far = (c.up.far & !LOW) | (rng.next_u64() % 3);
                 c.up.origin = (c.up.origin & LOW) | (rng.next_u64() % 2) << 32;
                 q.push_caused(now + dt, e, c);
                 let r = Rank::of(now + dt, c);
