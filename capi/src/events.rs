@@ -1,7 +1,8 @@
 //! Asynchronous events and EV events on their way to the application.
 //!
-//! The shim sorts its host's asynchronous events (shim/src/host.rs, `Router`): those of the QPs and CQs libmrc
-//! created through the bridge, and port (plane) changes, wait in a queue of their own behind a descriptor. EV
+//! The verbs layer sorts its host's asynchronous events (shim/src/host.rs, `Router`): those of the QPs and CQs
+//! libmrc created (`mrc_verbs_shim::api`), and port (plane) changes, wait in a queue of their own behind a
+//! descriptor. EV
 //! state changes wait in mrc-host's EV-event queue (host/src/control.rs), also behind a descriptor. Each MRC
 //! context runs one thread (`libmrc-events`) that sleeps in `poll` on both and moves what arrives to where the
 //! OCP API reads it:
@@ -19,8 +20,9 @@ use std::ffi::{c_int, c_uint};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, Weak};
 
+use mrc_verbs_shim::api::{self as verbs, AsyncEvent};
+
 use crate::abi::*;
-use crate::bridge;
 use crate::device::Device;
 use crate::ffi::{Error, FFI};
 
@@ -41,7 +43,7 @@ pub(crate) struct Sink {
     /// Readable once per queued event (semaphore, non-blocking; `get` blocks in `poll` when it should).
     fd: OwnedFd,
     /// The verbs context's `async_fd`: `mrc_get_async_event` blocks unless it is non-blocking, as
-    /// `ibv_get_async_event` on that context would (-1 without the shim: blocking).
+    /// `ibv_get_async_event` on that context would (-1 on a unit test's context: blocking).
     verbs_fd: c_int,
 }
 
@@ -70,10 +72,10 @@ fn wait_readable(fd: c_int, timeout_ms: c_int) -> bool {
 impl Sink {
     /// A sink for a context on `device` whose verbs context is `vctx`, known to every event source.
     pub(crate) fn new(device: u32, vctx: *mut ibv_context) -> Result<Arc<Self>, Error> {
-        let verbs_fd = if vctx.is_null() || !bridge::available() {
+        let verbs_fd = if vctx.is_null() {
             -1
         } else {
-            bridge::async_fds(vctx).map_or(-1, |(_, v)| v)
+            verbs::async_fds(vctx).map_or(-1, |(_, v)| v)
         };
         // Non-blocking, so that `take` never sleeps.
         let fd = mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?;
@@ -107,7 +109,7 @@ impl Sink {
         if self.verbs_fd < 0 {
             return false;
         }
-        // SAFETY: F_GETFL on the shim's descriptor, which lives while the MRC context holds its context.
+        // SAFETY: F_GETFL on the verbs context's descriptor, which lives while the MRC context holds its context.
         let fl = unsafe { libc::fcntl(self.verbs_fd, libc::F_GETFL) };
         fl >= 0 && fl & libc::O_NONBLOCK != 0
     }
@@ -148,8 +150,8 @@ fn port_event(device: u32, event_type: c_uint, port: u32) {
     }
 }
 
-/// Moves one event of the shim to the context it concerns.
-fn route(device: u32, e: &bridge::AsyncEvent) {
+/// Moves one event of the verbs layer to the context it concerns.
+fn route(device: u32, e: &AsyncEvent) {
     match e.event_type {
         IBV_EVENT_PORT_ACTIVE | IBV_EVENT_PORT_ERR => port_event(device, e.event_type, e.port),
         IBV_EVENT_CQ_ERR => {
@@ -185,10 +187,12 @@ pub(crate) struct Pump {
 }
 
 impl Pump {
-    /// Starts the thread for a context on `dev` over the verbs context `vctx` (with the shim loaded).
+    /// Starts the thread for a context on `dev` over the verbs context `vctx`.
     pub(crate) fn start(dev: Arc<Device>, vctx: *mut ibv_context) -> Result<Self, Error> {
-        let (bfd, _) = bridge::async_fds(vctx)?;
-        let efd = bridge::ev_event_fd(vctx)?;
+        let (bfd, _) = verbs::async_fds(vctx)?;
+        let efd = verbs::context_host(vctx)?
+            .ev_event_fd()
+            .ok_or_else(|| Error::new(libc::EMFILE, "no eventfd for the EV-event queue"))?;
         let stop = mrc_ffi::eventfd::new(0)?;
         let sfd = stop.as_raw_fd();
         let v = vctx as usize;
@@ -206,8 +210,8 @@ impl Pump {
     }
 }
 
-/// The thread: sleeps until an event is queued or `stop` is signalled. The shim's descriptors live as long as
-/// the verbs context, which the MRC context holds until after this thread ended.
+/// The thread: sleeps until an event is queued or `stop` is signalled. The descriptors live as long as the
+/// verbs context, which the MRC context holds until after this thread ended.
 fn run(dev: &Device, vctx: *mut ibv_context, fds: [c_int; 3]) {
     loop {
         let mut p = fds.map(|fd| libc::pollfd {
@@ -222,8 +226,8 @@ fn run(dev: &Device, vctx: *mut ibv_context, fds: [c_int; 3]) {
         if p[2].revents != 0 {
             return;
         }
-        // Inside the panic boundary: a panic is logged and the thread goes on (`EIO`); a failing bridge means the
-        // verbs context is gone, and nothing more will come.
+        // Inside the panic boundary: a panic is logged and the thread goes on (`EIO`); a refusal means the verbs
+        // context is gone, and nothing more will come.
         match FFI.guard("libmrc-events", || drain(dev, vctx)) {
             Ok(()) => {}
             Err(e) if e.errno == libc::EIO => {}
@@ -234,19 +238,16 @@ fn run(dev: &Device, vctx: *mut ibv_context, fds: [c_int; 3]) {
 
 fn drain(dev: &Device, vctx: *mut ibv_context) -> Result<(), Error> {
     let device = dev.info.device_index;
-    loop {
-        let got = bridge::poll_async_events(vctx, 32)?;
-        for e in &got {
-            route(device, e);
-        }
-        if got.len() < 32 {
-            break;
-        }
+    while let Some(e) = verbs::next_async_event(vctx)? {
+        route(device, &e);
     }
+    let host = verbs::context_host(vctx)?;
     loop {
-        let got = bridge::poll_ev_events(vctx, 64)?;
+        let got: Vec<mrc_host::EvEvent> = std::iter::from_fn(|| host.poll_ev_event())
+            .take(64)
+            .collect();
         let n = got.len();
-        let dropped = bridge::ev_events_dropped(vctx)?;
+        let dropped = host.ev_events_dropped();
         let before = dev
             .host_ev_drops
             .fetch_max(dropped, std::sync::atomic::Ordering::AcqRel);

@@ -27,7 +27,7 @@ pub(crate) struct Context {
     pub(crate) host: Arc<HostDevice>,
     /// PDs, CQs and completion channels created on it.
     pub(crate) users: Users,
-    /// Holds of libmrc's MRC contexts (`bridge.rs`): unlike verbs children, these make `ibv_close_device` fail
+    /// Holds of libmrc's MRC contexts (`api.rs`): unlike verbs children, these make `ibv_close_device` fail
     /// with `EBUSY`, since libmrc would be left with a context it cannot release.
     pub(crate) holds: Users,
 }

@@ -112,6 +112,19 @@ pub(crate) fn destroy_sync(m: *mut pthread_mutex_t, c: *mut pthread_cond_t) {
     }
 }
 
+/// The live channel behind `ch`.
+pub(crate) fn channel<'a>(ch: *mut ibv_comp_channel, what: &str) -> Result<&'a Channel, Error> {
+    // SAFETY: the registry check inside `get` makes sure `ch` is one of ours and live.
+    unsafe { registry::get::<Channel>(ch, what) }
+}
+
+impl Channel {
+    /// The epoll descriptor (`ibv_comp_channel.fd`).
+    pub(crate) fn fd(&self) -> RawFd {
+        self.efd.as_raw_fd()
+    }
+}
+
 /// The live CQ behind `cq`.
 pub(crate) fn cq<'a>(p: *mut ibv_cq, what: &str) -> Result<&'a Cq, Error> {
     // SAFETY: the registry check inside `get` makes sure `p` is one of ours and live.
@@ -161,7 +174,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(ctx: *mut ibv_context) -> *mut 
     FFI.ptr("ibv_create_comp_channel", || create_channel(ctx))
 }
 
-/// `ibv_create_comp_channel`.
+/// `ibv_create_comp_channel` (also libmrc's, `api.rs`).
 pub(crate) fn create_channel(ctx: *mut ibv_context) -> Result<*mut ibv_comp_channel, Error> {
     let c = context(ctx)?;
     // SAFETY: plain system call; the result is checked.

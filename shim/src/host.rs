@@ -270,10 +270,10 @@ pub(crate) enum HostEvent {
     CqError(usize),
 }
 
-/// An asynchronous event for libmrc (bridge.rs): verbs' event type, and the `ibv_qp` / `ibv_cq` it names or
+/// An asynchronous event for libmrc (api.rs): verbs' event type, and the `ibv_qp` / `ibv_cq` it names or
 /// the port (1-based: an MRC plane).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BridgeEvent {
+pub(crate) struct LibmrcEvent {
     pub(crate) event_type: c_uint,
     pub(crate) element: usize,
     pub(crate) port: u8,
@@ -283,27 +283,27 @@ pub(crate) struct BridgeEvent {
 const IBV_EVENT_PORT_ACTIVE: c_uint = 9;
 const IBV_EVENT_PORT_ERR: c_uint = 10;
 /// Events kept for libmrc; more are dropped (libmrc reads them at once on its own thread).
-const BRIDGE_EVENTS: usize = 4096;
+const LIBMRC_EVENTS: usize = 4096;
 
 /// The host has one asynchronous-event queue; its events have two readers. QPs and CQs that libmrc created
-/// through the bridge are invisible to the application (it holds libmrc's objects, not these), so their events,
+/// through api.rs are invisible to the application (it holds libmrc's objects, not these), so their events,
 /// and port (plane) changes, which MRC reports per port, go to libmrc's queue; the rest to the verbs queue
 /// behind the context's `async_fd`. One thread per host moves them, so that each reader can wait on its own
 /// descriptor without taking the other's events.
 pub(crate) struct Router {
     /// QPN → `ibv_qp` address and CQ id → `ibv_cq` address, to name the element of asynchronous events.
     elements: Mutex<HashMap<(u8, u32), usize>>,
-    /// `ibv_qp` / `ibv_cq` addresses created through the bridge.
-    bridged: Mutex<HashSet<usize>>,
+    /// `ibv_qp` / `ibv_cq` addresses created through api.rs.
+    libmrc_objects: Mutex<HashSet<usize>>,
     verbs: Mutex<VecDeque<HostEvent>>,
     /// The contexts' `async_fd`: a semaphore eventfd, readable once per queued verbs event; blocking unless the
     /// application makes it non-blocking, as verbs documents.
     verbs_fd: OwnedFd,
-    bridge: Mutex<VecDeque<BridgeEvent>>,
-    /// Readable once per queued bridge event (non-blocking).
-    bridge_fd: OwnedFd,
+    libmrc: Mutex<VecDeque<LibmrcEvent>>,
+    /// Readable once per queued libmrc event (non-blocking).
+    libmrc_fd: OwnedFd,
     /// MRC contexts of libmrc on this host: port events are queued for libmrc only while there are any.
-    pub(crate) bridge_users: AtomicUsize,
+    pub(crate) libmrc_users: AtomicUsize,
     stop_fd: OwnedFd,
 }
 
@@ -315,7 +315,7 @@ fn take_signal(fd: &OwnedFd) -> bool {
         events: libc::POLLIN,
         revents: 0,
     };
-    // SAFETY: polls one live descriptor without waiting, then reads 8 bytes into a live u64. The bridge fd is
+    // SAFETY: polls one live descriptor without waiting, then reads 8 bytes into a live u64. The libmrc fd is
     // non-blocking; the poll keeps a racing reader from blocking on it anyway.
     unsafe {
         libc::poll(&mut p, 1, 0) == 1 && libc::read(fd.as_raw_fd(), (&raw mut v).cast(), 8) == 8
@@ -326,22 +326,22 @@ impl Router {
     fn new() -> Result<Self, Error> {
         Ok(Self {
             elements: Mutex::new(HashMap::new()),
-            bridged: Mutex::new(HashSet::new()),
+            libmrc_objects: Mutex::new(HashSet::new()),
             verbs: Mutex::new(VecDeque::new()),
             verbs_fd: mrc_ffi::eventfd::new(0)?,
-            bridge: Mutex::new(VecDeque::new()),
-            bridge_fd: mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?,
-            bridge_users: AtomicUsize::new(0),
+            libmrc: Mutex::new(VecDeque::new()),
+            libmrc_fd: mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?,
+            libmrc_users: AtomicUsize::new(0),
             stop_fd: mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?,
         })
     }
 
-    fn to_bridge(&self, e: BridgeEvent) {
-        let mut q = self.bridge.lock().unwrap_or_else(|p| p.into_inner());
-        if q.len() < BRIDGE_EVENTS {
+    fn to_libmrc(&self, e: LibmrcEvent) {
+        let mut q = self.libmrc.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() < LIBMRC_EVENTS {
             q.push_back(e);
             drop(q);
-            mrc_ffi::eventfd::signal(&self.bridge_fd);
+            mrc_ffi::eventfd::signal(&self.libmrc_fd);
         }
     }
 
@@ -356,9 +356,9 @@ impl Router {
             mh::AsyncEvent::CqError { cq } => (CQ_ELEMENT, cq, crate::abi::IBV_EVENT_CQ_ERR),
             // Planes are MRC's business: the verbs port stays ACTIVE while any plane works; libmrc names them.
             mh::AsyncEvent::PortUp { plane } | mh::AsyncEvent::PortDown { plane } => {
-                if self.bridge_users.load(Ordering::Acquire) > 0 {
+                if self.libmrc_users.load(Ordering::Acquire) > 0 {
                     let up = matches!(e, mh::AsyncEvent::PortUp { .. });
-                    self.to_bridge(BridgeEvent {
+                    self.to_libmrc(LibmrcEvent {
                         event_type: if up {
                             IBV_EVENT_PORT_ACTIVE
                         } else {
@@ -382,12 +382,12 @@ impl Router {
             return;
         };
         if self
-            .bridged
+            .libmrc_objects
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .contains(&addr)
         {
-            self.to_bridge(BridgeEvent {
+            self.to_libmrc(LibmrcEvent {
                 event_type: ty,
                 element: addr,
                 port: 0,
@@ -414,26 +414,29 @@ impl Router {
     }
 
     /// Marks an `ibv_qp` / `ibv_cq` as libmrc's (or no longer).
-    pub(crate) fn set_bridged(&self, addr: usize, bridged: bool) {
-        let mut b = self.bridged.lock().unwrap_or_else(|p| p.into_inner());
-        if bridged {
+    pub(crate) fn set_libmrc(&self, addr: usize, libmrc: bool) {
+        let mut b = self
+            .libmrc_objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if libmrc {
             b.insert(addr);
         } else {
             b.remove(&addr);
         }
     }
 
-    /// libmrc's descriptor: readable once per queued bridge event.
-    pub(crate) fn bridge_fd(&self) -> RawFd {
-        self.bridge_fd.as_raw_fd()
+    /// libmrc's descriptor: readable once per queued libmrc event.
+    pub(crate) fn libmrc_fd(&self) -> RawFd {
+        self.libmrc_fd.as_raw_fd()
     }
 
     /// The next event for libmrc, if any (its element may be gone by now: libmrc checks).
-    pub(crate) fn next_bridge_event(&self) -> Option<BridgeEvent> {
-        if !take_signal(&self.bridge_fd) {
+    pub(crate) fn next_libmrc_event(&self) -> Option<LibmrcEvent> {
+        if !take_signal(&self.libmrc_fd) {
             return None;
         }
-        self.bridge
+        self.libmrc
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .pop_front()
@@ -563,7 +566,7 @@ fn print_stats(host: &mh::Host, every: Duration, stop: &AtomicBool) {
 static HOSTS: Mutex<Vec<(String, Weak<HostDevice>)>> = Mutex::new(Vec::new());
 
 impl HostDevice {
-    /// The host instance, for libmrc's controller calls (bridge.rs).
+    /// The host instance, for libmrc's controller calls (api.rs).
     pub(crate) fn host(&self) -> &mh::Host {
         &self.host
     }
@@ -635,7 +638,7 @@ impl HostDevice {
         self.router.verbs_fd.as_raw_fd()
     }
 
-    /// The asynchronous events' router (libmrc's queue, bridge.rs).
+    /// The asynchronous events' router (libmrc's queue, api.rs).
     pub(crate) fn router(&self) -> &Router {
         &self.router
     }
@@ -667,7 +670,7 @@ impl HostDevice {
             None => {
                 if let Some(a) = el.remove(&(kind, id)) {
                     drop(el);
-                    self.router.set_bridged(a, false);
+                    self.router.set_libmrc(a, false);
                 }
             }
         }

@@ -49,7 +49,12 @@ impl Qp {
         unsafe { &*self.pd }
     }
 
-    fn ctx(&self) -> &Context {
+    /// The engine's QP number (also `ibv_qp.qp_num`).
+    pub(crate) fn qpn(&self) -> u32 {
+        self.host.qpn
+    }
+
+    pub(crate) fn ctx(&self) -> &Context {
         self.pd().ctx()
     }
 
@@ -476,6 +481,12 @@ pub(crate) unsafe extern "C" fn post_recv_op(
     )
 }
 
+/// The live QP behind `qp`.
+pub(crate) fn qp<'a>(qp: *mut ibv_qp, what: &str) -> Result<&'a Qp, Error> {
+    // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
+    unsafe { registry::get::<Qp>(qp, what) }
+}
+
 /// Counts an acknowledged asynchronous event of a QP.
 pub(crate) fn ack_event(qp: *mut ibv_qp) -> Result<(), Error> {
     // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
@@ -514,7 +525,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     FFI.errno_value("ibv_modify_qp", || modify(qp, attr, mask))
 }
 
-/// `ibv_modify_qp`; `attr` is NULL or readable.
+/// `ibv_modify_qp` (also libmrc's, `api.rs`); `attr` is NULL or readable.
 pub(crate) fn modify(qp: *mut ibv_qp, attr: *const ibv_qp_attr, mask: c_int) -> Result<(), Error> {
     // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
     let q = unsafe { registry::get::<Qp>(qp, "qp") }?;
