@@ -31,8 +31,6 @@ pub struct mrc_context {
     pub(crate) hints: Users,
     /// Its asynchronous events (`mrc_get_async_event`).
     pub(crate) sink: Arc<crate::events::Sink>,
-    /// The thread that brings events from the shim (with the shim loaded).
-    pump: Option<crate::events::Pump>,
 }
 
 // SAFETY: only ever published from a Box by `mrc_create_context`.
@@ -195,14 +193,8 @@ pub unsafe extern "C" fn mrc_create_context(
             ));
         };
         let sink = crate::events::Sink::new(dev.info.device_index, vcontext)?;
+        crate::events::install();
         verbs::hold_context(vcontext)?;
-        let pump = match crate::events::Pump::start(dev.clone(), vcontext) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = verbs::release_context(vcontext);
-                return Err(e);
-            }
-        };
         Ok(registry::publish(Box::new(mrc_context {
             vctx: vcontext,
             dev,
@@ -210,7 +202,6 @@ pub unsafe extern "C" fn mrc_create_context(
             users: Users::default(),
             hints: Users::default(),
             sink,
-            pump: Some(pump),
         })))
     })
 }
@@ -225,11 +216,7 @@ pub unsafe extern "C" fn mrc_destroy_context(mrc_ctx: *mut mrc_context) -> c_int
                 c.users.idle("MRC context")
             })
         }?;
-        let vctx = c.vctx;
-        if let Some(p) = c.pump {
-            p.stop();
-        }
-        let _ = verbs::release_context(vctx);
+        let _ = verbs::release_context(c.vctx);
         Ok(())
     })
 }
@@ -272,6 +259,5 @@ pub(crate) fn test_context(device_index: u32, planes: u32) -> *mut mrc_context {
         users: Users::default(),
         hints: Users::default(),
         sink: crate::events::Sink::new(device_index, std::ptr::null_mut()).expect("eventfd"),
-        pump: None,
     }))
 }

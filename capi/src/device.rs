@@ -118,6 +118,15 @@ fn fmt_of(usid: bool) -> (u32, u32) {
 
 static DEVICES: Mutex<BTreeMap<u32, Arc<Device>>> = Mutex::new(BTreeMap::new());
 
+/// The process's device `index`, if an MRC context was opened on it.
+pub(crate) fn find(index: u32) -> Option<Arc<Device>> {
+    DEVICES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&index)
+        .cloned()
+}
+
 /// The process's device for a verbs device, created at first use.
 pub(crate) fn get(info: DeviceInfo) -> Arc<Device> {
     let mut d = DEVICES.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,11 +1,10 @@
 //! Asynchronous events and EV events on their way to the application.
 //!
-//! The verbs layer sorts its host's asynchronous events (shim/src/host.rs, `Router`): those of the QPs and CQs
-//! libmrc created (`mrc_verbs_shim::api`), and port (plane) changes, wait in a queue of their own behind a
-//! descriptor. EV
-//! state changes wait in mrc-host's EV-event queue (host/src/control.rs), also behind a descriptor. Each MRC
-//! context runs one thread (`libmrc-events`) that sleeps in `poll` on both and moves what arrives to where the
-//! OCP API reads it:
+//! The verbs layer runs one thread per device (shim/src/host.rs, `Router`, `mrc-shim-events`) that waits for
+//! the host's asynchronous events and, while an MRC context is open on the device, for its EV state changes
+//! (mrc-host's EV-event queue, host/src/control.rs). Events of the QPs and CQs libmrc created
+//! (`mrc_verbs_shim::api`), port (plane) changes and EV changes come to [`handle`] on that thread, which moves
+//! them to where the OCP API reads them:
 //!
 //! - a QP or CQ event to the [`Sink`] of the context that owns the object (`mrc_get_async_event`), naming the
 //!   libmrc object; a port event to every context on the device;
@@ -20,10 +19,9 @@ use std::ffi::{c_int, c_uint};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, Weak};
 
-use mrc_verbs_shim::api::{self as verbs, AsyncEvent};
+use mrc_verbs_shim::api::{self as verbs, AsyncEvent, Event};
 
 use crate::abi::*;
-use crate::device::Device;
 use crate::ffi::{Error, FFI};
 
 /// `enum ibv_event_type` values libmrc reports (rdma-core's numbering).
@@ -75,7 +73,7 @@ impl Sink {
         let verbs_fd = if vctx.is_null() {
             -1
         } else {
-            verbs::async_fds(vctx).map_or(-1, |(_, v)| v)
+            verbs::async_fd(vctx).unwrap_or(-1)
         };
         // Non-blocking, so that `take` never sleeps.
         let fd = mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?;
@@ -180,82 +178,34 @@ fn route(device: u32, e: &AsyncEvent) {
     }
 }
 
-/// A context's event thread.
-pub(crate) struct Pump {
-    stop: OwnedFd,
-    thread: std::thread::JoinHandle<()>,
+/// libmrc's handler of the verbs layer's events (installed by [`install`]), on the device's event thread.
+fn handle(device: u32, e: Event) {
+    // Inside the panic boundary: a panic is logged, and the device's thread goes on.
+    let _ = FFI.guard("libmrc event handler", || {
+        match e {
+            Event::Async(a) => route(device, &a),
+            Event::Ev { events, dropped } => ev_events(device, &events, dropped),
+        }
+        Ok(())
+    });
 }
 
-impl Pump {
-    /// Starts the thread for a context on `dev` over the verbs context `vctx`.
-    pub(crate) fn start(dev: Arc<Device>, vctx: *mut ibv_context) -> Result<Self, Error> {
-        let (bfd, _) = verbs::async_fds(vctx)?;
-        let efd = verbs::context_host(vctx)?
-            .ev_event_fd()
-            .ok_or_else(|| Error::new(libc::EMFILE, "no eventfd for the EV-event queue"))?;
-        let stop = mrc_ffi::eventfd::new(0)?;
-        let sfd = stop.as_raw_fd();
-        let v = vctx as usize;
-        let thread = std::thread::Builder::new()
-            .name("libmrc-events".into())
-            .spawn(move || run(&dev, v as *mut ibv_context, [bfd, efd, sfd]))
-            .map_err(|e| Error::new(libc::EAGAIN, format!("starting the event thread: {e}")))?;
-        Ok(Self { stop, thread })
-    }
-
-    /// Stops the thread (before the context lets go of its verbs context).
-    pub(crate) fn stop(self) {
-        mrc_ffi::eventfd::signal(&self.stop);
-        let _ = self.thread.join();
-    }
+/// EV changes of the device's host to its EV-event CQs; what the host dropped since it was last seen is lost
+/// to every one of them.
+fn ev_events(device: u32, got: &[mrc_host::EvEvent], dropped: u64) {
+    let Some(dev) = crate::device::find(device) else {
+        return;
+    };
+    let before = dev
+        .host_ev_drops
+        .fetch_max(dropped, std::sync::atomic::Ordering::AcqRel);
+    let lost = u32::try_from(dropped.saturating_sub(before)).unwrap_or(u32::MAX);
+    let events = crate::transport::ev_events(&dev, got);
+    crate::cq::deliver_ev_events(device, lost, &events);
 }
 
-/// The thread: sleeps until an event is queued or `stop` is signalled. The descriptors live as long as the
-/// verbs context, which the MRC context holds until after this thread ended.
-fn run(dev: &Device, vctx: *mut ibv_context, fds: [c_int; 3]) {
-    loop {
-        let mut p = fds.map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        // SAFETY: polls three live descriptors.
-        if unsafe { libc::poll(p.as_mut_ptr(), 3, -1) } < 0 {
-            continue;
-        }
-        if p[2].revents != 0 {
-            return;
-        }
-        // Inside the panic boundary: a panic is logged and the thread goes on (`EIO`); a refusal means the verbs
-        // context is gone, and nothing more will come.
-        match FFI.guard("libmrc-events", || drain(dev, vctx)) {
-            Ok(()) => {}
-            Err(e) if e.errno == libc::EIO => {}
-            Err(_) => return,
-        }
-    }
-}
-
-fn drain(dev: &Device, vctx: *mut ibv_context) -> Result<(), Error> {
-    let device = dev.info.device_index;
-    while let Some(e) = verbs::next_async_event(vctx)? {
-        route(device, &e);
-    }
-    let host = verbs::context_host(vctx)?;
-    loop {
-        let got: Vec<mrc_host::EvEvent> = std::iter::from_fn(|| host.poll_ev_event())
-            .take(64)
-            .collect();
-        let n = got.len();
-        let dropped = host.ev_events_dropped();
-        let before = dev
-            .host_ev_drops
-            .fetch_max(dropped, std::sync::atomic::Ordering::AcqRel);
-        let lost = u32::try_from(dropped.saturating_sub(before)).unwrap_or(u32::MAX);
-        let events = crate::transport::ev_events(dev, &got);
-        crate::cq::deliver_ev_events(device, lost, &events);
-        if n < 64 {
-            return Ok(());
-        }
-    }
+/// Makes [`handle`] the verbs layer's handler of libmrc's events (before an MRC context holds a verbs
+/// context; once is enough).
+pub(crate) fn install() {
+    verbs::set_event_handler(handle);
 }

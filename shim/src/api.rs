@@ -5,12 +5,13 @@
 //!
 //! Holding a context or PD counts as a user of it, so `ibv_close_device` and `ibv_dealloc_pd` refuse (`EBUSY`)
 //! while an MRC context or QP still depends on it. CQs and QPs made here are marked as libmrc's: their
-//! asynchronous events, and the ports' events, go to libmrc's queue ([`next_async_event`]), not to verbs'.
-//! The controller's calls go to the device's [`mrc_host::Host`] ([`context_host`], [`qp_host`]).
+//! asynchronous events, the ports' events and the host's EV state changes go to libmrc's handler
+//! ([`set_event_handler`]), called on the device's event thread, not to verbs' queue. The controller's calls
+//! go to the device's [`mrc_host::Host`] ([`context_host`], [`qp_host`]).
 
 use std::ffi::c_int;
 use std::os::fd::RawFd;
-use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
 pub use mrc_ffi::boundary::Error;
 
@@ -51,6 +52,39 @@ pub struct AsyncEvent {
     pub element: usize,
 }
 
+/// What the device's event thread hands to libmrc.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// An asynchronous event of a CQ or QP of libmrc's, or of a port.
+    Async(AsyncEvent),
+    /// EV state changes of the host's QPs, and how many the host has dropped so far (its queue was full).
+    Ev {
+        /// The changes, oldest first.
+        events: Vec<mrc_host::EvEvent>,
+        /// The host's count of dropped changes.
+        dropped: u64,
+    },
+}
+
+/// libmrc's handler: device index and event.
+pub type EventHandler = fn(u32, Event);
+
+static HANDLER: OnceLock<EventHandler> = OnceLock::new();
+
+/// Installs libmrc's event handler (the first call wins: there is one libmrc in a library). It runs on the
+/// device's event thread: it must not wait for anything a verbs or host call made while holding its locks
+/// would wait for.
+pub fn set_event_handler(f: EventHandler) {
+    let _ = HANDLER.set(f);
+}
+
+/// Hands an event of device `device` to libmrc's handler, if there is one.
+pub(crate) fn deliver(device: u32, e: Event) {
+    if let Some(f) = HANDLER.get() {
+        f(device, e);
+    }
+}
+
 /// The device behind a verbs context, or `None` if it is not a live context of this library.
 pub fn device_info(ctx: *mut ibv_context) -> Option<DeviceInfo> {
     let c = context(ctx).ok()?;
@@ -68,7 +102,7 @@ pub fn hold_context(ctx: *mut ibv_context) -> Result<(), Error> {
     let c = context(ctx)?;
     c.users.add();
     c.holds.add();
-    c.host.router().libmrc_users.fetch_add(1, Ordering::AcqRel);
+    c.host.router().libmrc_user(true);
     Ok(())
 }
 
@@ -77,7 +111,7 @@ pub fn release_context(ctx: *mut ibv_context) -> Result<(), Error> {
     let c = context(ctx)?;
     c.holds.sub();
     c.users.sub();
-    c.host.router().libmrc_users.fetch_sub(1, Ordering::AcqRel);
+    c.host.router().libmrc_user(false);
     Ok(())
 }
 
@@ -241,19 +275,7 @@ pub fn qp_host(q: *mut ibv_qp) -> Result<(mrc_host::Host, u32), Error> {
     Ok((q.ctx().host.host().clone(), q.qpn()))
 }
 
-/// The descriptor readable once per event queued for libmrc ([`next_async_event`]; non-blocking), and the
-/// context's verbs `async_fd` (whose O_NONBLOCK flag libmrc follows).
-pub fn async_fds(ctx: *mut ibv_context) -> Result<(RawFd, RawFd), Error> {
-    let c = context(ctx)?;
-    Ok((c.host.router().libmrc_fd(), c.host.event_fd()))
-}
-
-/// The next asynchronous event for libmrc, if any.
-pub fn next_async_event(ctx: *mut ibv_context) -> Result<Option<AsyncEvent>, Error> {
-    let e = context(ctx)?.host.router().next_libmrc_event();
-    Ok(e.map(|e| AsyncEvent {
-        event_type: e.event_type,
-        port: u32::from(e.port),
-        element: e.element,
-    }))
+/// The context's verbs `async_fd` (libmrc's `mrc_get_async_event` follows its O_NONBLOCK flag).
+pub fn async_fd(ctx: *mut ibv_context) -> Result<RawFd, Error> {
+    Ok(context(ctx)?.host.event_fd())
 }

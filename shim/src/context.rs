@@ -45,7 +45,7 @@ impl Context {
         dev: &'static Device,
         fill_ops: fn(&mut verbs_context),
     ) -> Result<*mut ibv_context, Error> {
-        let host = HostDevice::open(&dev.cfg)?;
+        let host = HostDevice::open(&dev.cfg, u32::try_from(dev.index).unwrap_or(u32::MAX))?;
         // SAFETY: `verbs_context` is plain data (function pointers as Options, integers, a pthread mutex whose
         // all-zero value is PTHREAD_MUTEX_INITIALIZER on glibc); all-zero is valid.
         let mut v: verbs_context = unsafe { std::mem::zeroed() };
