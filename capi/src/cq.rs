@@ -36,25 +36,25 @@ pub struct mrc_comp_channel {
     relay: Option<Relay>,
 }
 
-/// A thread that takes the events of a verbs channel and signals the libmrc CQs they belong to.
+/// A thread that waits for the events of a verbs channel and signals the libmrc CQs they belong to.
 struct Relay {
     vch: *mut ibv_comp_channel,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Ends the thread.
+    stop: OwnedFd,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Relay {
     fn start(vctx: *mut ibv_context) -> Result<Self, Error> {
+        let stop = mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?;
         let vch = verbs::create_comp_channel(vctx)?;
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (s, ch) = (stop.clone(), vch as usize);
+        let (s, ch) = (stop.as_raw_fd(), vch as usize);
         let thread = std::thread::Builder::new()
             .name("libmrc-cq-events".into())
             .spawn(move || {
-                while !s.load(std::sync::atomic::Ordering::Acquire) {
-                    if let Some(vcq) = verbs::take_cq_event(ch as *mut ibv_comp_channel, 100) {
-                        transport::cq_event(vcq);
-                    }
+                // Until stopped (or the channel is gone, which `stop` comes before).
+                while let Ok(Some(vcq)) = verbs::wait_cq_event(ch as *mut ibv_comp_channel, s) {
+                    transport::cq_event(vcq);
                 }
             })
             .map_err(|e| {
@@ -65,7 +65,7 @@ impl Relay {
     }
 
     fn stop(self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        mrc_ffi::eventfd::signal(&self.stop);
         let _ = self.thread.join();
         let _ = verbs::destroy_comp_channel(self.vch);
     }

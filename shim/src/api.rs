@@ -186,21 +186,33 @@ pub fn destroy_comp_channel(ch: *mut ibv_comp_channel) -> Result<(), Error> {
     cq::destroy_channel(ch)
 }
 
-/// The CQ of the channel's next event within `timeout_ms`, acknowledged (libmrc keeps its own count); `None`
-/// when none came.
-pub fn take_cq_event(ch: *mut ibv_comp_channel, timeout_ms: c_int) -> Option<*mut ibv_cq> {
-    let mut p = libc::pollfd {
-        fd: cq::channel(ch, "channel").ok()?.fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: polls one live descriptor.
-    if unsafe { libc::poll(&mut p, 1, timeout_ms) } <= 0 {
-        return None;
+/// Waits for the next CQ event of a channel of [`create_comp_channel`], or until `wake` is readable: the
+/// event's CQ, acknowledged (libmrc keeps its own count), or `None` when woken.
+pub fn wait_cq_event(ch: *mut ibv_comp_channel, wake: RawFd) -> Result<Option<*mut ibv_cq>, Error> {
+    let fd = cq::channel(ch, "channel")?.fd();
+    loop {
+        let mut p = [fd, wake].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // SAFETY: polls two live descriptors (the caller keeps the channel and `wake` open meanwhile).
+        if unsafe { libc::poll(p.as_mut_ptr(), 2, -1) } < 0 {
+            continue;
+        }
+        if p[1].revents != 0 {
+            return Ok(None);
+        }
+        // The channel's fd is non-blocking: an event another reader took first reads as EAGAIN.
+        match cq::get_event(ch) {
+            Ok(q) => {
+                cq::ack_events(q, 1)?;
+                return Ok(Some(q));
+            }
+            Err(e) if e.errno == libc::EAGAIN => {}
+            Err(e) => return Err(e),
+        }
     }
-    let q = cq::get_event(ch).ok()?;
-    cq::ack_events(q, 1).ok()?;
-    Some(q)
 }
 
 /// An RC QP on `pd` with these CQs; `cap` becomes what was granted. Returns the QP and its QPN (the engine's).
