@@ -11,7 +11,7 @@
 #
 # Cargo names the artifacts libmrc_capi.* because the package `mrc` (libmrc/) already owns the name libmrc;
 # this script installs them under the C name. Programs build with `pkg-config --cflags --libs mrc` and run with
-# the verbs shim preloaded: LD_PRELOAD=libmrc_verbs_shim.so ./program (capi/README.md).
+# libmrc preloaded, which carries the verbs devices too: LD_PRELOAD=libmrc.so ./program (capi/README.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 prefix=/usr/local
@@ -58,7 +58,7 @@ libdir=\${prefix}/lib
 includedir=\${prefix}/include
 
 Name: mrc
-Description: libmrc, the OCP MRC application and controller API over mrc-verbs-shim
+Description: libmrc, the OCP MRC application and controller API, with MRC's verbs devices
 Version: $version
 $requires
 Libs: -L\${libdir} -lmrc

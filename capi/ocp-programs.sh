@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds OCP's own programs unmodified from an OCP-Multipath-Reliable-Connection checkout, with their own
 # makefiles and headers, against this libmrc (installed as lib_mrc.so where their makefile looks), and runs them
-# over loopback with the verbs shim preloaded:
+# over loopback with libmrc preloaded (it carries the verbs devices):
 #
 #   capi/ocp-programs.sh OCP_CHECKOUT [ITERS]
 #
@@ -37,13 +37,14 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "ocp-programs.sh: FAIL: $*" >&2; exit 1; }
 
-echo "== building libmrc and the verbs shim (release)"
-cargo build --release -p mrc-capi -p mrc-verbs-shim --manifest-path "$root/Cargo.toml" >&2
+echo "== building libmrc (release)"
+cargo build --release -p mrc-capi --manifest-path "$root/Cargo.toml" >&2
 target=$(cargo metadata --format-version 1 --no-deps --manifest-path "$root/Cargo.toml" |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-shim="$target/release/libmrc_verbs_shim.so"
 "$here/install.sh" --prefix "$work/prefix" --from "$target/release" >/dev/null
 lib="$work/prefix/lib"
+# libmrc carries the verbs devices: preloaded, it answers the programs' ibv_* calls too.
+preload="$lib/libmrc.so"
 [ -e "$lib/lib_mrc.so" ] || fail "install.sh laid no lib_mrc.so in $lib"
 
 echo "== building OCP's programs from $ocp (a copy), with their makefiles and headers"
@@ -53,7 +54,7 @@ make -s -C "$work/ocp/examples/benchmark" MRC_H_PATH="$work/ocp" MRC_LIB_DIR="$l
 make -s -C "$work/ocp/test" >"$work/make-test.log" 2>&1 || { cat "$work/make-test.log" >&2; fail "test: make"; }
 (cd "$work/ocp/examples/ev_expansion" && gcc ev_expansion.c -o ev_expansion) || fail "examples/ev_expansion: gcc"
 
-run() { LD_PRELOAD="$shim" MRC_SHIM_PLANES=2 "$@"; }
+run() { LD_PRELOAD="$preload" MRC_SHIM_PLANES=2 "$@"; }
 
 echo "== test/mrc_test -d mrc0"
 out=$(cd "$work/ocp/test" && run ./mrc_test -d mrc0) || fail "mrc_test exited $?: $out"
@@ -67,7 +68,7 @@ echo "$(grep -c '^--' "$work/ev_expansion.out") lines of section banners, $(grep
 echo "== examples/benchmark/mrc_example: server and client, -n $iters, every size of the default sweep"
 port=$((18200 + RANDOM % 500))
 cd "$work/ocp/examples/benchmark"
-MRC_LOG_LEVEL=DEBUG LD_PRELOAD="$shim" MRC_SHIM_PLANES=2 timeout 600 ./mrc_example -d mrc0 -g 0 -p "$port" -n "$iters" \
+MRC_LOG_LEVEL=DEBUG LD_PRELOAD="$preload" MRC_SHIM_PLANES=2 timeout 600 ./mrc_example -d mrc0 -g 0 -p "$port" -n "$iters" \
     >"$work/server.out" 2>&1 &
 server_pid=$!
 for _ in $(seq 100); do

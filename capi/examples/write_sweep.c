@@ -1,13 +1,13 @@
 /* write_sweep: RDMA WRITE and WRITE-with-immediate through libmrc (the OCP MRC API) between two processes.
  *
  * The program forks: the parent writes, the child is written to. Each process opens the first verbs device
- * (mrc-verbs-shim, preloaded), creates an MRC context, CQ and QP, registers a buffer with ibv_reg_mr and
+ * (libmrc's, preloaded), creates an MRC context, CQ and QP, registers a buffer with ibv_reg_mr and
  * sends its QP number, GID 0, buffer address and rkey to the other over a socket pair (the GID finds the peer). Then, for every
  * size of the sweep, the writer WRITEs one pattern into the first half of the peer's buffer, waits for its
  * completion, and WRITEs-with-immediate (imm = the size) a second pattern into the second half; the target
  * waits for the immediate's receive completion and checks every byte of both halves before it answers.
  *
- *   LD_PRELOAD=libmrc_verbs_shim.so ./write_sweep [max_size]
+ *   LD_PRELOAD=libmrc.so ./write_sweep [max_size]
  *
  * Prints one line per size and "PASS" (exit 0), or what went wrong (exit 1).
  */
@@ -76,7 +76,7 @@ static void setup(struct side *s, size_t len)
 	int n = 0;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	if (!list || n < 1)
-		DIE("no verbs device (is mrc-verbs-shim preloaded?)");
+		DIE("no verbs device (is libmrc.so preloaded?)");
 	s->vctx = ibv_open_device(list[0]);
 	ibv_free_device_list(list);
 	if (!s->vctx)

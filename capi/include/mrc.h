@@ -5,8 +5,8 @@
  * capi/tests/layout test checks every size, offset and constant against a table measured from the OCP header.
  *
  * Devices, protection domains and memory regions are ordinary verbs objects: open the device with
- * ibv_open_device(), allocate PDs with ibv_alloc_pd() and register memory with ibv_reg_mr(). libmrc works on
- * the devices of mrc-verbs-shim (LD_PRELOAD=libmrc_verbs_shim.so); see capi/README.md.
+ * ibv_open_device(), allocate PDs with ibv_alloc_pd() and register memory with ibv_reg_mr(). libmrc carries
+ * MRC's verbs devices (the ibv_* entry points) too: run with LD_PRELOAD=libmrc.so; see capi/README.md.
  *
  * Return conventions (capi/README.md has the table): calls documented "0 / -1" return -1 and set errno;
  * calls documented "like ibv_X" return what ibv_X returns (an errno value, or NULL with errno set).

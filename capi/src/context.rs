@@ -9,11 +9,11 @@ use std::ffi::c_int;
 use std::sync::Arc;
 
 use crate::abi::*;
-use crate::bridge;
 use crate::device::{self, Device};
 use crate::ffi::{Error, FFI, non_null};
 use crate::log::log_once;
 use crate::registry::{self, Kind, Object, Users};
+use mrc_verbs_shim::api as verbs;
 
 /// An MRC context: one program's handle on one MRC device, parent of its CQs, channels, hints and QPs.
 pub struct mrc_context {
@@ -31,8 +31,6 @@ pub struct mrc_context {
     pub(crate) hints: Users,
     /// Its asynchronous events (`mrc_get_async_event`).
     pub(crate) sink: Arc<crate::events::Sink>,
-    /// The thread that brings events from the shim (with the shim loaded).
-    pump: Option<crate::events::Pump>,
 }
 
 // SAFETY: only ever published from a Box by `mrc_create_context`.
@@ -40,8 +38,8 @@ unsafe impl Object for mrc_context {
     const KIND: Kind = Kind::Context;
 }
 
-// SAFETY: the raw pointers are the application's verbs context (used only through the shim's thread-safe
-// bridge) and event elements (plain addresses handed back to the application); the rest is Sync.
+// SAFETY: the raw pointers are the application's verbs context (used only through the thread-safe
+// `mrc_verbs_shim::api`) and event elements (plain addresses handed back to the application); the rest is Sync.
 unsafe impl Send for mrc_context {}
 // SAFETY: as above.
 unsafe impl Sync for mrc_context {}
@@ -82,7 +80,7 @@ pub unsafe extern "C" fn mrc_query_version(
 
 /// The device of a verbs context, if it is an MRC device (a shim device).
 pub(crate) fn device_of(vctx: *mut ibv_context) -> Option<Arc<Device>> {
-    bridge::context_info(vctx).map(device::get)
+    verbs::device_info(vctx).map(device::get)
 }
 
 fn query_device(
@@ -190,19 +188,13 @@ pub unsafe extern "C" fn mrc_create_context(
         let Some(dev) = device_of(vcontext) else {
             return Err(Error::new(
                 libc::ENODEV,
-                "vcontext is not an open MRC device (devices come from mrc-verbs-shim: \
-                 LD_PRELOAD=libmrc_verbs_shim.so)",
+                "vcontext is not an open MRC device of this libmrc (libmrc.so carries the verbs devices: \
+                 preload only libmrc.so, not libmrc_verbs_shim.so as well)",
             ));
         };
         let sink = crate::events::Sink::new(dev.info.device_index, vcontext)?;
-        bridge::context_hold(vcontext)?;
-        let pump = match crate::events::Pump::start(dev.clone(), vcontext) {
-            Ok(p) => p,
-            Err(e) => {
-                bridge::context_release(vcontext);
-                return Err(e);
-            }
-        };
+        crate::events::install();
+        verbs::hold_context(vcontext)?;
         Ok(registry::publish(Box::new(mrc_context {
             vctx: vcontext,
             dev,
@@ -210,7 +202,6 @@ pub unsafe extern "C" fn mrc_create_context(
             users: Users::default(),
             hints: Users::default(),
             sink,
-            pump: Some(pump),
         })))
     })
 }
@@ -225,11 +216,7 @@ pub unsafe extern "C" fn mrc_destroy_context(mrc_ctx: *mut mrc_context) -> c_int
                 c.users.idle("MRC context")
             })
         }?;
-        let vctx = c.vctx;
-        if let Some(p) = c.pump {
-            p.stop();
-        }
-        bridge::context_release(vctx);
+        let _ = verbs::release_context(c.vctx);
         Ok(())
     })
 }
@@ -258,13 +245,12 @@ pub unsafe extern "C" fn mrc_ack_async_event(event: *mut mrc_async_event) {
 /// A context on a made-up device (no verbs context, no shim), for unit tests of the objects below it.
 #[cfg(test)]
 pub(crate) fn test_context(device_index: u32, planes: u32) -> *mut mrc_context {
-    let info = bridge::ContextInfo {
+    let info = verbs::DeviceInfo {
         device_index,
         planes,
-        usid: 0,
+        usid: false,
         lid: 0,
         gid: [0; 16],
-        name: [0; 64],
     };
     registry::publish(Box::new(mrc_context {
         vctx: std::ptr::null_mut(),
@@ -273,6 +259,5 @@ pub(crate) fn test_context(device_index: u32, planes: u32) -> *mut mrc_context {
         users: Users::default(),
         hints: Users::default(),
         sink: crate::events::Sink::new(device_index, std::ptr::null_mut()).expect("eventfd"),
-        pump: None,
     }))
 }

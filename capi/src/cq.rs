@@ -14,6 +14,9 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Condvar, Mutex};
 
+use mrc_ffi::verbs_abi::{ibv_comp_channel, ibv_cq};
+use mrc_verbs_shim::api as verbs;
+
 use crate::abi::*;
 use crate::context::{context, mrc_context};
 use crate::device::limits;
@@ -29,42 +32,42 @@ pub struct mrc_comp_channel {
     fired: Mutex<VecDeque<usize>>,
     /// CQs attached to it.
     users: Users,
-    /// The shim channel whose events a thread relays here (with the shim loaded).
+    /// The verbs channel whose events a thread relays here (none on a unit test's context).
     relay: Option<Relay>,
 }
 
-/// A thread that takes the events of a shim channel and signals the libmrc CQs they belong to.
+/// A thread that waits for the events of a verbs channel and signals the libmrc CQs they belong to.
 struct Relay {
-    vch: *mut c_void,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    vch: *mut ibv_comp_channel,
+    /// Ends the thread.
+    stop: OwnedFd,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Relay {
     fn start(vctx: *mut ibv_context) -> Result<Self, Error> {
-        let vch = crate::bridge::create_comp_channel(vctx)?;
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (s, ch) = (stop.clone(), vch as usize);
+        let stop = mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?;
+        let vch = verbs::create_comp_channel(vctx)?;
+        let (s, ch) = (stop.as_raw_fd(), vch as usize);
         let thread = std::thread::Builder::new()
             .name("libmrc-cq-events".into())
             .spawn(move || {
-                while !s.load(std::sync::atomic::Ordering::Acquire) {
-                    if let Some(vcq) = crate::bridge::take_cq_event(ch as *mut c_void, 100) {
-                        transport::cq_event(vcq);
-                    }
+                // Until stopped (or the channel is gone, which `stop` comes before).
+                while let Ok(Some(vcq)) = verbs::wait_cq_event(ch as *mut ibv_comp_channel, s) {
+                    transport::cq_event(vcq);
                 }
             })
             .map_err(|e| {
-                crate::bridge::destroy_comp_channel(vch);
+                let _ = verbs::destroy_comp_channel(vch);
                 Error::new(libc::EAGAIN, format!("starting the channel's thread: {e}"))
             })?;
         Ok(Self { vch, stop, thread })
     }
 
     fn stop(self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        mrc_ffi::eventfd::signal(&self.stop);
         let _ = self.thread.join();
-        crate::bridge::destroy_comp_channel(self.vch);
+        let _ = verbs::destroy_comp_channel(self.vch);
     }
 }
 
@@ -103,8 +106,8 @@ pub struct mrc_cq {
     channel: *const mrc_comp_channel,
     /// Entries asked for (the transport CQ was sized with it; an EV-event CQ holds at most this many).
     pub(crate) cqe: u32,
-    /// The shim's `ibv_cq` behind a work CQ (NULL for EV-event CQs and without the shim).
-    pub(crate) vcq: *mut c_void,
+    /// The verbs `ibv_cq` behind a work CQ (NULL for EV-event CQs and on a unit test's context).
+    pub(crate) vcq: *mut ibv_cq,
     events: Mutex<Events>,
     acked: Condvar,
     /// QPs using it.
@@ -219,7 +222,7 @@ pub unsafe extern "C" fn mrc_create_comp_channel(
         let c = context(mrc_ctx)?;
         non_null(channel, "channel")?;
         let fd = mrc_ffi::eventfd::new(0)?;
-        let relay = if crate::bridge::available() {
+        let relay = if !c.vctx.is_null() {
             Some(Relay::start(c.vctx)?)
         } else {
             None
@@ -309,7 +312,7 @@ fn create(
     let vch = ch
         .and_then(|c| c.relay.as_ref())
         .map_or(std::ptr::null_mut(), |r| r.vch);
-    let vcq = if kind == CqKind::Work && crate::bridge::available() {
+    let vcq = if kind == CqKind::Work && !c.vctx.is_null() {
         transport::create_cq(c.vctx, cqe, vch)?
     } else {
         std::ptr::null_mut()
@@ -445,8 +448,8 @@ pub unsafe extern "C" fn mrc_req_notify_cq(cq: *mut mrc_cq, solicited_only: c_in
         let q = crate::cq::cq(cq, "cq")?;
         q.events.lock().unwrap_or_else(|p| p.into_inner()).armed = Some(solicited_only != 0);
         if !q.vcq.is_null() {
-            // The shim's CQ fires once on its next completion; the channel's thread relays it here.
-            crate::bridge::req_notify_cq(q.vcq, solicited_only != 0)?;
+            // The verbs CQ fires once on its next completion; the channel's thread relays it here.
+            verbs::req_notify_cq(q.vcq, solicited_only != 0)?;
         }
         Ok(())
     })

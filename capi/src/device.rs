@@ -1,4 +1,4 @@
-//! The MRC devices of the process: one per mrc-verbs-shim device that an MRC context was opened on, shared by
+//! The MRC devices of the process: one per verbs device that an MRC context was opened on, shared by
 //! every context on it, holding what a real NIC keeps device-wide: the controller's profiles and port states,
 //! and the QP numbers.
 //!
@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::abi::*;
-use crate::bridge::ContextInfo;
 use crate::ctl::State;
+use mrc_verbs_shim::api::DeviceInfo;
 
 /// What libmrc grants, whatever the application asks (the software transport's limits).
 pub(crate) mod limits {
@@ -51,7 +51,7 @@ pub(crate) mod limits {
 /// One MRC device of the process.
 #[derive(Debug)]
 pub(crate) struct Device {
-    pub(crate) info: ContextInfo,
+    pub(crate) info: DeviceInfo,
     ctl: Mutex<State>,
     /// The host's count of EV events it dropped, as last seen by an event thread (`events.rs`): what it adds
     /// is lost to every EV-event CQ of the device.
@@ -67,12 +67,12 @@ impl Device {
 
     /// EV format modes the device carries.
     pub(crate) fn fmt_modes(&self) -> u32 {
-        fmt_of(self.info.usid != 0).0
+        fmt_of(self.info.usid).0
     }
 
     /// Significant bits of an EV value.
     pub(crate) fn ev_max_width(&self) -> u32 {
-        fmt_of(self.info.usid != 0).1
+        fmt_of(self.info.usid).1
     }
 
     /// Controller ports are the MRC planes, numbered from 1.
@@ -118,12 +118,21 @@ fn fmt_of(usid: bool) -> (u32, u32) {
 
 static DEVICES: Mutex<BTreeMap<u32, Arc<Device>>> = Mutex::new(BTreeMap::new());
 
-/// The process's device for a shim device, created at first use.
-pub(crate) fn get(info: ContextInfo) -> Arc<Device> {
+/// The process's device `index`, if an MRC context was opened on it.
+pub(crate) fn find(index: u32) -> Option<Arc<Device>> {
+    DEVICES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&index)
+        .cloned()
+}
+
+/// The process's device for a verbs device, created at first use.
+pub(crate) fn get(info: DeviceInfo) -> Arc<Device> {
     let mut d = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
     d.entry(info.device_index)
         .or_insert_with(|| {
-            let (modes, width) = fmt_of(info.usid != 0);
+            let (modes, width) = fmt_of(info.usid);
             Arc::new(Device {
                 info,
                 ctl: Mutex::new(State::new(info.planes, modes, width)),

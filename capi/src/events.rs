@@ -1,10 +1,10 @@
 //! Asynchronous events and EV events on their way to the application.
 //!
-//! The shim sorts its host's asynchronous events (shim/src/host.rs, `Router`): those of the QPs and CQs libmrc
-//! created through the bridge, and port (plane) changes, wait in a queue of their own behind a descriptor. EV
-//! state changes wait in mrc-host's EV-event queue (host/src/control.rs), also behind a descriptor. Each MRC
-//! context runs one thread (`libmrc-events`) that sleeps in `poll` on both and moves what arrives to where the
-//! OCP API reads it:
+//! The verbs layer runs one thread per device (shim/src/host.rs, `Router`, `mrc-shim-events`) that waits for
+//! the host's asynchronous events and, while an MRC context is open on the device, for its EV state changes
+//! (mrc-host's EV-event queue, host/src/control.rs). Events of the QPs and CQs libmrc created
+//! (`mrc_verbs_shim::api`), port (plane) changes and EV changes come to [`handle`] on that thread, which moves
+//! them to where the OCP API reads them:
 //!
 //! - a QP or CQ event to the [`Sink`] of the context that owns the object (`mrc_get_async_event`), naming the
 //!   libmrc object; a port event to every context on the device;
@@ -19,9 +19,9 @@ use std::ffi::{c_int, c_uint};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, Weak};
 
+use mrc_verbs_shim::api::{self as verbs, AsyncEvent, Event};
+
 use crate::abi::*;
-use crate::bridge;
-use crate::device::Device;
 use crate::ffi::{Error, FFI};
 
 /// `enum ibv_event_type` values libmrc reports (rdma-core's numbering).
@@ -41,7 +41,7 @@ pub(crate) struct Sink {
     /// Readable once per queued event (semaphore, non-blocking; `get` blocks in `poll` when it should).
     fd: OwnedFd,
     /// The verbs context's `async_fd`: `mrc_get_async_event` blocks unless it is non-blocking, as
-    /// `ibv_get_async_event` on that context would (-1 without the shim: blocking).
+    /// `ibv_get_async_event` on that context would (-1 on a unit test's context: blocking).
     verbs_fd: c_int,
 }
 
@@ -70,10 +70,10 @@ fn wait_readable(fd: c_int, timeout_ms: c_int) -> bool {
 impl Sink {
     /// A sink for a context on `device` whose verbs context is `vctx`, known to every event source.
     pub(crate) fn new(device: u32, vctx: *mut ibv_context) -> Result<Arc<Self>, Error> {
-        let verbs_fd = if vctx.is_null() || !bridge::available() {
+        let verbs_fd = if vctx.is_null() {
             -1
         } else {
-            bridge::async_fds(vctx).map_or(-1, |(_, v)| v)
+            verbs::async_fd(vctx).unwrap_or(-1)
         };
         // Non-blocking, so that `take` never sleeps.
         let fd = mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?;
@@ -107,7 +107,7 @@ impl Sink {
         if self.verbs_fd < 0 {
             return false;
         }
-        // SAFETY: F_GETFL on the shim's descriptor, which lives while the MRC context holds its context.
+        // SAFETY: F_GETFL on the verbs context's descriptor, which lives while the MRC context holds its context.
         let fl = unsafe { libc::fcntl(self.verbs_fd, libc::F_GETFL) };
         fl >= 0 && fl & libc::O_NONBLOCK != 0
     }
@@ -148,8 +148,8 @@ fn port_event(device: u32, event_type: c_uint, port: u32) {
     }
 }
 
-/// Moves one event of the shim to the context it concerns.
-fn route(device: u32, e: &bridge::AsyncEvent) {
+/// Moves one event of the verbs layer to the context it concerns.
+fn route(device: u32, e: &AsyncEvent) {
     match e.event_type {
         IBV_EVENT_PORT_ACTIVE | IBV_EVENT_PORT_ERR => port_event(device, e.event_type, e.port),
         IBV_EVENT_CQ_ERR => {
@@ -178,83 +178,34 @@ fn route(device: u32, e: &bridge::AsyncEvent) {
     }
 }
 
-/// A context's event thread.
-pub(crate) struct Pump {
-    stop: OwnedFd,
-    thread: std::thread::JoinHandle<()>,
+/// libmrc's handler of the verbs layer's events (installed by [`install`]), on the device's event thread.
+fn handle(device: u32, e: Event) {
+    // Inside the panic boundary: a panic is logged, and the device's thread goes on.
+    let _ = FFI.guard("libmrc event handler", || {
+        match e {
+            Event::Async(a) => route(device, &a),
+            Event::Ev { events, dropped } => ev_events(device, &events, dropped),
+        }
+        Ok(())
+    });
 }
 
-impl Pump {
-    /// Starts the thread for a context on `dev` over the verbs context `vctx` (with the shim loaded).
-    pub(crate) fn start(dev: Arc<Device>, vctx: *mut ibv_context) -> Result<Self, Error> {
-        let (bfd, _) = bridge::async_fds(vctx)?;
-        let efd = bridge::ev_event_fd(vctx)?;
-        let stop = mrc_ffi::eventfd::new(0)?;
-        let sfd = stop.as_raw_fd();
-        let v = vctx as usize;
-        let thread = std::thread::Builder::new()
-            .name("libmrc-events".into())
-            .spawn(move || run(&dev, v as *mut ibv_context, [bfd, efd, sfd]))
-            .map_err(|e| Error::new(libc::EAGAIN, format!("starting the event thread: {e}")))?;
-        Ok(Self { stop, thread })
-    }
-
-    /// Stops the thread (before the context lets go of its verbs context).
-    pub(crate) fn stop(self) {
-        mrc_ffi::eventfd::signal(&self.stop);
-        let _ = self.thread.join();
-    }
+/// EV changes of the device's host to its EV-event CQs; what the host dropped since it was last seen is lost
+/// to every one of them.
+fn ev_events(device: u32, got: &[mrc_host::EvEvent], dropped: u64) {
+    let Some(dev) = crate::device::find(device) else {
+        return;
+    };
+    let before = dev
+        .host_ev_drops
+        .fetch_max(dropped, std::sync::atomic::Ordering::AcqRel);
+    let lost = u32::try_from(dropped.saturating_sub(before)).unwrap_or(u32::MAX);
+    let events = crate::transport::ev_events(&dev, got);
+    crate::cq::deliver_ev_events(device, lost, &events);
 }
 
-/// The thread: sleeps until an event is queued or `stop` is signalled. The shim's descriptors live as long as
-/// the verbs context, which the MRC context holds until after this thread ended.
-fn run(dev: &Device, vctx: *mut ibv_context, fds: [c_int; 3]) {
-    loop {
-        let mut p = fds.map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        // SAFETY: polls three live descriptors.
-        if unsafe { libc::poll(p.as_mut_ptr(), 3, -1) } < 0 {
-            continue;
-        }
-        if p[2].revents != 0 {
-            return;
-        }
-        // Inside the panic boundary: a panic is logged and the thread goes on (`EIO`); a failing bridge means the
-        // verbs context is gone, and nothing more will come.
-        match FFI.guard("libmrc-events", || drain(dev, vctx)) {
-            Ok(()) => {}
-            Err(e) if e.errno == libc::EIO => {}
-            Err(_) => return,
-        }
-    }
-}
-
-fn drain(dev: &Device, vctx: *mut ibv_context) -> Result<(), Error> {
-    let device = dev.info.device_index;
-    loop {
-        let got = bridge::poll_async_events(vctx, 32)?;
-        for e in &got {
-            route(device, e);
-        }
-        if got.len() < 32 {
-            break;
-        }
-    }
-    loop {
-        let got = bridge::poll_ev_events(vctx, 64)?;
-        let n = got.len();
-        let dropped = bridge::ev_events_dropped(vctx)?;
-        let before = dev
-            .host_ev_drops
-            .fetch_max(dropped, std::sync::atomic::Ordering::AcqRel);
-        let lost = u32::try_from(dropped.saturating_sub(before)).unwrap_or(u32::MAX);
-        let events = crate::transport::ev_events(dev, &got);
-        crate::cq::deliver_ev_events(device, lost, &events);
-        if n < 64 {
-            return Ok(());
-        }
-    }
+/// Makes [`handle`] the verbs layer's handler of libmrc's events (before an MRC context holds a verbs
+/// context; once is enough).
+pub(crate) fn install() {
+    verbs::set_event_handler(handle);
 }

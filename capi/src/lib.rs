@@ -2,17 +2,18 @@
 //!
 //! Built as `libmrc_capi.so` / `libmrc_capi.a` and installed as `libmrc.so` / `libmrc.a` with the headers in
 //! `include/` (`install.sh`, README.md). A program written against the OCP MRC API 1.0.1 (`mrc.h`,
-//! `mrc_ctl.h`) builds against our own headers and runs on the devices of mrc-verbs-shim, which it opens
-//! with ordinary verbs calls (`LD_PRELOAD=libmrc_verbs_shim.so`).
+//! `mrc_ctl.h`) builds against our own headers and runs on MRC's verbs devices, which it opens with ordinary
+//! verbs calls: libmrc links mrc-verbs-shim, so it exports the `ibv_*` entry points too, and runs with
+//! `LD_PRELOAD=libmrc.so` (or linked before libibverbs) alone.
 //!
 //! Layout:
 //! - [`abi`]: the C types and constants, checked against the OCP table (`tests/layout/`).
 //! - `ffi`: the panic boundary and the OCP error conventions every entry point goes through.
 //! - `log`: one line per refused call on stderr, filtered by `MRC_CAPI_LOG`.
 //! - `registry`: which pointers are live objects of libmrc, and of what kind.
-//! - `bridge`: finds the shim's verbs objects (`mrc_shim_bridge_v1`, looked up with `dlsym`).
 //! - `device`: the per-device state (limits, controller state) shared by the contexts on a device.
-//! - `events`: each context's event thread, which brings asynchronous events and EV events from the shim.
+//! - `events`: each context's event thread, which brings asynchronous events and EV events from the verbs
+//!   layer and the host.
 //! - [`context`], [`cq`], [`hint`], [`qp`]: the application API's objects.
 //! - [`ctl`]: the controller API: ports, EV format, EV and CC profiles, EV events, endpoint operations.
 //! - `transport`: the one seam to the data path; stage 1 refuses what needs it (README.md, "Stage 2").
@@ -23,7 +24,6 @@
 )]
 
 pub mod abi;
-mod bridge;
 pub mod context;
 pub mod cq;
 pub mod ctl;

@@ -1,6 +1,6 @@
 //! The seam to the transport: the only module that moves data or reads the network. libmrc's QPs and CQs are
-//! mrc-verbs-shim's (`ibv_qp`, `ibv_cq` on the application's verbs context and PD), reached through the
-//! bridge (`bridge.rs`, `shim/src/bridge.rs`); the controller's calls reach mrc-host's `control.rs` the same way.
+//! verbs objects of mrc-verbs-shim, linked in (`ibv_qp`, `ibv_cq` on the application's verbs context and PD,
+//! `mrc_verbs_shim::api`); the controller's calls go to their device's `mrc_host::Host` (its `control.rs`).
 //!
 //! **EVs.** An OCP EV is `{val, port}`; the engine's is one `u32` with the plane in its low `plane_bits` bits
 //! (`plane_bits` = ⌈log2 planes⌉, as the engine numbers planes). libmrc maps
@@ -8,18 +8,22 @@
 //! low `32 - plane_bits` bits: all of a 16-bit UDP-mode EV), and back. capi/README.md ("EVs") says the rest.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use mrc::cc::{CcConfig, NsccConfig};
+use mrc_ffi::verbs_abi::{ibv_comp_channel, ibv_cq, ibv_qp};
+use mrc_verbs_shim::api as verbs;
 
 use crate::abi::*;
-use crate::bridge::{self, Nscc};
 use crate::cq::mrc_cq;
 use crate::device::Device;
 use crate::events::Sink;
 use crate::ffi::Error;
 use crate::qp::Settings;
 
-/// A libmrc QP's shim QP and what the controller calls need to find it.
+/// A libmrc QP's verbs QP and what the controller calls need to find it.
 struct Bound {
     vqp: usize,
     device: u32,
@@ -77,23 +81,23 @@ pub(crate) fn ocp_ev(ev: u32, bits: u8) -> mrc_ctl_ev {
     o
 }
 
-/// Shim CQ → its libmrc CQ and that CQ's context's events, for the channels' event relays and asynchronous
+/// Verbs CQ → its libmrc CQ and that CQ's context's events, for the channels' event relays and asynchronous
 /// events.
 fn cqs() -> MutexGuard<'static, BTreeMap<usize, (usize, Arc<Sink>)>> {
     static CQS: Mutex<BTreeMap<usize, (usize, Arc<Sink>)>> = Mutex::new(BTreeMap::new());
     CQS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The libmrc CQ behind a shim CQ, and where its context's events go.
-pub(crate) fn cq_of(vcq: *mut c_void) -> Option<(usize, Arc<Sink>)> {
-    cqs().get(&(vcq as usize)).cloned()
+/// The libmrc CQ behind a verbs CQ, and where its context's events go.
+pub(crate) fn cq_of(vcq: usize) -> Option<(usize, Arc<Sink>)> {
+    cqs().get(&vcq).cloned()
 }
 
-/// The libmrc QP behind a shim QP, and where its context's events go; `fatal` marks it failed.
-pub(crate) fn qp_of(vqp: *mut c_void, fatal: bool) -> Option<(usize, Arc<Sink>)> {
+/// The libmrc QP behind a verbs QP, and where its context's events go; `fatal` marks it failed.
+pub(crate) fn qp_of(vqp: usize, fatal: bool) -> Option<(usize, Arc<Sink>)> {
     qps()
         .values_mut()
-        .find(|b| b.vqp == vqp as usize && b.mqp != 0 && !(fatal && b.user_err))
+        .find(|b| b.vqp == vqp && b.mqp != 0 && !(fatal && b.user_err))
         .map(|b| {
             b.failed |= fatal;
             (b.mqp, b.sink.clone())
@@ -105,48 +109,43 @@ pub(crate) fn failed(qpn: u32) -> bool {
     qps().get(&qpn).is_some_and(|b| b.failed)
 }
 
-/// A shim CQ for a work CQ (EV-event CQs have none: the controller queue feeds them), on the shim channel
+/// A verbs CQ for a work CQ (EV-event CQs have none: the controller queue feeds them), on the verbs channel
 /// `vch` when the CQ has a completion channel.
 pub(crate) fn create_cq(
     vctx: *mut ibv_context,
     cqe: u32,
-    vch: *mut c_void,
-) -> Result<*mut c_void, Error> {
-    let cqe = c_int::try_from(cqe).unwrap_or(c_int::MAX);
-    if vch.is_null() {
-        bridge::create_cq(vctx, cqe)
-    } else {
-        bridge::create_cq_on(vctx, cqe, vch)
-    }
+    vch: *mut ibv_comp_channel,
+) -> Result<*mut ibv_cq, Error> {
+    verbs::create_cq(vctx, c_int::try_from(cqe).unwrap_or(c_int::MAX), vch)
 }
 
-/// The libmrc CQ `cq` was published with the shim CQ `vcq`.
-pub(crate) fn cq_created(vcq: *mut c_void, cq: *mut mrc_cq, sink: Arc<Sink>) {
+/// The libmrc CQ `cq` was published with the verbs CQ `vcq`.
+pub(crate) fn cq_created(vcq: *mut ibv_cq, cq: *mut mrc_cq, sink: Arc<Sink>) {
     if !vcq.is_null() {
         cqs().insert(vcq as usize, (cq as usize, sink));
     }
 }
 
-/// A shim CQ fired (a channel's relay thread): its libmrc CQ signals its channel if armed.
-pub(crate) fn cq_event(vcq: *mut c_void) {
+/// A verbs CQ fired (a channel's relay thread): its libmrc CQ signals its channel if armed.
+pub(crate) fn cq_event(vcq: *mut ibv_cq) {
     let m = cqs();
     if let Some(&(p, _)) = m.get(&(vcq as usize))
         && let Ok(q) = crate::cq::cq(p as *mut mrc_cq, "cq")
     {
-        // The shim fires only when armed, and honours solicited-only: count it as solicited here.
+        // The verbs CQ fires only when armed, and honours solicited-only: count it as solicited here.
         q.notify(true);
     }
 }
 
 /// Destroys a CQ of [`create_cq`] (its libmrc CQ is being destroyed: no relay reaches it after this).
-pub(crate) fn destroy_cq(vcq: *mut c_void) {
+pub(crate) fn destroy_cq(vcq: *mut ibv_cq) {
     if !vcq.is_null() {
         cqs().remove(&(vcq as usize));
-        bridge::destroy_cq(vcq);
+        let _ = verbs::destroy_cq(vcq);
     }
 }
 
-/// A shim QP for a new MRC QP; returns its QPN (the engine's).
+/// A verbs QP for a new MRC QP; returns its QPN (the engine's).
 pub(crate) fn create_qp(
     dev: &Device,
     sink: Arc<Sink>,
@@ -159,13 +158,10 @@ pub(crate) fn create_qp(
     if send.vcq.is_null() || recv.vcq.is_null() {
         return Err(Error::new(
             libc::ENODEV,
-            "the CQs have no transport CQ (mrc-verbs-shim is not loaded)",
+            "the CQs have no transport CQ (a test context without a verbs device)",
         ));
     }
-    let vqp = bridge::create_qp(pd, send.vcq, recv.vcq, cap, sq_sig_all)?;
-    // SAFETY: the shim returned a live `struct ibv_qp`; rdma-core's ABI places `qp_num` after six pointers and
-    // the `handle` (byte 52 on LP64), a layout libibverbs keeps stable.
-    let qpn = unsafe { vqp.cast::<u8>().add(52).cast::<u32>().read() };
+    let (vqp, qpn) = verbs::create_qp(pd, send.vcq, recv.vcq, cap, sq_sig_all != 0)?;
     qps().insert(
         qpn,
         Bound {
@@ -190,7 +186,7 @@ pub(crate) fn qp_published(qpn: u32, mqp: *mut mrc_qp) {
 }
 
 /// The EV and CC profiles reach the QP at RESET → INIT; returns its explicit engine EVs (slot order).
-fn configure(dev: &Device, vqp: *mut c_void, bits: u8, s: &Settings) -> Result<Vec<u32>, Error> {
+fn configure(dev: &Device, vqp: *mut ibv_qp, bits: u8, s: &Settings) -> Result<Vec<u32>, Error> {
     let ctl = dev.ctl();
     let mut evs = Vec::new();
     let mut denied = Vec::new();
@@ -217,29 +213,40 @@ fn configure(dev: &Device, vqp: *mut c_void, bits: u8, s: &Settings) -> Result<V
             )));
         }
     }
-    let cc = s.cc_profile.and_then(|id| ctl.cc_nscc(id)).map(|c| Nscc {
-        base_rtt_ns: u64::from(c.base_rtt),
-        target_delay_ns: u64::from(c.target_delay),
-        max_cwnd: u64::from(c.max_cwnd),
-        eta: f64::from(c.eta),
-        fi: f64::from(c.fi) * f64::from(c.fi_scale),
-        gamma: f64::from(c.gamma),
-        max_md_jump: f64::from(c.max_md_jump),
-        qa_enabled: u8::from(c.disable_qa == 0),
+    let cc = s.cc_profile.and_then(|id| ctl.cc_nscc(id)).map(|c| {
+        CcConfig::Nscc(NsccConfig {
+            base_rtt: Duration::from_nanos(u64::from(c.base_rtt)),
+            target_delay: Duration::from_nanos(u64::from(c.target_delay)),
+            max_cwnd: (c.max_cwnd > 0).then_some(u64::from(c.max_cwnd)),
+            eta: f64::from(c.eta),
+            fi: f64::from(c.fi) * f64::from(c.fi_scale),
+            gamma: f64::from(c.gamma),
+            max_md_jump: f64::from(c.max_md_jump),
+            qa_enabled: c.disable_qa == 0,
+            ..Default::default()
+        })
     });
     drop(ctl);
     if evs.is_empty() && cc.is_none() {
         return Ok(evs);
     }
-    bridge::qp_configure(vqp, &evs, bits, per_plane, cc.as_ref())?;
+    let (h, qpn) = verbs::qp_host(vqp)?;
+    let explicit = (!evs.is_empty()).then(|| mrc_host::ExplicitEvs {
+        evs: evs.clone(),
+        plane_bits: bits,
+        active_per_plane: per_plane,
+    });
+    h.configure_qp(qpn, explicit.as_ref(), cc)
+        .map_err(host_err("configuring the QP's EVs and congestion control"))?;
     for e in denied {
-        bridge::ev_set_denied(vqp, e, true)?;
+        h.set_ev_denied(qpn, e, true)
+            .map_err(host_err("denying the EV"))?;
     }
     Ok(evs)
 }
 
-/// A QP moved from state `from` to `to` with `s`: the shim's QP follows (RTR names the peer as the shim does,
-/// by GID 0 and LID).
+/// A QP moved from state `from` to `to` with `s`: the verbs QP follows (RTR names the peer as verbs does, by
+/// GID 0 and LID).
 pub(crate) fn modify_qp(
     dev: &Device,
     qpn: u32,
@@ -247,7 +254,7 @@ pub(crate) fn modify_qp(
     to: u32,
     s: &Settings,
 ) -> Result<(), Error> {
-    let (vqp, bits) = bound(qpn, |b| (b.vqp as *mut c_void, b.plane_bits))?;
+    let (vqp, bits) = bound(qpn, |b| (b.vqp as *mut ibv_qp, b.plane_bits))?;
     let mut a = ibv_qp_attr {
         qp_state: to,
         ..Default::default()
@@ -300,7 +307,7 @@ pub(crate) fn modify_qp(
     if user_err {
         bound(qpn, |b| b.user_err = true)?;
     }
-    if let Err(e) = bridge::modify_qp(vqp, &mut a, mask) {
+    if let Err(e) = verbs::modify_qp(vqp, &a, mask) {
         if user_err {
             bound(qpn, |b| b.user_err = false)?;
         }
@@ -328,7 +335,7 @@ pub(crate) fn modify_qp(
 /// A QP was destroyed.
 pub(crate) fn destroy_qp(qpn: u32) {
     if let Some(b) = qps().remove(&qpn) {
-        bridge::destroy_qp(b.vqp as *mut c_void);
+        let _ = verbs::destroy_qp(b.vqp as *mut ibv_qp);
     }
 }
 
@@ -339,14 +346,15 @@ fn verbs_result(rc: c_int, what: &str) -> Result<(), Error> {
     }
 }
 
-/// `mrc_post_send`: the shim's `ibv_post_send` (`bad` names the first request not posted).
+/// `mrc_post_send`: verbs' `ibv_post_send` (`bad` names the first request not posted).
 pub(crate) fn post_send(
     qpn: u32,
     wr: *mut ibv_send_wr,
     bad: *mut *mut ibv_send_wr,
 ) -> Result<(), Error> {
-    let vqp = bound(qpn, |b| b.vqp as *mut c_void)?;
-    verbs_result(bridge::post_send(vqp, wr, bad), "posting a send")
+    let vqp = bound(qpn, |b| b.vqp as *mut ibv_qp)?;
+    // SAFETY: the work requests and `bad` are the application's (mrc_post_send's contract).
+    verbs_result(unsafe { verbs::post_send(vqp, wr, bad) }, "posting a send")
 }
 
 /// `mrc_post_recv`.
@@ -355,8 +363,12 @@ pub(crate) fn post_recv(
     wr: *mut ibv_recv_wr,
     bad: *mut *mut ibv_recv_wr,
 ) -> Result<(), Error> {
-    let vqp = bound(qpn, |b| b.vqp as *mut c_void)?;
-    verbs_result(bridge::post_recv(vqp, wr, bad), "posting a receive")
+    let vqp = bound(qpn, |b| b.vqp as *mut ibv_qp)?;
+    // SAFETY: as in `post_send`.
+    verbs_result(
+        unsafe { verbs::post_recv(vqp, wr, bad) },
+        "posting a receive",
+    )
 }
 
 /// `mrc_poll_cq`.
@@ -364,24 +376,42 @@ pub(crate) fn poll_cq(cq: &mrc_cq, n: c_int, wc: *mut ibv_wc) -> Result<c_int, E
     if cq.vcq.is_null() {
         return Err(Error::new(
             libc::EOPNOTSUPP,
-            "the CQ has no transport CQ (mrc-verbs-shim is not loaded)",
+            "the CQ has no transport CQ (a test context without a verbs device)",
         ));
     }
-    bridge::poll_cq(cq.vcq, n, wc)
+    // SAFETY: `wc` holds `n` entries (mrc_poll_cq's contract).
+    unsafe { verbs::poll_cq(cq.vcq, n, wc) }
 }
 
-fn ocp_state(code: u8) -> u32 {
-    match code {
-        2 => MRC_CTL_EV_ASSUMED_BAD,
-        3 => MRC_CTL_EV_DENIED,
-        _ => MRC_CTL_EV_GOOD,
+/// The engine's transient SKIP counts as GOOD; a state a newer engine adds reads as not usable.
+fn ocp_state(s: mrc::EvState) -> u32 {
+    match s {
+        mrc::EvState::Good | mrc::EvState::Skip => MRC_CTL_EV_GOOD,
+        mrc::EvState::Denied => MRC_CTL_EV_DENIED,
+        _ => MRC_CTL_EV_ASSUMED_BAD,
     }
+}
+
+/// Turns a host error into libmrc's, saying what failed.
+fn host_err(what: &'static str) -> impl FnOnce(mrc_host::HostError) -> Error {
+    move |e| Error::new(e.errno(), format!("{what}: {e}"))
+}
+
+/// RTTs as OCP reports them: nanoseconds, 0 where no answer came (an answer is at least 1 ns).
+fn rtt_ns(rtts: Vec<Option<Duration>>) -> Vec<u64> {
+    rtts.into_iter()
+        .map(|d| {
+            d.map_or(0, |d| {
+                u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+            })
+        })
+        .collect()
 }
 
 /// The host's EV state changes as OCP EV events: those of libmrc's QPs on `dev` (GOOD, ASSUMED_BAD, DENIED;
 /// the engine's transient SKIP counts as GOOD, so GOOD ↔ SKIP raises nothing), filtered by the QP's profile's
 /// `ev_event_mask` when set. `drop_count` is left 0 (the CQ fills it in).
-pub(crate) fn ev_events(dev: &Device, got: &[bridge::EvEvent]) -> Vec<mrc_ctl_ev_event> {
+pub(crate) fn ev_events(dev: &Device, got: &[mrc_host::EvEvent]) -> Vec<mrc_ctl_ev_event> {
     let mut out = Vec::new();
     let q = qps();
     for e in got {
@@ -440,7 +470,9 @@ pub(crate) fn ep_batch(
         }
     }
     let mut answers = Vec::new();
+    let timeout = Duration::from_nanos(u64::from(timeout_ns));
     for (vqp, (bits, idx)) in groups {
+        let (h, qpn) = verbs::qp_host(vqp as *mut ibv_qp)?;
         let evs: Vec<u32> = idx
             .iter()
             .map(|&i| engine_ev(&reqs[i].req_ev, bits))
@@ -453,10 +485,13 @@ pub(crate) fn ep_batch(
                 // SAFETY: the union's only member, plain data.
                 .map(|(&i, &e)| (e, unsafe { reqs[i].op.port_status_update.port_status } >> 1))
                 .collect();
-            bridge::port_status(vqp as *mut c_void, &reports, u64::from(timeout_ns))?
+            h.send_port_status(qpn, &reports, timeout)
+                .map_err(host_err("sending port status"))?
         } else {
-            bridge::probe_evs(vqp as *mut c_void, &evs, u64::from(timeout_ns))?
+            h.probe_evs(qpn, &evs, timeout)
+                .map_err(host_err("probing EVs"))?
         };
+        let rtts = rtt_ns(rtts);
         for (&i, &rtt) in idx.iter().zip(&rtts) {
             if rtt > 0 {
                 answers.push(mrc_ctl_ep_rsp {
@@ -490,14 +525,19 @@ pub(crate) fn ev_profile_changed(dev: &Device, id: u64) -> Result<(), Error> {
         .values_mut()
         .filter(|b| b.device == dev.info.device_index && b.ev_profile == Some(id))
     {
-        let vqp = b.vqp as *mut c_void;
+        let Ok((h, qpn)) = verbs::qp_host(b.vqp as *mut ibv_qp) else {
+            continue;
+        };
         if b.evs.len() == slots.len() {
             for (k, (ev, _)) in slots.iter().enumerate() {
                 let e = engine_ev(ev, b.plane_bits);
                 if e == b.evs[k] {
                     continue;
                 }
-                match bridge::ev_replace(vqp, b.evs[k], e) {
+                match h
+                    .replace_ev(qpn, b.evs[k], e)
+                    .map_err(host_err("replacing the EV"))
+                {
                     Ok(()) => b.evs[k] = e,
                     Err(err) => {
                         if first_err.is_ok() {
@@ -509,27 +549,27 @@ pub(crate) fn ev_profile_changed(dev: &Device, id: u64) -> Result<(), Error> {
         }
         for (ev, state) in &slots {
             let e = engine_ev(ev, b.plane_bits);
-            let _ = bridge::ev_set_denied(vqp, e, *state == MRC_CTL_EV_DENIED);
+            let _ = h.set_ev_denied(qpn, e, *state == MRC_CTL_EV_DENIED);
         }
     }
     first_err
 }
 
 /// A port's admin state reached the host (a disabled plane carries nothing).
+/// A port's admin state reached the host (a disabled plane carries nothing); a unit test's context (no verbs
+/// context) has no host.
 pub(crate) fn set_port(vctx: *mut ibv_context, index: usize, up: bool) -> Result<(), Error> {
-    if !bridge::available() {
+    if vctx.is_null() {
         return Ok(());
     }
-    bridge::set_port(vctx, u8::try_from(index).unwrap_or(u8::MAX), up)
+    verbs::context_host(vctx)?
+        .set_port(u8::try_from(index).unwrap_or(u8::MAX), up)
+        .map_err(host_err("setting the port state"))
 }
 
-/// Controller features the transport adds: EV events and EV probes (when the shim is there).
+/// Controller features the transport adds: EV events and EV probes.
 pub(crate) fn ctl_opt_caps() -> u32 {
-    if bridge::available() {
-        MRC_CTL_OPT_CAP_EV_EVENT
-            | MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT
-            | MRC_CTL_OPT_CAP_EP_OP_EV_PROBE
-    } else {
-        0
-    }
+    MRC_CTL_OPT_CAP_EV_EVENT
+        | MRC_CTL_OPT_CAP_EV_EVENT_PRECISE_DROP_CNT
+        | MRC_CTL_OPT_CAP_EP_OP_EV_PROBE
 }

@@ -8,7 +8,12 @@ mod common;
 #[test]
 fn controller_from_c() {
     let exe = common::compile_c("controller.c", &[]);
-    let o = common::run(&exe, &[], true, &[("MRC_SHIM_PLANES", "2")]);
+    let o = common::run(
+        &exe,
+        &[],
+        common::Preload::Libmrc,
+        &[("MRC_SHIM_PLANES", "2")],
+    );
     let (out, err) = common::text(&o);
     assert_eq!(
         o.status.code(),

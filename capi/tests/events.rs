@@ -9,7 +9,12 @@ mod common;
 #[test]
 fn events_from_c() {
     let exe = common::compile_c("events.c", &[]);
-    let o = common::run(&exe, &[], true, &[("MRC_SHIM_PLANES", "2")]);
+    let o = common::run(
+        &exe,
+        &[],
+        common::Preload::Libmrc,
+        &[("MRC_SHIM_PLANES", "2")],
+    );
     let (out, err) = common::text(&o);
     assert_eq!(o.status.code(), Some(0), "events.c failed:\n{out}\n{err}");
     println!("{out}");

@@ -9,7 +9,12 @@ mod common;
 #[test]
 fn write_sweep_example_passes() {
     let exe = common::compile_c("examples/write_sweep.c", &[]);
-    let o = common::run(&exe, &[], true, &[("MRC_SHIM_PLANES", "2")]);
+    let o = common::run(
+        &exe,
+        &[],
+        common::Preload::Libmrc,
+        &[("MRC_SHIM_PLANES", "2")],
+    );
     let (out, err) = common::text(&o);
     assert_eq!(
         o.status.code(),

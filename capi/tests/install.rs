@@ -62,7 +62,7 @@ fn a_program_builds_with_pkg_config_and_runs() {
         .output()
         .expect("run cc");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let run = common::run(&exe, &[], false, &[]);
+    let run = common::run(&exe, &[], common::Preload::Nothing, &[]);
     let (out, err) = common::text(&run);
     assert!(
         run.status.success() && out.contains(EXPECTED),

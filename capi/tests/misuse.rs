@@ -8,7 +8,12 @@ mod common;
 #[test]
 fn misuse_from_c_fails_cleanly_and_the_objects_work() {
     let exe = common::compile_c("misuse.c", &[]);
-    let o = common::run(&exe, &[], true, &[("MRC_SHIM_PLANES", "2")]);
+    let o = common::run(
+        &exe,
+        &[],
+        common::Preload::Libmrc,
+        &[("MRC_SHIM_PLANES", "2")],
+    );
     let (out, err) = common::text(&o);
     assert!(
         o.status.code() == Some(0),
@@ -42,17 +47,39 @@ fn misuse_from_c_fails_cleanly_and_the_objects_work() {
 }
 
 #[test]
-fn without_the_shim_there_is_no_mrc_device() {
+fn a_foreign_verbs_context_is_no_mrc_device() {
     let exe = common::compile_c("misuse.c", &[]);
-    let o = common::run(&exe, &["noshim"], false, &[]);
+    let o = common::run(&exe, &["foreign"], common::Preload::Libmrc, &[]);
     let (out, err) = common::text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     assert!(
-        out.contains("ok noshim_create_context") && out.contains("0 failures"),
+        out.contains("ok foreign_create_context") && out.contains("0 failures"),
+        "{out}"
+    );
+    assert!(err.contains("not an open MRC device"), "{err}");
+}
+
+/// The shim's own library preloaded in front of libmrc.so answers the program's verbs calls: its context
+/// belongs to another copy of the verbs objects, which libmrc refuses by name instead of using.
+#[test]
+fn a_context_of_the_shim_library_beside_libmrc_is_refused_cleanly() {
+    let exe = common::compile_c("misuse.c", &[]);
+    let o = common::run(
+        &exe,
+        &["twocopies"],
+        common::Preload::ShimThenLibmrc,
+        &[("MRC_SHIM_PLANES", "2")],
+    );
+    let (out, err) = common::text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("ok foreign_create_context")
+            && out.contains("ok two_copies_close_device")
+            && out.contains("0 failures"),
         "{out}"
     );
     assert!(
-        err.contains("mrc-verbs-shim is not loaded") || err.contains("not an open MRC device"),
+        err.contains("preload only libmrc.so, not libmrc_verbs_shim.so as well"),
         "{err}"
     );
 }
@@ -60,7 +87,12 @@ fn without_the_shim_there_is_no_mrc_device() {
 #[test]
 fn log_lines_can_be_silenced() {
     let exe = common::compile_c("misuse.c", &[]);
-    let o = common::run(&exe, &["noshim"], false, &[("MRC_CAPI_LOG", "off")]);
+    let o = common::run(
+        &exe,
+        &["foreign"],
+        common::Preload::Libmrc,
+        &[("MRC_CAPI_LOG", "off")],
+    );
     let (out, err) = common::text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}\n{err}");
     assert!(!err.contains("libmrc:"), "{err}");

@@ -64,6 +64,9 @@ pub struct EvConfig {
     pub probe_max: Duration,
     /// Clean probe answers needed to restore an EV.
     pub probe_clean: u8,
+    /// Keep per-EV counters ([`EvInfo::stats`]; the RTT is always there). Off, a QP saves 64 bytes per EV: a
+    /// simulator of thousands of QPs that reports per plane and per flow leaves them off.
+    pub counters: bool,
 }
 
 impl Default for EvConfig {
@@ -81,6 +84,7 @@ impl Default for EvConfig {
             plane_probe_min: None,
             probe_max: Duration::from_millis(10),
             probe_clean: 3,
+            counters: true,
         }
     }
 }
@@ -365,7 +369,8 @@ struct Ev {
     /// packet acknowledged on its first transmission is a sample, a little above its RTT (the receiver
     /// coalesces SACKs), so a path is known by many more samples than the TS echoes alone give.
     deliver_ns: u32,
-    stats: EvStats,
+    /// Last RTT measured on it, ns (0 before the first sample).
+    last_rtt_ns: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -397,6 +402,9 @@ impl Plane {
 #[derive(Debug, Clone)]
 pub struct PathSet {
     evs: Vec<Ev>,
+    /// Counters of each EV, by index, kept apart from the state that sending reads (empty when
+    /// [`EvConfig::counters`] is off).
+    counters: Vec<EvStats>,
     planes: Vec<Plane>,
     plane_cursor: usize,
     any_cursor: usize,
@@ -458,7 +466,7 @@ impl PathSet {
                 retired_by: None,
                 fabric_trimmed: false,
                 losses_in_a_row: 0,
-                stats: EvStats::default(),
+                last_rtt_ns: 0,
             });
         };
         match &cfg.explicit {
@@ -484,14 +492,24 @@ impl PathSet {
         // A QP keeps its EVs for life; growth by doubling left up to half of this table unused (8 MB of the
         // 1024-host bench's 44).
         evs.shrink_to_fit();
-        let mut lookup: Vec<(u32, u16)> = evs
-            .iter()
-            .enumerate()
-            .map(|(i, e)| (e.value, i as u16))
-            .collect();
+        // Generated sets find an EV by arithmetic (`find`); only explicit ones need the sorted table.
+        let mut lookup: Vec<(u32, u16)> = match cfg.explicit {
+            Some(_) => evs
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.value, i as u16))
+                .collect(),
+            None => Vec::new(),
+        };
         lookup.sort_unstable();
+        let counters = if cfg.counters {
+            vec![EvStats::default(); evs.len()]
+        } else {
+            Vec::new()
+        };
         Self {
             evs,
+            counters,
             planes,
             plane_cursor: 0,
             any_cursor: 0,
@@ -676,9 +694,10 @@ impl PathSet {
     /// Counts a packet sent on `idx` (payload `bytes`; `retx` for retransmissions); returns the EV's plane.
     #[inline]
     pub fn on_sent(&mut self, idx: u16, bytes: u64, retx: bool) -> u8 {
-        let ev = &mut self.evs[usize::from(idx)];
-        ev.stats.sent += 1;
-        let plane = ev.plane;
+        let plane = self.evs[usize::from(idx)].plane;
+        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
+            c.sent += 1;
+        }
         let ps = &mut self.planes[usize::from(plane)].stats;
         ps.tx_packets += 1;
         ps.tx_bytes += bytes;
@@ -689,16 +708,17 @@ impl PathSet {
     /// A SACK or NACK echoed `idx`: the path delivers. `rtt` is the sample it carried, if any.
     #[inline]
     pub fn on_delivery(&mut self, idx: u16, rtt: Option<Duration>) {
-        let ev = &mut self.evs[usize::from(idx)];
-        ev.stats.delivered += 1;
-        let plane = usize::from(ev.plane);
+        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
+            c.delivered += 1;
+        }
+        let plane = usize::from(self.evs[usize::from(idx)].plane);
         self.planes[plane].losses_since_delivery = 0;
         let Some(rtt) = rtt else {
             return;
         };
         let ev = &mut self.evs[usize::from(idx)];
         let r = crate::time::nanos(rtt);
-        ev.stats.last_rtt_ns = r;
+        ev.last_rtt_ns = r;
         ev.delay_ns = if ev.delay_ns == 0 {
             r
         } else {
@@ -792,7 +812,7 @@ impl PathSet {
         }
         PathDelay::Known(
             ev.delay_ns
-                .max(ev.stats.last_rtt_ns)
+                .max(ev.last_rtt_ns)
                 .max(u64::from(ev.deliver_ns)),
         )
     }
@@ -820,13 +840,14 @@ impl PathSet {
         match mark {
             SackMark::None => {}
             SackMark::SkipOnce => {
-                let ev = &mut self.evs[usize::from(idx)];
-                ev.stats.ecn += 1;
-                self.planes[usize::from(ev.plane)].stats.ecn += 1;
+                self.count(idx, |c| c.ecn += 1);
+                self.planes[usize::from(self.evs[usize::from(idx)].plane)]
+                    .stats
+                    .ecn += 1;
                 self.skip(idx);
             }
             SackMark::AlwaysSkip => {
-                self.evs[usize::from(idx)].stats.ecn += 1;
+                self.count(idx, |c| c.ecn += 1);
                 self.retire(idx, now);
             }
         }
@@ -835,8 +856,8 @@ impl PathSet {
     /// A packet sent on `idx` was trimmed. TRIMMED moves the EV to SKIP; TRIMMED_LASTHOP says nothing about the
     /// path (the congestion is at the receiver) and leaves it alone.
     pub fn on_trim(&mut self, idx: u16, last_hop: bool) {
+        self.count(idx, |c| c.trims += 1);
         let ev = &mut self.evs[usize::from(idx)];
-        ev.stats.trims += 1;
         self.planes[usize::from(ev.plane)].stats.trims += 1;
         // spec: PATH-EV-3
         if !last_hop {
@@ -876,8 +897,8 @@ impl PathSet {
         sent_at: Instant,
         not_the_path: bool,
     ) -> Option<u8> {
+        self.count(idx, |c| c.losses += 1);
         let ev = &mut self.evs[usize::from(idx)];
-        ev.stats.losses += 1;
         ev.losses_in_a_row = ev.losses_in_a_row.saturating_add(1);
         let p = usize::from(ev.plane);
         let delivers_since = ev.acked_sent > sent_at;
@@ -1025,7 +1046,9 @@ impl PathSet {
             to: EvState::AssumedBad,
         });
         ev.state = EvState::AssumedBad;
-        ev.stats.retired += 1;
+        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
+            c.retired += 1;
+        }
         ev.clean = 0;
         ev.probe_ts = None;
         ev.probe_interval = self.probe_min;
@@ -1073,8 +1096,10 @@ impl PathSet {
                     let ev = &mut self.evs[usize::from(idx)];
                     if ev.state != EvState::Denied {
                         ev.probe_ts = Some(now.ts32());
-                        ev.stats.probes += 1;
-                        ev.stats.sent += 1;
+                        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
+                            c.probes += 1;
+                            c.sent += 1;
+                        }
                         found = Some(idx);
                         break;
                     }
@@ -1101,8 +1126,10 @@ impl PathSet {
                     let ev = &mut self.evs[usize::from(idx)];
                     if ev.state == EvState::AssumedBad {
                         ev.probe_ts = Some(now.ts32());
-                        ev.stats.probes += 1;
-                        ev.stats.sent += 1;
+                        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
+                            c.probes += 1;
+                            c.sent += 1;
+                        }
                         found = Some(idx);
                         break;
                     }
@@ -1129,8 +1156,10 @@ impl PathSet {
                 }
                 ev.probe_ts = Some(now.ts32());
                 ev.next_probe = now + ev.probe_interval;
-                ev.stats.probes += 1;
-                ev.stats.sent += 1;
+                if let Some(c) = self.counters.get_mut(i) {
+                    c.probes += 1;
+                    c.sent += 1;
+                }
                 found = Some(i as u16);
             }
             deadline = deadline.min(ev.next_probe);
@@ -1144,7 +1173,9 @@ impl PathSet {
     // spec: PATH-PROBE-2
     pub fn on_probe_reply(&mut self, idx: u16, ts: u32, mark: SackMark, now: Instant) {
         let i = usize::from(idx);
-        self.evs[i].stats.delivered += 1;
+        if let Some(c) = self.counters.get_mut(i) {
+            c.delivered += 1;
+        }
         let p = usize::from(self.evs[i].plane);
         self.planes[p].losses_since_delivery = 0;
         if self.planes[p].remote_down && self.evs[i].probe_ts == Some(ts) {
@@ -1207,7 +1238,9 @@ impl PathSet {
         ev.retired_by = None;
         ev.clean = 0;
         ev.next_probe = Instant::MAX;
-        ev.stats.restored += 1;
+        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
+            c.restored += 1;
+        }
         self.changes.push(EvChange {
             ev: ev.value,
             plane: ev.plane,
@@ -1359,8 +1392,11 @@ impl PathSet {
             losses_in_a_row: 0,
             acked_sent: Instant::ZERO,
             deliver_ns: 0,
-            stats: EvStats::default(),
+            last_rtt_ns: 0,
         };
+        if let Some(c) = self.counters.get_mut(i) {
+            *c = EvStats::default();
+        }
         self.rejoin(idx);
         if self.worst_delay.1 == idx {
             self.worst_delay = (0, 0);
@@ -1388,13 +1424,24 @@ impl PathSet {
 
     /// A snapshot of every EV.
     pub fn infos(&self) -> impl Iterator<Item = EvInfo> + '_ {
-        self.evs.iter().map(|e| EvInfo {
+        self.evs.iter().enumerate().map(|(i, e)| EvInfo {
             ev: e.value,
             plane: e.plane,
             state: e.state,
             active: e.role == Role::Active,
-            stats: e.stats,
+            stats: EvStats {
+                last_rtt_ns: e.last_rtt_ns,
+                ..self.counters.get(i).copied().unwrap_or_default()
+            },
         })
+    }
+
+    /// Adds to the counters of EV `idx`, if they are kept.
+    #[inline]
+    fn count(&mut self, idx: u16, add: impl FnOnce(&mut EvStats)) {
+        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
+            add(c);
+        }
     }
 
     /// Counters of plane `p`.
@@ -1427,6 +1474,31 @@ mod tests {
             backup_per_plane: backup,
             min_active_per_plane: floor,
             ..EvConfig::with_planes(planes, per)
+        }
+    }
+
+    #[test]
+    fn counters_are_kept_only_when_asked_and_the_rtt_always() {
+        for counters in [true, false] {
+            let mut s = PathSet::new(&EvConfig {
+                counters,
+                ..cfg(2, 2, 0, 1)
+            });
+            let i = s.next_ev().unwrap();
+            s.on_sent(i, 1000, false);
+            s.on_delivery(i, Some(Duration::from_micros(7)));
+            s.on_trim(i, true);
+            let info = s.infos().nth(usize::from(i)).unwrap();
+            assert_eq!(
+                info.stats.last_rtt_ns, 7_000,
+                "the RTT steers sending: always kept"
+            );
+            let n = u64::from(counters);
+            assert_eq!(
+                (info.stats.sent, info.stats.delivered, info.stats.trims),
+                (n, n, n),
+                "counters {counters}"
+            );
         }
     }
 

@@ -27,7 +27,7 @@ pub(crate) struct Context {
     pub(crate) host: Arc<HostDevice>,
     /// PDs, CQs and completion channels created on it.
     pub(crate) users: Users,
-    /// Holds of libmrc's MRC contexts (`bridge.rs`): unlike verbs children, these make `ibv_close_device` fail
+    /// Holds of libmrc's MRC contexts (`api.rs`): unlike verbs children, these make `ibv_close_device` fail
     /// with `EBUSY`, since libmrc would be left with a context it cannot release.
     pub(crate) holds: Users,
 }
@@ -45,7 +45,7 @@ impl Context {
         dev: &'static Device,
         fill_ops: fn(&mut verbs_context),
     ) -> Result<*mut ibv_context, Error> {
-        let host = HostDevice::open(&dev.cfg)?;
+        let host = HostDevice::open(&dev.cfg, u32::try_from(dev.index).unwrap_or(u32::MAX))?;
         // SAFETY: `verbs_context` is plain data (function pointers as Options, integers, a pthread mutex whose
         // all-zero value is PTHREAD_MUTEX_INITIALIZER on glibc); all-zero is valid.
         let mut v: verbs_context = unsafe { std::mem::zeroed() };

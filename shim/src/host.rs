@@ -22,6 +22,7 @@ use mrc::{Access, Completion, QpState, Sge};
 use mrc_host as mh;
 
 use crate::abi::{IBV_WC_WITH_IMM, ibv_qp_cap, ibv_sge, ibv_wc};
+use crate::api::{self, AsyncEvent, Event};
 use crate::config::DeviceConfig;
 use crate::ffi::Error;
 use crate::log::log;
@@ -270,79 +271,60 @@ pub(crate) enum HostEvent {
     CqError(usize),
 }
 
-/// An asynchronous event for libmrc (bridge.rs): verbs' event type, and the `ibv_qp` / `ibv_cq` it names or
-/// the port (1-based: an MRC plane).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BridgeEvent {
-    pub(crate) event_type: c_uint,
-    pub(crate) element: usize,
-    pub(crate) port: u8,
-}
-
 /// `IBV_EVENT_PORT_ACTIVE` / `IBV_EVENT_PORT_ERR` (rdma-core's values).
 const IBV_EVENT_PORT_ACTIVE: c_uint = 9;
 const IBV_EVENT_PORT_ERR: c_uint = 10;
-/// Events kept for libmrc; more are dropped (libmrc reads them at once on its own thread).
-const BRIDGE_EVENTS: usize = 4096;
 
 /// The host has one asynchronous-event queue; its events have two readers. QPs and CQs that libmrc created
-/// through the bridge are invisible to the application (it holds libmrc's objects, not these), so their events,
-/// and port (plane) changes, which MRC reports per port, go to libmrc's queue; the rest to the verbs queue
-/// behind the context's `async_fd`. One thread per host moves them, so that each reader can wait on its own
-/// descriptor without taking the other's events.
+/// (api.rs) are invisible to the application (it holds libmrc's objects, not these), so their events, and port
+/// (plane) changes, which MRC reports per port, go to libmrc's handler ([`api::deliver`]), as do the host's EV
+/// state changes; the rest to the verbs queue behind the context's `async_fd`. One thread per host moves them,
+/// so that verbs readers can wait on their descriptor and libmrc's handler runs while the application sleeps.
 pub(crate) struct Router {
+    /// The device's index (how libmrc names it).
+    device: u32,
     /// QPN → `ibv_qp` address and CQ id → `ibv_cq` address, to name the element of asynchronous events.
     elements: Mutex<HashMap<(u8, u32), usize>>,
-    /// `ibv_qp` / `ibv_cq` addresses created through the bridge.
-    bridged: Mutex<HashSet<usize>>,
+    /// `ibv_qp` / `ibv_cq` addresses created by libmrc.
+    libmrc_objects: Mutex<HashSet<usize>>,
     verbs: Mutex<VecDeque<HostEvent>>,
     /// The contexts' `async_fd`: a semaphore eventfd, readable once per queued verbs event; blocking unless the
     /// application makes it non-blocking, as verbs documents.
     verbs_fd: OwnedFd,
-    bridge: Mutex<VecDeque<BridgeEvent>>,
-    /// Readable once per queued bridge event (non-blocking).
-    bridge_fd: OwnedFd,
-    /// MRC contexts of libmrc on this host: port events are queued for libmrc only while there are any.
-    pub(crate) bridge_users: AtomicUsize,
+    /// MRC contexts of libmrc on this host: libmrc gets port and EV events only while there are any.
+    libmrc_users: AtomicUsize,
+    /// Wakes the thread to look at `libmrc_users` again (non-blocking).
+    wake_fd: OwnedFd,
     stop_fd: OwnedFd,
 }
 
-/// Takes one signal without blocking; `false` when there was none.
-fn take_signal(fd: &OwnedFd) -> bool {
-    let mut v: u64 = 0;
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: polls one live descriptor without waiting, then reads 8 bytes into a live u64. The bridge fd is
-    // non-blocking; the poll keeps a racing reader from blocking on it anyway.
-    unsafe {
-        libc::poll(&mut p, 1, 0) == 1 && libc::read(fd.as_raw_fd(), (&raw mut v).cast(), 8) == 8
-    }
-}
-
 impl Router {
-    fn new() -> Result<Self, Error> {
+    fn new(device: u32) -> Result<Self, Error> {
         Ok(Self {
+            device,
             elements: Mutex::new(HashMap::new()),
-            bridged: Mutex::new(HashSet::new()),
+            libmrc_objects: Mutex::new(HashSet::new()),
             verbs: Mutex::new(VecDeque::new()),
             verbs_fd: mrc_ffi::eventfd::new(0)?,
-            bridge: Mutex::new(VecDeque::new()),
-            bridge_fd: mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?,
-            bridge_users: AtomicUsize::new(0),
+            libmrc_users: AtomicUsize::new(0),
+            wake_fd: mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?,
             stop_fd: mrc_ffi::eventfd::new(libc::EFD_NONBLOCK)?,
         })
     }
 
-    fn to_bridge(&self, e: BridgeEvent) {
-        let mut q = self.bridge.lock().unwrap_or_else(|p| p.into_inner());
-        if q.len() < BRIDGE_EVENTS {
-            q.push_back(e);
-            drop(q);
-            mrc_ffi::eventfd::signal(&self.bridge_fd);
+    /// One more (`true`) or one less MRC context of libmrc on this host.
+    pub(crate) fn libmrc_user(&self, add: bool) {
+        if add {
+            if self.libmrc_users.fetch_add(1, Ordering::AcqRel) == 0 {
+                mrc_ffi::eventfd::signal(&self.wake_fd);
+            }
+        } else {
+            self.libmrc_users.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+
+    fn libmrc_attached(&self) -> bool {
+        self.libmrc_users.load(Ordering::Acquire) > 0
     }
 
     fn route(&self, host: &mh::Host, e: mh::AsyncEvent) {
@@ -356,17 +338,20 @@ impl Router {
             mh::AsyncEvent::CqError { cq } => (CQ_ELEMENT, cq, crate::abi::IBV_EVENT_CQ_ERR),
             // Planes are MRC's business: the verbs port stays ACTIVE while any plane works; libmrc names them.
             mh::AsyncEvent::PortUp { plane } | mh::AsyncEvent::PortDown { plane } => {
-                if self.bridge_users.load(Ordering::Acquire) > 0 {
+                if self.libmrc_attached() {
                     let up = matches!(e, mh::AsyncEvent::PortUp { .. });
-                    self.to_bridge(BridgeEvent {
-                        event_type: if up {
-                            IBV_EVENT_PORT_ACTIVE
-                        } else {
-                            IBV_EVENT_PORT_ERR
-                        },
+                    let event_type = if up {
+                        IBV_EVENT_PORT_ACTIVE
+                    } else {
+                        IBV_EVENT_PORT_ERR
+                    };
+                    let port = u32::from(plane) + 1;
+                    let e = AsyncEvent {
+                        event_type,
+                        port,
                         element: 0,
-                        port: plane.saturating_add(1),
-                    });
+                    };
+                    api::deliver(self.device, Event::Async(e));
                 }
                 return;
             }
@@ -382,16 +367,17 @@ impl Router {
             return;
         };
         if self
-            .bridged
+            .libmrc_objects
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .contains(&addr)
         {
-            self.to_bridge(BridgeEvent {
+            let e = AsyncEvent {
                 event_type: ty,
-                element: addr,
                 port: 0,
-            });
+                element: addr,
+            };
+            api::deliver(self.device, Event::Async(e));
         } else {
             self.verbs
                 .lock()
@@ -414,57 +400,70 @@ impl Router {
     }
 
     /// Marks an `ibv_qp` / `ibv_cq` as libmrc's (or no longer).
-    pub(crate) fn set_bridged(&self, addr: usize, bridged: bool) {
-        let mut b = self.bridged.lock().unwrap_or_else(|p| p.into_inner());
-        if bridged {
+    pub(crate) fn set_libmrc(&self, addr: usize, libmrc: bool) {
+        let mut b = self
+            .libmrc_objects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if libmrc {
             b.insert(addr);
         } else {
             b.remove(&addr);
         }
     }
 
-    /// libmrc's descriptor: readable once per queued bridge event.
-    pub(crate) fn bridge_fd(&self) -> RawFd {
-        self.bridge_fd.as_raw_fd()
-    }
-
-    /// The next event for libmrc, if any (its element may be gone by now: libmrc checks).
-    pub(crate) fn next_bridge_event(&self) -> Option<BridgeEvent> {
-        if !take_signal(&self.bridge_fd) {
-            return None;
+    /// Hands the host's queued EV state changes to libmrc (dropped while no MRC context is attached: they
+    /// would concern no QP of libmrc's).
+    fn move_ev_events(&self, host: &mh::Host) {
+        loop {
+            let events: Vec<mh::EvEvent> = std::iter::from_fn(|| host.poll_ev_event())
+                .take(64)
+                .collect();
+            let n = events.len();
+            if n > 0 && self.libmrc_attached() {
+                let dropped = host.ev_events_dropped();
+                api::deliver(self.device, Event::Ev { events, dropped });
+            }
+            if n < 64 {
+                return;
+            }
         }
-        self.bridge
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
     }
 }
 
-/// The router's thread: waits for the host's events and sorts them until `stop_fd` is signalled.
+/// The router's thread: waits for the host's events and sorts them until `stop_fd` is signalled; watches the
+/// EV-event queue while libmrc is attached.
 fn route_events(host: &mh::Host, r: &Router) {
+    let ev_fd = host.ev_event_fd().unwrap_or(-1);
     loop {
-        let mut p = [
-            libc::pollfd {
-                fd: host.event_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: r.stop_fd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
+        let fds = [
+            host.event_fd(),
+            r.stop_fd.as_raw_fd(),
+            r.wake_fd.as_raw_fd(),
+            if r.libmrc_attached() { ev_fd } else { -1 },
         ];
-        // SAFETY: polls two live descriptors (the host outlives this thread, which holds a handle on it).
-        let n = unsafe { libc::poll(p.as_mut_ptr(), 2, -1) };
+        let mut p = fds.map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // SAFETY: polls live descriptors (the host outlives this thread, which holds a handle on it); poll
+        // skips the negative one.
+        let n = unsafe { libc::poll(p.as_mut_ptr(), 4, -1) };
         if n < 0 {
             continue;
         }
         if p[1].revents != 0 {
             return;
         }
+        if p[2].revents != 0 {
+            mrc_ffi::eventfd::take(r.wake_fd.as_raw_fd());
+        }
         while let Some(e) = host.poll_event() {
             r.route(host, e);
+        }
+        if p[3].revents != 0 {
+            r.move_ev_events(host);
         }
     }
 }
@@ -563,13 +562,13 @@ fn print_stats(host: &mh::Host, every: Duration, stop: &AtomicBool) {
 static HOSTS: Mutex<Vec<(String, Weak<HostDevice>)>> = Mutex::new(Vec::new());
 
 impl HostDevice {
-    /// The host instance, for libmrc's controller calls (bridge.rs).
+    /// The host instance, for libmrc's controller calls (api.rs).
     pub(crate) fn host(&self) -> &mh::Host {
         &self.host
     }
 
-    /// Opens (or joins) the device's host instance.
-    pub(crate) fn open(cfg: &DeviceConfig) -> Result<Arc<Self>, Error> {
+    /// Opens (or joins) the host instance of device `index`.
+    pub(crate) fn open(cfg: &DeviceConfig, index: u32) -> Result<Arc<Self>, Error> {
         let mut hosts = HOSTS.lock().unwrap_or_else(|p| p.into_inner());
         hosts.retain(|(_, w)| w.strong_count() > 0);
         if let Some(h) = hosts
@@ -594,7 +593,7 @@ impl HostDevice {
                 .ok()
                 .map(|t| (stop, t))
         });
-        let router = Arc::new(Router::new()?);
+        let router = Arc::new(Router::new(index)?);
         let router_thread = {
             let (h, r) = (host.clone(), Arc::clone(&router));
             Some(
@@ -635,7 +634,7 @@ impl HostDevice {
         self.router.verbs_fd.as_raw_fd()
     }
 
-    /// The asynchronous events' router (libmrc's queue, bridge.rs).
+    /// The asynchronous events' router (libmrc's queue, api.rs).
     pub(crate) fn router(&self) -> &Router {
         &self.router
     }
@@ -667,7 +666,7 @@ impl HostDevice {
             None => {
                 if let Some(a) = el.remove(&(kind, id)) {
                     drop(el);
-                    self.router.set_bridged(a, false);
+                    self.router.set_libmrc(a, false);
                 }
             }
         }

@@ -29,7 +29,7 @@
 )]
 
 pub mod abi;
-pub mod bridge;
+pub mod api;
 mod config;
 pub mod context;
 pub mod cq;

@@ -49,7 +49,12 @@ impl Qp {
         unsafe { &*self.pd }
     }
 
-    fn ctx(&self) -> &Context {
+    /// The engine's QP number (also `ibv_qp.qp_num`).
+    pub(crate) fn qpn(&self) -> u32 {
+        self.host.qpn
+    }
+
+    pub(crate) fn ctx(&self) -> &Context {
         self.pd().ctx()
     }
 
@@ -194,7 +199,7 @@ fn remember(stored: &mut ibv_qp_attr, attr: &ibv_qp_attr, mask: c_int) {
     }
 }
 
-fn create(pdp: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> Result<*mut ibv_qp, Error> {
+pub(crate) fn create(pdp: *mut ibv_pd, init: *mut ibv_qp_init_attr) -> Result<*mut ibv_qp, Error> {
     let p = pd(pdp, "pd")?;
     let init = ffi::non_null(init, "qp_init_attr")?;
     // SAFETY: the caller passes a readable and writable init attr (caps are written back).
@@ -476,6 +481,12 @@ pub(crate) unsafe extern "C" fn post_recv_op(
     )
 }
 
+/// The live QP behind `qp`.
+pub(crate) fn qp<'a>(qp: *mut ibv_qp, what: &str) -> Result<&'a Qp, Error> {
+    // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
+    unsafe { registry::get::<Qp>(qp, what) }
+}
+
 /// Counts an acknowledged asynchronous event of a QP.
 pub(crate) fn ack_event(qp: *mut ibv_qp) -> Result<(), Error> {
     // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
@@ -511,28 +522,31 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ibv_qp_attr,
     mask: c_int,
 ) -> c_int {
-    FFI.errno_value("ibv_modify_qp", || {
-        // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
-        let q = unsafe { registry::get::<Qp>(qp, "qp") }?;
-        let attr = ffi::non_null(attr, "attr")?;
-        // SAFETY: the caller passes a readable `ibv_qp_attr`.
-        let attr = unsafe { &*attr };
-        let mut stored = q.attrs.lock().unwrap_or_else(|p| p.into_inner());
-        let (to, t) = plan(q.state(), attr, mask)?;
-        if let Some(t) = t {
-            q.ctx().host.modify_qp(&q.host, t)?;
-        }
-        if to == IBV_QPS_RESET {
-            *stored = ibv_qp_attr {
-                port_num: 1,
-                ..ibv_qp_attr::default()
-            };
-        } else {
-            remember(&mut stored, attr, mask);
-        }
-        q.state_cell().store(to, Ordering::Release);
-        Ok(())
-    })
+    FFI.errno_value("ibv_modify_qp", || modify(qp, attr, mask))
+}
+
+/// `ibv_modify_qp` (also libmrc's, `api.rs`); `attr` is NULL or readable.
+pub(crate) fn modify(qp: *mut ibv_qp, attr: *const ibv_qp_attr, mask: c_int) -> Result<(), Error> {
+    // SAFETY: the registry check inside `get` makes sure `qp` is one of ours and live.
+    let q = unsafe { registry::get::<Qp>(qp, "qp") }?;
+    let attr = ffi::non_null(attr, "attr")?;
+    // SAFETY: NULL was refused; the caller passes a readable `ibv_qp_attr`.
+    let attr = unsafe { &*attr };
+    let mut stored = q.attrs.lock().unwrap_or_else(|p| p.into_inner());
+    let (to, t) = plan(q.state(), attr, mask)?;
+    if let Some(t) = t {
+        q.ctx().host.modify_qp(&q.host, t)?;
+    }
+    if to == IBV_QPS_RESET {
+        *stored = ibv_qp_attr {
+            port_num: 1,
+            ..ibv_qp_attr::default()
+        };
+    } else {
+        remember(&mut stored, attr, mask);
+    }
+    q.state_cell().store(to, Ordering::Release);
+    Ok(())
 }
 
 /// The QP's attributes (all of them, whatever `mask` asks) and its creation attributes.
@@ -577,22 +591,25 @@ pub unsafe extern "C" fn ibv_query_qp(
 /// Destroys a QP (outstanding work is dropped by the host layer).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
-    FFI.errno_value("ibv_destroy_qp", || {
-        // SAFETY: verbs callers do not use a QP while destroying it.
-        let q = unsafe { registry::destroy::<Qp>(qp, "qp", |_| Ok(())) }?;
-        q.ctx().host.name_qp(q.host.qpn, None);
-        q.ctx().host.destroy_qp(&q.host);
-        let (s, r) = q.cqs();
-        s.users.sub();
-        r.users.sub();
-        q.pd().users.sub();
-        let raw = q.raw();
-        // SAFETY: fields of the QP we own again.
-        cq::destroy_sync(unsafe { &raw mut (*raw).mutex }, unsafe {
-            &raw mut (*raw).cond
-        });
-        Ok(())
-    })
+    FFI.errno_value("ibv_destroy_qp", || destroy(qp))
+}
+
+/// `ibv_destroy_qp`.
+pub(crate) fn destroy(qp: *mut ibv_qp) -> Result<(), Error> {
+    // SAFETY: verbs callers do not use a QP while destroying it.
+    let q = unsafe { registry::destroy::<Qp>(qp, "qp", |_| Ok(())) }?;
+    q.ctx().host.name_qp(q.host.qpn, None);
+    q.ctx().host.destroy_qp(&q.host);
+    let (s, r) = q.cqs();
+    s.users.sub();
+    r.users.sub();
+    q.pd().users.sub();
+    let raw = q.raw();
+    // SAFETY: fields of the QP we own again.
+    cq::destroy_sync(unsafe { &raw mut (*raw).mutex }, unsafe {
+        &raw mut (*raw).cond
+    });
+    Ok(())
 }
 
 /// `ibv_qp_to_qp_ex` (IBVERBS_1.6): the `ibv_wr_*` API is not supported, so no QP is extended.

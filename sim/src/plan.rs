@@ -16,8 +16,9 @@ mod cost {
     pub(super) const HOST_PLANE: u64 = 600;
     /// A QP (one end), besides its EVs and windows.
     pub(super) const QP: u64 = 4_000;
-    /// An EV of one QP end (with its RTT and delay state, issue 14).
-    pub(super) const EV: u64 = 240;
+    /// An EV of one QP end: its 80-byte state (RTT and delay included; the simulator keeps no per-EV counters)
+    /// and its share of the plane lists.
+    pub(super) const EV: u64 = 120;
     /// One PSN of a sender's or receiver's window in use.
     pub(super) const PSN: u64 = 48;
     /// A packet in flight (arena slot, event) and a directed port's queue state besides `Port`/`PortSpec`.

@@ -542,6 +542,8 @@ impl Sim {
         // the engine's 100 µs a job of a few hundred µs would not see a plane come back within its lifetime.
         evc.plane_probe_min = Some(mrc::Duration::from_nanos(base_rtt_ns));
         evc.min_active_per_plane = (per_plane / 4).max(1);
+        // Reports are per plane and per flow: per-EV counters would cost 64 bytes × EVs × QPs (64 MiB at 8K).
+        evc.counters = false;
         let plane_bits = evc.plane_bits;
         let rate = topo.host_rate_bps * u64::from(planes);
         let base_rtt = mrc::Duration::from_nanos(base_rtt_ns);

@@ -49,11 +49,27 @@ fn mrc_sim(args: &[&str]) -> Output {
         .expect("run mrc-sim")
 }
 
-fn temp(name: &str) -> PathBuf {
+/// A scratch folder, removed when the test ends.
+struct Temp(PathBuf);
+
+impl std::ops::Deref for Temp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp(name: &str) -> Temp {
     let d = std::env::temp_dir().join(format!("mrc-sim-misreads-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Temp(d)
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {

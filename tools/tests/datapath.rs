@@ -375,7 +375,9 @@ fn fabric_link_flapping_at_10hz() {
         .unwrap_or_else(|| panic!("no \"flapped N times\" in the flap's report: {report}"));
     assert!(cuts >= 10, "only {cuts} cuts in 2 s at 10 Hz: {report}");
     // It bit: plane 5 was retired (again and again) and carried clearly less than every other plane. Losses and
-    // retransmissions alone prove nothing on a busy machine: an idle flap has shown some.
+    // retransmissions alone prove nothing on a busy machine: an idle flap has shown some. The link is down half
+    // of the flapping time, so plane 5 can carry about half of what the others do, no less: a busy machine
+    // that runs the transfer slowly (0.7 Gbit/s) saw 0.59 of the others; an idle one sees under 0.5.
     let plane = |p: usize, k: &str| c["per_plane"][p][k].as_u64().unwrap();
     let (p5, retired) = (plane(5, "packets"), plane(5, "plane_retirements"));
     let others = (0..8)
@@ -388,7 +390,7 @@ fn fabric_link_flapping_at_10hz() {
         c["transport"]["tx_retransmits"].as_u64().unwrap(),
     );
     assert!(
-        retired > 0 && losses > 0 && p5 * 2 < others,
+        retired > 0 && losses > 0 && p5 * 4 < others * 3,
         "the flap had no effect: plane 5 retired {retired} times, lost {losses}, sent {p5} packets (others at least \
          {others}): {c}"
     );

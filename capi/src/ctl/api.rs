@@ -58,7 +58,7 @@ pub unsafe extern "C" fn mrc_ctl_query_device(
         let d = device_of(context).ok_or_else(|| {
             Error::new(
                 libc::EOPNOTSUPP,
-                "context is not an MRC device (mrc-verbs-shim's devices are)",
+                "context is not an MRC device (libmrc's verbs devices are)",
             )
         })?;
         // SAFETY: non-NULL writable struct (the header's contract).

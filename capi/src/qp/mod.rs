@@ -21,8 +21,9 @@ use crate::device::{Device, limits};
 use crate::ffi::{Error, FFI, non_null};
 use crate::hint::{hint, mrc_qp_hint};
 use crate::registry::{self, Kind, Object};
-use crate::{bridge, transport};
+use crate::transport;
 use mrc_host::verbs::qp_state::{self, State};
+use mrc_verbs_shim::api as verbs;
 
 mod settings;
 #[cfg(test)]
@@ -52,7 +53,7 @@ unsafe impl Object for mrc_qp {
     const KIND: Kind = Kind::Qp;
 }
 // SAFETY: the raw pointers are live parents (which cannot go while the QP exists), the application's PD (held
-// through the bridge) and its opaque `qp_context`; the rest is Sync.
+// with `verbs::hold_pd`) and its opaque `qp_context`; the rest is Sync.
 unsafe impl Send for mrc_qp {}
 // SAFETY: as above.
 unsafe impl Sync for mrc_qp {}
@@ -148,9 +149,9 @@ pub unsafe extern "C" fn mrc_create_qp(
             )));
         }
         non_null(a.pd, "pd")?;
-        let pd_ctx = bridge::pd_hold(a.pd)?;
+        let pd_ctx = verbs::hold_pd(a.pd)?;
         if pd_ctx != c.vctx {
-            bridge::pd_release(a.pd);
+            let _ = verbs::release_pd(a.pd);
             return Err(Error::inval(
                 "pd belongs to another verbs context than the MRC context's",
             ));
@@ -171,7 +172,7 @@ pub unsafe extern "C" fn mrc_create_qp(
         ) {
             Ok(n) => n,
             Err(e) => {
-                bridge::pd_release(a.pd);
+                let _ = verbs::release_pd(a.pd);
                 return Err(e);
             }
         };
@@ -234,7 +235,7 @@ pub unsafe extern "C" fn mrc_destroy_qp(p: *mut mrc_qp) -> c_int {
                 c.users.sub();
             }
         }
-        bridge::pd_release(q.pd);
+        let _ = verbs::release_pd(q.pd);
         // SAFETY: the context cannot go while the QP exists.
         unsafe { &*q.ctx }.users.sub();
         Ok(())

@@ -3,8 +3,10 @@
  * need no data path work (version, device queries, contexts, channels, CQs, hints, the QP state machine,
  * controller profiles). Prints "ok NAME" or "FAIL NAME: ..." per check and "N failures"; exits with N.
  *
- *   misuse        under LD_PRELOAD=libmrc_verbs_shim.so with MRC_SHIM_PLANES=2
- *   misuse noshim without the shim: no MRC device anywhere */
+ *   misuse           under LD_PRELOAD=libmrc.so with MRC_SHIM_PLANES=2
+ *   misuse foreign   a made-up verbs context is no MRC device
+ *   misuse twocopies under LD_PRELOAD=libmrc_verbs_shim.so:libmrc.so: the shim's own library answers the verbs
+ *                    calls, so its context is foreign to libmrc and refused with ENODEV, never used */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -67,18 +69,42 @@ static void versions(void)
 	check(cur == MRC_CTL_API_CURRENT_VERSION, "ctl_query_version", "unexpected version");
 }
 
-/* Without the shim nothing is an MRC device. */
-static int noshim(void)
+/* A verbs context that is not libmrc's (`fake`: made up, or another library's) is no MRC device. */
+static void foreign(struct ibv_context *fake)
 {
-	struct ibv_context *fake = (struct ibv_context *)&failures;
 	struct mrc_device_attr a;
 	struct mrc_ctl_device_attr ca;
 	int sup = 7;
 	versions();
-	OK(mrc_query_device(fake, &a, &sup), "noshim_query_device");
-	check(sup == 0, "noshim_unsupported", "supported is not 0");
-	NULL_WITH(mrc_create_context(fake, NULL), ENODEV, "noshim_create_context");
-	MINUS_ONE(mrc_ctl_query_device(fake, &ca), EOPNOTSUPP, "noshim_ctl_query_device");
+	OK(mrc_query_device(fake, &a, &sup), "foreign_query_device");
+	check(sup == 0, "foreign_unsupported", "supported is not 0");
+	NULL_WITH(mrc_create_context(fake, NULL), ENODEV, "foreign_create_context");
+	MINUS_ONE(mrc_ctl_query_device(fake, &ca), EOPNOTSUPP, "foreign_ctl_query_device");
+}
+
+/* The first device's context, opened with ordinary verbs calls (NULL after a FAIL line). */
+static struct ibv_context *open_first_device(void)
+{
+	int num = 0;
+	struct ibv_device **list = ibv_get_device_list(&num);
+	if (!list || num < 1) {
+		printf("FAIL device_list: no device (is libmrc.so preloaded?)\n");
+		return NULL;
+	}
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	ibv_free_device_list(list);
+	if (!ctx)
+		printf("FAIL open_device: %s\n", strerror(errno));
+	return ctx;
+}
+
+static int two_copies(void)
+{
+	struct ibv_context *ctx = open_first_device();
+	if (!ctx)
+		return 100;
+	foreign(ctx);
+	check(ibv_close_device(ctx) == 0, "two_copies_close_device", "ibv_close_device failed");
 	printf("%d failures\n", failures);
 	return failures;
 }
@@ -162,22 +188,19 @@ static void controller_setup(struct mrc_context *m, struct mrc_ctl_ev evs[4])
 
 int main(int argc, char **argv)
 {
-	if (argc > 1 && strcmp(argv[1], "noshim") == 0)
-		return noshim();
+	if (argc > 1 && strcmp(argv[1], "foreign") == 0) {
+		foreign((struct ibv_context *)&failures);
+		printf("%d failures\n", failures);
+		return failures;
+	}
+	if (argc > 1 && strcmp(argv[1], "twocopies") == 0)
+		return two_copies();
 	versions();
 
 	int num = 0;
-	struct ibv_device **list = ibv_get_device_list(&num);
-	if (!list || num < 1) {
-		printf("FAIL device_list: no device (is the shim preloaded?)\n");
+	struct ibv_context *ctx = open_first_device();
+	if (!ctx)
 		return 100;
-	}
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	ibv_free_device_list(list);
-	if (!ctx) {
-		printf("FAIL open_device: %s\n", strerror(errno));
-		return 100;
-	}
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	struct ibv_context *foreign_ctx = (struct ibv_context *)&num;
 

@@ -1,5 +1,5 @@
 //! Helpers shared by libmrc's integration tests: where cargo left the libraries, the install step into a
-//! scratch prefix, compiling C against the installed headers, running programs under the verbs shim.
+//! scratch prefix, compiling C against the installed headers, running programs with libmrc preloaded.
 #![allow(dead_code, reason = "each test binary uses a subset")]
 
 use std::collections::BTreeMap;
@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-/// `target/<profile>/deps`, where `cargo test` writes both cdylibs (libmrc_capi.so and, for the dev-dependency
-/// build, libmrc_verbs_shim.so) — or `target/<profile>` after `cargo build`; the newer copy wins.
+/// `target/<profile>/deps`, where `cargo test` writes both cdylibs (libmrc_capi.so and, as libmrc's dependency,
+/// libmrc_verbs_shim.so) — or `target/<profile>` after `cargo build`; the newer copy wins.
 fn newest(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let deps = exe.parent().expect("target/<profile>/deps");
@@ -28,7 +28,7 @@ fn newest(name: &str) -> PathBuf {
         })
 }
 
-/// The verbs shim to preload.
+/// The verbs shim's own library (for pure verbs programs; libmrc carries the same verbs).
 pub(crate) fn shim_lib() -> PathBuf {
     newest("libmrc_verbs_shim.so")
 }
@@ -128,17 +128,39 @@ fn compile_c_now(src: &str, extra: &[&str]) -> PathBuf {
     out
 }
 
-/// Runs `exe` with the installed libmrc, the shim preloaded (if `shim`), and extra environment; killed after
+/// What a program runs with in front of its own libraries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Preload {
+    /// Nothing: the program's link order decides (`-lmrc` before `-libverbs` gives it libmrc's verbs).
+    Nothing,
+    /// The installed libmrc.so, as capi/README.md says to run OCP programs.
+    Libmrc,
+    /// The shim's own library in front of libmrc.so: two copies of the verbs devices, the program's `ibv_*`
+    /// calls answered by the shim's.
+    ShimThenLibmrc,
+}
+
+/// Runs `exe` with the installed libmrc on the library path, `preload` and extra environment; killed after
 /// 120 s, so that a hang fails the test (exit status 124) instead of holding it.
-pub(crate) fn run(exe: &Path, args: &[&str], shim: bool, env: &[(&str, &str)]) -> Output {
+pub(crate) fn run(exe: &Path, args: &[&str], preload: Preload, env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new("timeout");
     cmd.arg("120")
         .arg(exe)
         .args(args)
         .env("LD_LIBRARY_PATH", prefix().join("lib"))
         .env_remove("LD_PRELOAD");
-    if shim {
-        cmd.env("LD_PRELOAD", shim_lib());
+    let libmrc = prefix().join("lib/libmrc.so");
+    match preload {
+        Preload::Nothing => {}
+        Preload::Libmrc => {
+            cmd.env("LD_PRELOAD", &libmrc);
+        }
+        Preload::ShimThenLibmrc => {
+            cmd.env(
+                "LD_PRELOAD",
+                format!("{}:{}", shim_lib().display(), libmrc.display()),
+            );
+        }
     }
     for (k, v) in env {
         cmd.env(k, v);
