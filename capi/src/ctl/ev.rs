@@ -524,17 +524,5 @@ fn query_ev_fields(
     count_out: &mut c_int,
 ) -> Result<(), Error> {
     let f = p.fields.as_deref().unwrap_or(&[]);
-    *count_out = c_int::try_from(f.len()).unwrap_or(c_int::MAX);
-    if out.len() < f.len() {
-        return Err(Error::new(
-            libc::E2BIG,
-            format!(
-                "field_count {} is below the profile's {} fields",
-                out.len(),
-                f.len()
-            ),
-        ));
-    }
-    out[..f.len()].copy_from_slice(f);
-    Ok(())
+    copy_fields_out(f, out, count_out, "field_count", |o, &v| *o = v)
 }

@@ -199,19 +199,5 @@ fn query_fmt_fields(
     count_out: &mut c_int,
 ) -> Result<(), Error> {
     let f = p.fields.as_deref().unwrap_or(&[]);
-    *count_out = c_int::try_from(f.len()).unwrap_or(c_int::MAX);
-    if out.len() < f.len() {
-        return Err(Error::new(
-            libc::E2BIG,
-            format!(
-                "fmt_field_count {} is below the profile's {} fields",
-                out.len(),
-                f.len()
-            ),
-        ));
-    }
-    for (o, &w) in out.iter_mut().zip(f) {
-        o.width = w;
-    }
-    Ok(())
+    copy_fields_out(f, out, count_out, "fmt_field_count", |o, &w| o.width = w)
 }

@@ -50,6 +50,32 @@ fn state_name(s: u32) -> &'static str {
     }
 }
 
+/// A query's field array: writes the profile's field count to `count_out`, then the fields into `out` when it
+/// has room for them all (E2BIG, naming the caller's `count_name`, when not).
+fn copy_fields_out<T, O>(
+    fields: &[T],
+    out: &mut [O],
+    count_out: &mut c_int,
+    count_name: &str,
+    put: impl Fn(&mut O, &T),
+) -> Result<(), Error> {
+    *count_out = c_int::try_from(fields.len()).unwrap_or(c_int::MAX);
+    if out.len() < fields.len() {
+        return Err(Error::new(
+            libc::E2BIG,
+            format!(
+                "{count_name} {} is below the profile's {} fields",
+                out.len(),
+                fields.len()
+            ),
+        ));
+    }
+    for (o, f) in out.iter_mut().zip(fields) {
+        put(o, f);
+    }
+    Ok(())
+}
+
 fn check_mask(name: &str, mask: c_int, all: c_int) -> Result<(), Error> {
     if mask & !all != 0 {
         return Err(Error::inval(format!(
