@@ -695,9 +695,7 @@ impl PathSet {
     #[inline]
     pub fn on_sent(&mut self, idx: u16, bytes: u64, retx: bool) -> u8 {
         let plane = self.evs[usize::from(idx)].plane;
-        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
-            c.sent += 1;
-        }
+        count(&mut self.counters, usize::from(idx), |c| c.sent += 1);
         let ps = &mut self.planes[usize::from(plane)].stats;
         ps.tx_packets += 1;
         ps.tx_bytes += bytes;
@@ -708,9 +706,7 @@ impl PathSet {
     /// A SACK or NACK echoed `idx`: the path delivers. `rtt` is the sample it carried, if any.
     #[inline]
     pub fn on_delivery(&mut self, idx: u16, rtt: Option<Duration>) {
-        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
-            c.delivered += 1;
-        }
+        count(&mut self.counters, usize::from(idx), |c| c.delivered += 1);
         let plane = usize::from(self.evs[usize::from(idx)].plane);
         self.planes[plane].losses_since_delivery = 0;
         let Some(rtt) = rtt else {
@@ -840,14 +836,14 @@ impl PathSet {
         match mark {
             SackMark::None => {}
             SackMark::SkipOnce => {
-                self.count(idx, |c| c.ecn += 1);
+                count(&mut self.counters, usize::from(idx), |c| c.ecn += 1);
                 self.planes[usize::from(self.evs[usize::from(idx)].plane)]
                     .stats
                     .ecn += 1;
                 self.skip(idx);
             }
             SackMark::AlwaysSkip => {
-                self.count(idx, |c| c.ecn += 1);
+                count(&mut self.counters, usize::from(idx), |c| c.ecn += 1);
                 self.retire(idx, now);
             }
         }
@@ -856,7 +852,7 @@ impl PathSet {
     /// A packet sent on `idx` was trimmed. TRIMMED moves the EV to SKIP; TRIMMED_LASTHOP says nothing about the
     /// path (the congestion is at the receiver) and leaves it alone.
     pub fn on_trim(&mut self, idx: u16, last_hop: bool) {
-        self.count(idx, |c| c.trims += 1);
+        count(&mut self.counters, usize::from(idx), |c| c.trims += 1);
         let ev = &mut self.evs[usize::from(idx)];
         self.planes[usize::from(ev.plane)].stats.trims += 1;
         // spec: PATH-EV-3
@@ -897,7 +893,7 @@ impl PathSet {
         sent_at: Instant,
         not_the_path: bool,
     ) -> Option<u8> {
-        self.count(idx, |c| c.losses += 1);
+        count(&mut self.counters, usize::from(idx), |c| c.losses += 1);
         let ev = &mut self.evs[usize::from(idx)];
         ev.losses_in_a_row = ev.losses_in_a_row.saturating_add(1);
         let p = usize::from(ev.plane);
@@ -1046,9 +1042,7 @@ impl PathSet {
             to: EvState::AssumedBad,
         });
         ev.state = EvState::AssumedBad;
-        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
-            c.retired += 1;
-        }
+        count(&mut self.counters, usize::from(idx), |c| c.retired += 1);
         ev.clean = 0;
         ev.probe_ts = None;
         ev.probe_interval = self.probe_min;
@@ -1096,10 +1090,10 @@ impl PathSet {
                     let ev = &mut self.evs[usize::from(idx)];
                     if ev.state != EvState::Denied {
                         ev.probe_ts = Some(now.ts32());
-                        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
+                        count(&mut self.counters, usize::from(idx), |c| {
                             c.probes += 1;
                             c.sent += 1;
-                        }
+                        });
                         found = Some(idx);
                         break;
                     }
@@ -1126,10 +1120,10 @@ impl PathSet {
                     let ev = &mut self.evs[usize::from(idx)];
                     if ev.state == EvState::AssumedBad {
                         ev.probe_ts = Some(now.ts32());
-                        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
+                        count(&mut self.counters, usize::from(idx), |c| {
                             c.probes += 1;
                             c.sent += 1;
-                        }
+                        });
                         found = Some(idx);
                         break;
                     }
@@ -1156,10 +1150,10 @@ impl PathSet {
                 }
                 ev.probe_ts = Some(now.ts32());
                 ev.next_probe = now + ev.probe_interval;
-                if let Some(c) = self.counters.get_mut(i) {
+                count(&mut self.counters, i, |c| {
                     c.probes += 1;
                     c.sent += 1;
-                }
+                });
                 found = Some(i as u16);
             }
             deadline = deadline.min(ev.next_probe);
@@ -1173,9 +1167,7 @@ impl PathSet {
     // spec: PATH-PROBE-2
     pub fn on_probe_reply(&mut self, idx: u16, ts: u32, mark: SackMark, now: Instant) {
         let i = usize::from(idx);
-        if let Some(c) = self.counters.get_mut(i) {
-            c.delivered += 1;
-        }
+        count(&mut self.counters, i, |c| c.delivered += 1);
         let p = usize::from(self.evs[i].plane);
         self.planes[p].losses_since_delivery = 0;
         if self.planes[p].remote_down && self.evs[i].probe_ts == Some(ts) {
@@ -1238,9 +1230,7 @@ impl PathSet {
         ev.retired_by = None;
         ev.clean = 0;
         ev.next_probe = Instant::MAX;
-        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
-            c.restored += 1;
-        }
+        count(&mut self.counters, usize::from(idx), |c| c.restored += 1);
         self.changes.push(EvChange {
             ev: ev.value,
             plane: ev.plane,
@@ -1394,9 +1384,7 @@ impl PathSet {
             deliver_ns: 0,
             last_rtt_ns: 0,
         };
-        if let Some(c) = self.counters.get_mut(i) {
-            *c = EvStats::default();
-        }
+        count(&mut self.counters, i, |c| *c = EvStats::default());
         self.rejoin(idx);
         if self.worst_delay.1 == idx {
             self.worst_delay = (0, 0);
@@ -1436,14 +1424,6 @@ impl PathSet {
         })
     }
 
-    /// Adds to the counters of EV `idx`, if they are kept.
-    #[inline]
-    fn count(&mut self, idx: u16, add: impl FnOnce(&mut EvStats)) {
-        if let Some(c) = self.counters.get_mut(usize::from(idx)) {
-            add(c);
-        }
-    }
-
     /// Counters of plane `p`.
     pub fn plane_stats(&self, p: usize) -> Option<PlaneStats> {
         self.planes.get(p).map(|x| x.stats)
@@ -1462,6 +1442,14 @@ impl PathSet {
             }
         }
         c
+    }
+}
+
+/// Adds to the counters of EV `idx`, if they are kept (a free function: callers hold other fields of the set).
+#[inline]
+fn count(counters: &mut [EvStats], idx: usize, add: impl FnOnce(&mut EvStats)) {
+    if let Some(c) = counters.get_mut(idx) {
+        add(c);
     }
 }
 
