@@ -418,6 +418,8 @@ struct RankProc {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+    /// Relays the rank's stderr; joined at drop, so its last lines are out before the run's results.
+    relay: Option<std::thread::JoinHandle<()>>,
 }
 
 impl RankProc {
@@ -450,7 +452,7 @@ impl RankProc {
             .map_err(|e| format!("starting rank {rank}: {e}"))?;
         // The ranks' logs reach our stderr a whole line at a time, so two ranks' lines never interleave.
         let err = BufReader::new(child.stderr.take().ok_or("no stderr")?);
-        std::thread::spawn(move || {
+        let relay = std::thread::spawn(move || {
             for l in err.lines().map_while(Result::ok) {
                 eprintln!("rank {rank}: {l}");
             }
@@ -461,6 +463,7 @@ impl RankProc {
             child,
             stdin,
             stdout,
+            relay: Some(relay),
         })
     }
 
@@ -479,6 +482,10 @@ impl Drop for RankProc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // The pipe closed with the child: the relay ends once it has passed on what was left in it.
+        if let Some(r) = self.relay.take() {
+            let _ = r.join();
+        }
     }
 }
 
