@@ -1,6 +1,7 @@
 //! The endpoint learns of a QP timer that a packet starts also on its fast path (a data packet taken with
 //! nothing else to collect): `poll_timeout` reports the delayed SACK that the first packet of a message arms at
-//! the responder (spec REL-SACK-1), and the SACK goes out when it is due, not before.
+//! the responder (spec REL-SACK-1), and the SACK goes out when it is due, not before; the packet that fills the
+//! oldest hole is SACKed at once.
 
 use mrc::testing::{QpEnd, VecMemory, connect_pair};
 use mrc::*;
@@ -104,5 +105,77 @@ fn the_delayed_sack_of_a_first_packet_reaches_poll_timeout() {
     assert!(
         b.ep.poll_transmit(sack_due, &mut buf, &mut b.mem).is_some(),
         "the SACK when due"
+    );
+}
+
+/// The packet that fills the oldest hole is SACKed at once (spec REL-SACK-1): the sender's time rule is judging
+/// it, and a coalesced SACK (here 50 µs later) would count against its reorder allowance.
+#[test]
+fn the_packet_filling_the_oldest_hole_is_sacked_at_once() {
+    let cfg = QpConfig {
+        mtu: MTU,
+        ev: EvConfig::with_planes(1, 4),
+        sack_delay: Duration::from_micros(50),
+        ..QpConfig::default()
+    };
+    let (mut a, mut b) = (side(&cfg), side(&cfg));
+    let end = |s: &Side, peer| QpEnd {
+        qpn: s.qpn,
+        peer: PeerId(peer),
+        sq_psn: 7,
+    };
+    let (ea, eb) = (end(&a, 1), end(&b, 0));
+    connect_pair(Instant::ZERO, &mut a.ep, ea, &mut b.ep, eb).unwrap();
+    let sge = [Sge {
+        addr: a.addr,
+        len: LEN,
+        lkey: a.keys.lkey,
+    }];
+    let wr = SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_addr: b.addr,
+            rkey: b.keys.rkey,
+        },
+        sges: &sge,
+        signaled: true,
+        solicited: false,
+    };
+    let sent_at = Instant::from_nanos(1_000);
+    a.ep.post_send(a.qpn, &wr, sent_at).unwrap();
+    let mut buf = vec![0u8; 2048];
+    // The first three of the message's four packets (the last one carries A, which is SACKed at once anyway).
+    let pkts: Vec<Vec<u8>> = (0..3)
+        .map(|_| {
+            let t =
+                a.ep.poll_transmit(sent_at, &mut buf, &mut a.mem)
+                    .expect("a data packet");
+            buf[..t.len].to_vec()
+        })
+        .collect();
+    let meta = RecvMeta {
+        peer: Some(PeerId(0)),
+        port: 0,
+        ecn_ce: false,
+        trim: None,
+    };
+    let mut deliver = |pkt: &[u8], at: Instant| {
+        b.ep.handle_datagram(at, meta, pkt, &mut b.mem);
+        let mut sacks = 0;
+        while b.ep.poll_transmit(at, &mut buf, &mut b.mem).is_some() {
+            sacks += 1;
+        }
+        sacks
+    };
+    let at = Instant::from_nanos(2_000);
+    assert!(deliver(&pkts[1], at) > 0, "a hole appears: SACK at once");
+    assert_eq!(
+        deliver(&pkts[2], at + Duration::from_nanos(100)),
+        0,
+        "coalesced"
+    );
+    assert!(
+        deliver(&pkts[0], at + Duration::from_nanos(200)) > 0,
+        "the oldest hole is filled: SACK at once, not after sack_delay"
     );
 }

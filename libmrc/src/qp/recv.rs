@@ -287,6 +287,7 @@ impl Qp {
         mrs: &MrTable,
     ) {
         let had_holes = self.resp.rx.out_of_order() > 0;
+        let fills = had_holes && a.psn == self.resp.rx.epsn();
         self.resp.rx.insert_new(a.psn);
         if self.resp.msgs.len() <= a.slot {
             self.resp.msgs.resize(a.slot + 1, MsgSlot::default());
@@ -329,8 +330,10 @@ impl Qp {
         self.feedback.sack_lo = self.feedback.sack_lo.min(a.psn);
         self.feedback.sack_hi = self.feedback.sack_hi.max(a.psn);
         // spec: REL-SACK-1
+        // A hole appears, or the packet filling the oldest one arrives: the sender's time rule is judging that
+        // packet now, and a coalesced SACK would add its delay to the packet's.
         let gap = !had_holes && self.resp.rx.out_of_order() > 0;
-        let immediate = gap || bth.rtx || bth.ack_req || echo.ce;
+        let immediate = gap || fills || bth.rtx || bth.ack_req || echo.ce;
         self.note_ce(echo.ev, echo.ce);
         if echo.ce {
             self.push_ctl(Ctl::Sack {
