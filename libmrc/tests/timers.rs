@@ -43,15 +43,9 @@ fn side(cfg: &QpConfig) -> Side {
     }
 }
 
-#[test]
-fn the_delayed_sack_of_a_first_packet_reaches_poll_timeout() {
-    let cfg = QpConfig {
-        mtu: MTU,
-        ev: EvConfig::with_planes(1, 4),
-        sack_delay: Duration::from_micros(50),
-        ..QpConfig::default()
-    };
-    let (mut a, mut b) = (side(&cfg), side(&cfg));
+/// Two connected sides, `a` with a WRITE of `LEN` bytes to `b` posted at `sent_at`.
+fn posted_write(cfg: &QpConfig, sent_at: Instant) -> (Side, Side) {
+    let (mut a, mut b) = (side(cfg), side(cfg));
     let end = |s: &Side, peer| QpEnd {
         qpn: s.qpn,
         peer: PeerId(peer),
@@ -74,8 +68,24 @@ fn the_delayed_sack_of_a_first_packet_reaches_poll_timeout() {
         signaled: true,
         solicited: false,
     };
-    let sent_at = Instant::from_nanos(1_000);
     a.ep.post_send(a.qpn, &wr, sent_at).unwrap();
+    (a, b)
+}
+
+fn delayed_sack_config() -> QpConfig {
+    QpConfig {
+        mtu: MTU,
+        ev: EvConfig::with_planes(1, 4),
+        sack_delay: Duration::from_micros(50),
+        ..QpConfig::default()
+    }
+}
+
+#[test]
+fn the_delayed_sack_of_a_first_packet_reaches_poll_timeout() {
+    let cfg = delayed_sack_config();
+    let sent_at = Instant::from_nanos(1_000);
+    let (mut a, mut b) = posted_write(&cfg, sent_at);
     let mut buf = vec![0u8; 2048];
     let t =
         a.ep.poll_transmit(sent_at, &mut buf, &mut a.mem)
@@ -112,37 +122,8 @@ fn the_delayed_sack_of_a_first_packet_reaches_poll_timeout() {
 /// it, and a coalesced SACK (here 50 µs later) would count against its reorder allowance.
 #[test]
 fn the_packet_filling_the_oldest_hole_is_sacked_at_once() {
-    let cfg = QpConfig {
-        mtu: MTU,
-        ev: EvConfig::with_planes(1, 4),
-        sack_delay: Duration::from_micros(50),
-        ..QpConfig::default()
-    };
-    let (mut a, mut b) = (side(&cfg), side(&cfg));
-    let end = |s: &Side, peer| QpEnd {
-        qpn: s.qpn,
-        peer: PeerId(peer),
-        sq_psn: 7,
-    };
-    let (ea, eb) = (end(&a, 1), end(&b, 0));
-    connect_pair(Instant::ZERO, &mut a.ep, ea, &mut b.ep, eb).unwrap();
-    let sge = [Sge {
-        addr: a.addr,
-        len: LEN,
-        lkey: a.keys.lkey,
-    }];
-    let wr = SendWr {
-        wr_id: 1,
-        op: SendOp::Write {
-            remote_addr: b.addr,
-            rkey: b.keys.rkey,
-        },
-        sges: &sge,
-        signaled: true,
-        solicited: false,
-    };
     let sent_at = Instant::from_nanos(1_000);
-    a.ep.post_send(a.qpn, &wr, sent_at).unwrap();
+    let (mut a, mut b) = posted_write(&delayed_sack_config(), sent_at);
     let mut buf = vec![0u8; 2048];
     // The first three of the message's four packets (the last one carries A, which is SACKed at once anyway).
     let pkts: Vec<Vec<u8>> = (0..3)
