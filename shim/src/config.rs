@@ -39,13 +39,14 @@ pub(crate) const STATS_ENV: &str = "MRC_SHIM_STATS_MS";
 /// `1` (default): application threads run progress rounds when they post a lone send or poll an empty CQ;
 /// `0`: every round is the progress thread's.
 pub(crate) const ASSIST_ENV: &str = "MRC_SHIM_ASSIST";
-/// Microseconds a thread that polls an empty CQ sleeps while its QPs are bandwidth-bound (default 20; 0: it
-/// only yields).
+/// Microseconds a thread that polls an empty CQ sleeps while its QPs are bandwidth-bound (default 0: it only
+/// yields).
 pub(crate) const NAP_ENV: &str = "MRC_SHIM_NAP_US";
-/// The default of [`NAP_ENV`]: long enough to give a spinning poller's CPU to the progress threads on a small
-/// machine (ib_write_bw on 2 cores: 19-21 Gbit/s against 11-18 when only yielding), short against the
-/// completions of a full queue.
-const NAP_DEFAULT_US: u64 = 20;
+/// The default of [`NAP_ENV`]: none. A nap once gave a spinning poller's CPU to the progress threads on 2 cores
+/// (ib_write_bw 19-21 Gbit/s against 11-18 when only yielding, 2026-11-24); since the progress thread no longer
+/// waits for the engine lock, a 20 µs nap (50-70 µs with the kernel's timer slack) costs it 20%: 2026-11-28,
+/// `shim/bench.sh 3 3` read 0.75-0.80 of mrc-perf with it in three runs, 1.03 without.
+const NAP_DEFAULT_US: u64 = 0;
 /// Microseconds a QP holds the acknowledgement of a lone message for its own next send (default 20; 0: none).
 pub(crate) const ACK_HOLD_ENV: &str = "MRC_SHIM_ACK_HOLD_US";
 /// The default of [`ACK_HOLD_ENV`]: the host's SACK delay for other packets.
