@@ -130,6 +130,10 @@ pub struct QpConfig {
     pub sack_every_bytes: u32,
     /// ...or this long after an unacknowledged packet arrived.
     pub sack_delay: Duration,
+    /// How long the SACK owed to a lone packet's A flag may wait for this QP's next send, which then carries
+    /// it out in the same batch (a request/response peer answers at once); zero (the default) SACKs at once, as
+    /// REL-SACK-1 says. A second arrival, a hole, RTX or CE still SACK at once (spec REL-SACK-4).
+    pub sack_hold: Duration,
     /// Wait before retrying a packet the peer answered with NACK NO_RESOURCE or PSN_OOR_WINDOW.
     pub rnr_delay: Duration,
     /// Partition key carried in the BTH and checked on receipt.
@@ -160,6 +164,7 @@ impl Default for QpConfig {
             sack_every_packets: 4,
             sack_every_bytes: 16 * 1024,
             sack_delay: Duration::from_micros(2),
+            sack_hold: Duration::ZERO,
             rnr_delay: Duration::from_micros(50),
             pkey: crate::wire::DEFAULT_PKEY,
             icrc: true,

@@ -654,6 +654,7 @@ impl Endpoint {
         let r = qp.post_send(wr, &self.mrs);
         if r.is_ok() {
             qp.arm_retry(now, false);
+            qp.release_held_sack();
         }
         self.after_qp(slot, now);
         r

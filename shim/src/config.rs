@@ -39,13 +39,18 @@ pub(crate) const STATS_ENV: &str = "MRC_SHIM_STATS_MS";
 /// `1` (default): application threads run progress rounds when they post a lone send or poll an empty CQ;
 /// `0`: every round is the progress thread's.
 pub(crate) const ASSIST_ENV: &str = "MRC_SHIM_ASSIST";
-/// Microseconds a thread that polls an empty CQ sleeps while its QPs are bandwidth-bound (default 20; 0: it
-/// only yields).
+/// Microseconds a thread that polls an empty CQ sleeps while its QPs are bandwidth-bound (default 0: it only
+/// yields).
 pub(crate) const NAP_ENV: &str = "MRC_SHIM_NAP_US";
-/// The default of [`NAP_ENV`]: long enough to give a spinning poller's CPU to the progress threads on a small
-/// machine (ib_write_bw on 2 cores: 19-21 Gbit/s against 11-18 when only yielding), short against the
-/// completions of a full queue.
-const NAP_DEFAULT_US: u64 = 20;
+/// The default of [`NAP_ENV`]: none. A nap once gave a spinning poller's CPU to the progress threads on 2 cores
+/// (ib_write_bw 19-21 Gbit/s against 11-18 when only yielding, 2026-11-24); since the progress thread no longer
+/// waits for the engine lock, a 20 µs nap (50-70 µs with the kernel's timer slack) costs it 20%: 2026-11-28,
+/// `shim/bench.sh 3 3` read 0.75-0.80 of mrc-perf with it in three runs, 1.03 without.
+const NAP_DEFAULT_US: u64 = 0;
+/// Microseconds a QP holds the acknowledgement of a lone message for its own next send (default 20; 0: none).
+pub(crate) const ACK_HOLD_ENV: &str = "MRC_SHIM_ACK_HOLD_US";
+/// The default of [`ACK_HOLD_ENV`]: the host's SACK delay for other packets.
+const ACK_HOLD_DEFAULT_US: u64 = 20;
 
 /// How the host layer runs, from the environment (`MRC_SHIM_MTU`, `_EVS`, `_WINDOW`, `_PROGRESS`,
 /// `_STATS_MS`); unset values keep mrc-perf's profile.
@@ -59,6 +64,7 @@ pub(crate) struct Tuning {
     stats_ms: Option<u64>,
     no_assist: bool,
     nap_us: Option<u64>,
+    ack_hold_us: Option<u64>,
 }
 
 fn number<T: std::str::FromStr + PartialOrd + std::fmt::Display>(
@@ -102,6 +108,7 @@ impl Tuning {
             stats_ms: number(STATS_ENV, get(STATS_ENV).as_deref(), 10, 3_600_000)?,
             no_assist: number(ASSIST_ENV, get(ASSIST_ENV).as_deref(), 0u8, 1)? == Some(0),
             nap_us: number(NAP_ENV, get(NAP_ENV).as_deref(), 0u64, 10_000)?,
+            ack_hold_us: number(ACK_HOLD_ENV, get(ACK_HOLD_ENV).as_deref(), 0u64, 1_000)?,
         })
     }
 }
@@ -143,6 +150,7 @@ impl DeviceConfig {
         if let Some(w) = t.window {
             h.profile.window_packets = w;
         }
+        h.profile.sack_hold = Duration::from_micros(t.ack_hold_us.unwrap_or(ACK_HOLD_DEFAULT_US));
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         if t.busy_poll(cpus) {
             h.progress = mrc_host::ProgressMode::BusyPoll;
@@ -286,6 +294,26 @@ mod tests {
         assert!(e.contains(MTU_ENV) && e.contains("256..=65000"), "{e}");
         let e = Tuning::parse(env(&[(PROGRESS_ENV, "fast")])).unwrap_err();
         assert!(e.contains(PROGRESS_ENV), "{e}");
+        let e = Tuning::parse(env(&[(ACK_HOLD_ENV, "5000")])).unwrap_err();
+        assert!(e.contains(ACK_HOLD_ENV) && e.contains("0..=1000"), "{e}");
+    }
+
+    #[test]
+    fn the_ack_hold_reaches_the_host_profile() {
+        let dev = |hold: Option<&'static str>| {
+            let mut d = parse(None, None, no_files).unwrap().remove(0);
+            d.tuning = Tuning::parse(move |k: &str| {
+                (k == ACK_HOLD_ENV)
+                    .then_some(hold)
+                    .flatten()
+                    .map(String::from)
+            })
+            .unwrap();
+            d.host_config().profile.sack_hold
+        };
+        assert_eq!(dev(None), Duration::from_micros(ACK_HOLD_DEFAULT_US));
+        assert_eq!(dev(Some("0")), Duration::ZERO);
+        assert_eq!(dev(Some("7")), Duration::from_micros(7));
     }
 
     #[test]

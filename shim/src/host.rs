@@ -209,8 +209,10 @@ pub(crate) struct HostQp {
 
 /// Posts further apart than this are "lone" (a latency test's one message per round trip): the posting thread
 /// then runs a progress round itself, so the message leaves now instead of after the progress thread wakes
-/// up. Bursts (bandwidth tests) leave the rounds to the progress thread.
-const LONE_POST: Duration = Duration::from_micros(30);
+/// up. Bursts (bandwidth tests) post back to back, well under a µs apart, and leave the rounds to the
+/// progress thread. Well under a fast round trip: at 30 µs, ib_write_lat's posts (one per round trip, 25-35
+/// µs apart on 2 cores) stopped counting as lone just as the latency approached mrc-perf's.
+const LONE_POST: Duration = Duration::from_micros(5);
 
 static EPOCH: std::sync::LazyLock<std::time::Instant> =
     std::sync::LazyLock::new(std::time::Instant::now);

@@ -199,7 +199,19 @@ impl<P: PlaneIo> Host<P> {
         if self.bandwidth_bound() {
             return Ok(false);
         }
-        self.progress()
+        if i.failed.load(Ordering::Acquire) {
+            return Err(HostError::Stopped);
+        }
+        if i.mode == ProgressMode::Manual {
+            return i.round(&mut lock(&i.core));
+        }
+        let Ok(mut c) = i.core.try_lock() else {
+            return Ok(false);
+        };
+        let busy = i.round(&mut c)?;
+        // While callers drive, the progress thread seldom gets the lock to notice a deep QP: they look too.
+        i.note_depth(&mut c);
+        Ok(busy)
     }
 
     /// Whether the progress thread saw a QP with many bytes in flight in the last 2 ms (then

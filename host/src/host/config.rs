@@ -48,6 +48,9 @@ pub struct QpProfile {
     /// New packets per EV before the next (`QpConfig::ev_burst`, spec PATH-EV-6); 0 (the default): enough for
     /// one segmented train when the planes take trains ([`crate::offload`]), else 1.
     pub ev_burst: u8,
+    /// How long a QP may hold the SACK owed to a lone message for its own next send, which carries it out
+    /// (`QpConfig::sack_hold`, spec REL-SACK-5); zero (the default): SACK at once.
+    pub sack_hold: StdDuration,
 }
 
 impl Default for QpProfile {
@@ -62,6 +65,7 @@ impl Default for QpProfile {
             retry_cnt: 7,
             retry_backoff: 3,
             ev_burst: 0,
+            sack_hold: StdDuration::ZERO,
         }
     }
 }

@@ -137,6 +137,7 @@ impl<P: PlaneIo> Inner<P> {
             retry_linear: p.retry_cnt,
             retry_exp: p.retry_backoff,
             ev_burst: p.ev_burst.clamp(1, 64),
+            sack_hold: mrc::time::Duration::from_nanos(p.sack_hold.as_nanos() as u64),
             ..c.dp.software_qp_config(
                 p.mtu,
                 p.evs_per_plane,

@@ -640,6 +640,8 @@ pub(crate) struct Feedback {
     pub(crate) sack_hi: u64,
     pub(crate) cmsn_sent: u64,
     pub(crate) ack_pending: bool,
+    /// A SACK owed to a lone packet's A flag waits for the next send or `sack_hold` (spec REL-SACK-4).
+    pub(crate) sack_held: bool,
     pub(crate) rcv_pen: u8,
     /// Consecutive CE marks per EV (direct-mapped), for ALWAYS_SKIP advice.
     pub(crate) ce_track: [(u32, u16); 16],
@@ -727,6 +729,7 @@ impl Qp {
                 sack_hi: 0,
                 cmsn_sent: MSN_BASE - 1,
                 ack_pending: false,
+                sack_held: false,
                 rcv_pen: 0,
                 ce_track: [(0, 0); 16],
                 ce_run: 0,

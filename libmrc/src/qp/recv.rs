@@ -333,7 +333,14 @@ impl Qp {
         // A hole appears, or the packet filling the oldest one arrives: the sender's time rule is judging that
         // packet now, and a coalesced SACK would add its delay to the packet's.
         let gap = !had_holes && self.resp.rx.out_of_order() > 0;
-        let immediate = gap || fills || bth.rtx || bth.ack_req || echo.ce;
+        let urgent = gap || fills || bth.rtx || echo.ce;
+        let was_held = self.feedback.sack_held;
+        // spec: REL-SACK-4
+        let hold = bth.ack_req
+            && !urgent
+            && self.feedback.sack_pkts == 0
+            && !self.cfg().sack_hold.is_zero();
+        let immediate = urgent || (bth.ack_req && !hold);
         self.note_ce(echo.ev, echo.ce);
         if echo.ce {
             self.push_ctl(Ctl::Sack {
@@ -342,6 +349,21 @@ impl Qp {
             });
         } else {
             self.schedule_sack(now, echo, immediate, a.len as u32);
+            if was_held {
+                // A second arrival: the held SACK goes now, as it would have without the hold.
+                self.release_held_sack();
+            } else if hold {
+                self.feedback.sack_held = true;
+                self.timers.set(Timer::Sack, now + self.cfg().sack_hold);
+            }
+        }
+    }
+
+    /// This QP sends: a held SACK goes with it (spec REL-SACK-4).
+    pub(crate) fn release_held_sack(&mut self) {
+        if self.feedback.sack_held {
+            self.feedback.sack_held = false;
+            self.feedback.sack_now = true;
         }
     }
 
@@ -618,6 +640,7 @@ impl Qp {
             self.feedback.sack_lo = u64::MAX;
             self.feedback.sack_hi = 0;
             self.feedback.sack_now = false;
+            self.feedback.sack_held = false;
             self.timers.stop(Timer::Sack);
             self.feedback.sack_pkts = 0;
             self.feedback.sack_bytes = 0;

@@ -7,6 +7,7 @@
 //! memory) is checked by `crate::plan` before anything is built.
 
 mod check;
+mod failures;
 
 pub use check::*;
 

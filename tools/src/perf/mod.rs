@@ -5,7 +5,9 @@
 //! RDMA job does through its launcher), then move data over MRC only.
 
 pub mod oob;
+mod report;
 pub mod run;
+mod server;
 mod verify;
 
 use std::path::PathBuf;
