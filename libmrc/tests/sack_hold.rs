@@ -2,49 +2,15 @@
 //! then carries the SACK out first, or until the hold ends; a second arrival SACKs at once; without the hold
 //! the SACK goes at once (spec REL-SACK-1, REL-SACK-4).
 
-use mrc::testing::{QpEnd, VecMemory, connect_pair};
+mod common;
+
+use common::pair::{Side, connected};
 use mrc::wire::TrafficClass;
 use mrc::*;
 
 const MTU: u32 = 256;
 const LEN: u32 = 64;
 const HOLD: Duration = Duration::from_micros(30);
-
-struct Side {
-    ep: Endpoint,
-    mem: VecMemory,
-    qpn: u32,
-    addr: u64,
-    keys: MrKeys,
-    cq: CqId,
-}
-
-fn side(cfg: &QpConfig) -> Side {
-    let mut ep = Endpoint::new(EndpointConfig {
-        ports: 1,
-        ..EndpointConfig::default()
-    })
-    .unwrap();
-    let mut mem = VecMemory::new(0x10_0000);
-    let addr = mem.alloc(u64::from(4 * LEN));
-    let pd = ep.alloc_pd();
-    let cq = ep.create_cq(16);
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-    let keys = ep.reg_mr(pd, addr, u64::from(4 * LEN), access).unwrap();
-    let mut init = QpInit::new(pd, cq);
-    init.config = cfg.clone();
-    let qpn = ep
-        .open_qp(init, Access::REMOTE_WRITE, Instant::ZERO)
-        .unwrap();
-    Side {
-        ep,
-        mem,
-        qpn,
-        addr,
-        keys,
-        cq,
-    }
-}
 
 fn pair(hold: Duration) -> (Side, Side) {
     let cfg = QpConfig {
@@ -53,15 +19,7 @@ fn pair(hold: Duration) -> (Side, Side) {
         sack_hold: hold,
         ..QpConfig::default()
     };
-    let (mut a, mut b) = (side(&cfg), side(&cfg));
-    let end = |s: &Side, peer| QpEnd {
-        qpn: s.qpn,
-        peer: PeerId(peer),
-        sq_psn: 7,
-    };
-    let (ea, eb) = (end(&a, 1), end(&b, 0));
-    connect_pair(Instant::ZERO, &mut a.ep, ea, &mut b.ep, eb).unwrap();
-    (a, b)
+    connected(&cfg, 4 * LEN)
 }
 
 /// Posts a one-packet WRITE from `from` into `to`'s region at `at` and returns the datagrams it sends.

@@ -3,56 +3,17 @@
 //! the responder (spec REL-SACK-1), and the SACK goes out when it is due, not before; the packet that fills the
 //! oldest hole is SACKed at once.
 
-use mrc::testing::{QpEnd, VecMemory, connect_pair};
+mod common;
+
+use common::pair::{Side, connected};
 use mrc::*;
 
 const MTU: u32 = 256;
 const LEN: u32 = 4 * MTU;
 
-struct Side {
-    ep: Endpoint,
-    mem: VecMemory,
-    qpn: u32,
-    addr: u64,
-    keys: MrKeys,
-}
-
-fn side(cfg: &QpConfig) -> Side {
-    let mut ep = Endpoint::new(EndpointConfig {
-        ports: 1,
-        ..EndpointConfig::default()
-    })
-    .unwrap();
-    let mut mem = VecMemory::new(0x10_0000);
-    let addr = mem.alloc(u64::from(LEN));
-    let pd = ep.alloc_pd();
-    let cq = ep.create_cq(16);
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-    let keys = ep.reg_mr(pd, addr, u64::from(LEN), access).unwrap();
-    let mut init = QpInit::new(pd, cq);
-    init.config = cfg.clone();
-    let qpn = ep
-        .open_qp(init, Access::REMOTE_WRITE, Instant::ZERO)
-        .unwrap();
-    Side {
-        ep,
-        mem,
-        qpn,
-        addr,
-        keys,
-    }
-}
-
 /// Two connected sides, `a` with a WRITE of `LEN` bytes to `b` posted at `sent_at`.
 fn posted_write(cfg: &QpConfig, sent_at: Instant) -> (Side, Side) {
-    let (mut a, mut b) = (side(cfg), side(cfg));
-    let end = |s: &Side, peer| QpEnd {
-        qpn: s.qpn,
-        peer: PeerId(peer),
-        sq_psn: 7,
-    };
-    let (ea, eb) = (end(&a, 1), end(&b, 0));
-    connect_pair(Instant::ZERO, &mut a.ep, ea, &mut b.ep, eb).unwrap();
+    let (mut a, b) = connected(cfg, LEN);
     let sge = [Sge {
         addr: a.addr,
         len: LEN,

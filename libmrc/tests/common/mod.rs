@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests: posting operations on a `testing::Net` and checking outcomes.
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+pub(crate) mod pair;
+
 use mrc::testing::{Net, NetConfig, PlaneConfig};
 use mrc::*;
 
