@@ -4,7 +4,9 @@
 //! peer's stream, placed on arrival and completed in message order). `send.rs` holds the requester half,
 //! `recv.rs` the responder half.
 
+mod acks;
 mod conn;
+mod loss;
 mod recv;
 mod send;
 mod timers;
