@@ -745,8 +745,8 @@ impl Qp {
         self.timers.set(Timer::Retry, now + interval);
         // Nothing acknowledged for a whole QP timeout: whatever is still in flight is lost, as TCP's RTO takes
         // it, and is resent oldest first, on any EV if none is usable. Only the oldest used to be: packets that
-        // the time rule held for a long wait (a path's delay estimate inflated by corrupted echoes) kept the
-        // window shut, so not even that one could go, until the retries ran out (a proptest at 27% loss).
+        // the time rule held for a long wait kept the window shut, so not even that one could go, until the
+        // retries ran out (a proptest at 27% loss).
         let (una, nxt) = (self.req.sent.una(), self.req.sent.nxt());
         let lost: Vec<u64> = (una..nxt)
             .filter(|&psn| self.req.sent.mark_lost(psn).is_some())
