@@ -389,62 +389,38 @@ impl PathSet {
         // whatever the peer reports (a report may be stale, or forged).
         // spec: PATH-PLANE-3
         for plane in self.planes.iter_mut() {
-            if !plane.remote_down || plane.local_down {
-                continue;
-            }
-            if found.is_none() && plane.probe_at <= now {
-                if plane.probe_outstanding {
-                    plane.probe_interval = (plane.probe_interval * 2).min(self.probe_max);
+            if plane.remote_down && !plane.local_down {
+                let due = found.is_none() && plane.probe_at <= now;
+                if due {
+                    found = probe_plane(
+                        plane,
+                        &mut self.evs,
+                        &mut self.counters,
+                        self.probe_max,
+                        now,
+                        |s| s != EvState::Denied,
+                    );
                 }
-                let n = plane.members.len();
-                for _ in 0..n {
-                    let idx = plane.members[plane.probe_cursor % n];
-                    plane.probe_cursor = plane.probe_cursor.wrapping_add(1);
-                    let ev = &mut self.evs[usize::from(idx)];
-                    if ev.state != EvState::Denied {
-                        ev.probe_ts = Some(now.ts32());
-                        count(&mut self.counters, usize::from(idx), |c| {
-                            c.probes += 1;
-                            c.sent += 1;
-                        });
-                        found = Some(idx);
-                        break;
-                    }
-                }
-                plane.probe_outstanding = found.is_some();
-                plane.probe_at = now + plane.probe_interval;
+                deadline = deadline.min(plane.probe_at);
             }
-            deadline = deadline.min(plane.probe_at);
         }
         // Dead planes: one probe per interval each, rotating over the plane's EVs.
         // spec: PATH-PLANE-2
         for plane in self.planes.iter_mut() {
-            if !plane.dead || !plane.up() {
-                continue;
-            }
-            if found.is_none() && plane.probe_at <= now {
-                if plane.probe_outstanding {
-                    plane.probe_interval = (plane.probe_interval * 2).min(self.probe_max);
+            if plane.dead && plane.up() {
+                let due = found.is_none() && plane.probe_at <= now;
+                if due {
+                    found = probe_plane(
+                        plane,
+                        &mut self.evs,
+                        &mut self.counters,
+                        self.probe_max,
+                        now,
+                        |s| s == EvState::AssumedBad,
+                    );
                 }
-                let n = plane.members.len();
-                for _ in 0..n {
-                    let idx = plane.members[plane.probe_cursor % n];
-                    plane.probe_cursor = plane.probe_cursor.wrapping_add(1);
-                    let ev = &mut self.evs[usize::from(idx)];
-                    if ev.state == EvState::AssumedBad {
-                        ev.probe_ts = Some(now.ts32());
-                        count(&mut self.counters, usize::from(idx), |c| {
-                            c.probes += 1;
-                            c.sent += 1;
-                        });
-                        found = Some(idx);
-                        break;
-                    }
-                }
-                plane.probe_outstanding = found.is_some();
-                plane.probe_at = now + plane.probe_interval;
+                deadline = deadline.min(plane.probe_at);
             }
-            deadline = deadline.min(plane.probe_at);
         }
         for (i, ev) in self.evs.iter_mut().enumerate() {
             if ev.state != EvState::AssumedBad {
@@ -564,4 +540,38 @@ impl PathSet {
             ev.role = Role::Backup;
         }
     }
+}
+
+/// One plane-level probe, due now: the next of the plane's EVs in rotation whose state `probe_it` accepts, on a
+/// plane whose last probe, if unanswered, doubles the interval (up to `probe_max`).
+fn probe_plane(
+    plane: &mut Plane,
+    evs: &mut [Ev],
+    counters: &mut [EvStats],
+    probe_max: Duration,
+    now: Instant,
+    probe_it: impl Fn(EvState) -> bool,
+) -> Option<u16> {
+    if plane.probe_outstanding {
+        plane.probe_interval = (plane.probe_interval * 2).min(probe_max);
+    }
+    let mut found = None;
+    let n = plane.members.len();
+    for _ in 0..n {
+        let idx = plane.members[plane.probe_cursor % n];
+        plane.probe_cursor = plane.probe_cursor.wrapping_add(1);
+        let ev = &mut evs[usize::from(idx)];
+        if probe_it(ev.state) {
+            ev.probe_ts = Some(now.ts32());
+            count(counters, usize::from(idx), |c| {
+                c.probes += 1;
+                c.sent += 1;
+            });
+            found = Some(idx);
+            break;
+        }
+    }
+    plane.probe_outstanding = found.is_some();
+    plane.probe_at = now + plane.probe_interval;
+    found
 }
