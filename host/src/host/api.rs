@@ -177,8 +177,14 @@ impl<P: PlaneIo> Host<P> {
         }
         match i.mode {
             ProgressMode::Manual => i.round(&mut lock(&i.core)),
+            // While applications run rounds, the progress thread seldom gets the lock to notice a deep QP: they
+            // look too.
             _ => match i.core.try_lock() {
-                Ok(mut c) => i.round(&mut c),
+                Ok(mut c) => {
+                    let busy = i.round(&mut c)?;
+                    i.note_depth(&mut c);
+                    Ok(busy)
+                }
                 Err(_) => Ok(false),
             },
         }
@@ -199,19 +205,7 @@ impl<P: PlaneIo> Host<P> {
         if self.bandwidth_bound() {
             return Ok(false);
         }
-        if i.failed.load(Ordering::Acquire) {
-            return Err(HostError::Stopped);
-        }
-        if i.mode == ProgressMode::Manual {
-            return i.round(&mut lock(&i.core));
-        }
-        let Ok(mut c) = i.core.try_lock() else {
-            return Ok(false);
-        };
-        let busy = i.round(&mut c)?;
-        // While callers drive, the progress thread seldom gets the lock to notice a deep QP: they look too.
-        i.note_depth(&mut c);
-        Ok(busy)
+        self.progress()
     }
 
     /// Whether the progress thread saw a QP with many bytes in flight in the last 2 ms (then

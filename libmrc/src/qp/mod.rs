@@ -747,12 +747,10 @@ impl Qp {
         // it, and is resent oldest first, on any EV if none is usable. Only the oldest used to be: packets that
         // the time rule held for a long wait kept the window shut, so not even that one could go, until the
         // retries ran out (a proptest at 27% loss).
-        let (una, nxt) = (self.req.sent.una(), self.req.sent.nxt());
-        let lost: Vec<u64> = (una..nxt)
-            .filter(|&psn| self.req.sent.mark_lost(psn).is_some())
-            .collect();
-        for psn in lost.into_iter().rev() {
-            self.req.retx.push_front(psn);
+        for psn in (self.req.sent.una()..self.req.sent.nxt()).rev() {
+            if self.req.sent.mark_lost(psn).is_some() {
+                self.req.retx.push_front(psn);
+            }
         }
         self.req.force_any_ev = !self.paths.usable();
     }
