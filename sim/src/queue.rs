@@ -74,24 +74,15 @@ impl Rank {
     }
 }
 
-/// A pending event in the wheel's node slab: time in ps, rank among its time's events, payload, and the next
-/// node of its slot's list (or of the free list).
-#[derive(Debug, Clone, Copy)]
+/// A pending event in the wheel's node slab: time in ps, rank among its time's events, tie key (set when its
+/// slot is drained), payload, and the next node of its slot's list (or of the free list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Node {
-    t: u64,
-    rank: Rank,
-    e: u64,
-    next: u32,
-}
-
-/// An event of a drained slot, with its full order: time, rank, then tie key (computed once, when its slot is
-/// drained), then payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Tied {
     t: u64,
     rank: Rank,
     tie: u64,
     e: u64,
+    next: u32,
 }
 
 /// The order of an event among those at time `t`: its key's high half (the simulator's event kind) first, then
@@ -135,8 +126,8 @@ const NIL: u32 = u32::MAX;
 /// as the queue's shape changes and the memory is that of the most events ever pending.
 #[derive(Debug)]
 pub struct EventQueue {
-    /// Events of drained slots, in order from `head` on (those before it popped).
-    now: Vec<Tied>,
+    /// Events (nodes) of drained slots, in order from `head` on (those before it popped).
+    now: Vec<u32>,
     head: usize,
     /// Slot lists (first, last node) by slot number modulo `SLOTS`, for slots `cur..cur + SLOTS`.
     lists: Vec<[u32; 2]>,
@@ -166,25 +157,67 @@ impl Default for EventQueue {
     }
 }
 
-/// Sorts `v`, fast when it is nearly sorted already: events reach the current time in about their order (a
-/// sequential run pushes them in time order, and an event's pushes follow its own order), so an insertion
-/// sort (binary search, one move per event out of place) is cheap; one that would move too many (a
-/// partition's handed-over events) falls back to a full sort.
-fn sort_nearly_sorted(v: &mut [Tied]) {
+impl Node {
+    /// What orders events pushed at one instant by parents alike in all but the oldest gap: time, the age and
+    /// the three gaps a child keeps. Pushes come in their parents' pop order, which sorts by this first.
+    #[inline]
+    fn major(&self) -> (u64, u64, u64) {
+        (self.t, self.rank.near, self.rank.far)
+    }
+
+    /// The rest of the order: setup event, push rank, tie key, payload.
+    #[inline]
+    fn minor(&self) -> (u64, u64, u64) {
+        (self.rank.origin, self.tie, self.e)
+    }
+
+    /// The full order: time, rank, tie key, payload.
+    #[inline]
+    fn key(&self) -> ((u64, u64, u64), (u64, u64, u64)) {
+        (self.major(), self.minor())
+    }
+}
+
+/// Sorts the nodes `v` by their `key`, fast when they are nearly sorted already: events reach the current
+/// time in about their order (a sequential run pushes them in time order, and an event's pushes follow its
+/// own order), so an insertion sort (binary search, one move per event out of place) is cheap; one that would
+/// move too many (a partition's handed-over events) falls back to a full sort. Nearly all that is out of
+/// place in a sequential run is so among events of equal `major` (siblings' setup events in the order of the
+/// gap they dropped), so it is searched for among those by `minor` alone. Nodes, not events, move: 4 bytes.
+fn sort_nearly_sorted(v: &mut [u32], nodes: &[Node]) {
+    let at = |i: u32| &nodes[i as usize];
     let mut budget = 32 * v.len() + 256;
+    // v[group..i] share a major key.
+    let mut group = 0;
     for i in 1..v.len() {
         let x = v[i];
-        if x >= v[i - 1] {
+        let (nx, mx, my) = (at(x), at(x).major(), at(v[i - 1]).major());
+        let j = if mx == my {
+            if nx.minor() >= at(v[i - 1]).minor() {
+                continue;
+            }
+            group + v[group..i - 1].partition_point(|&y| at(y).minor() <= nx.minor())
+        } else if mx > my {
+            group = i;
             continue;
-        }
-        let j = v[..i - 1].partition_point(|y| *y <= x);
+        } else {
+            v[..i - 1].partition_point(|&y| at(y).key() <= nx.key())
+        };
         if i - j > budget {
-            v.sort_unstable();
+            v.sort_unstable_by_key(|&y| at(y).key());
             return;
         }
         budget -= i - j;
         v.copy_within(j..i, j + 1);
         v[j] = x;
+        if mx != my {
+            let last = at(v[i]).major();
+            group = i - v[..i]
+                .iter()
+                .rev()
+                .take_while(|&&y| at(y).major() == last)
+                .count();
+        }
     }
 }
 
@@ -311,6 +344,7 @@ impl EventQueue {
         let n = self.alloc(Node {
             t,
             rank,
+            tie: 0,
             e,
             next: NIL,
         });
@@ -352,21 +386,25 @@ impl EventQueue {
     #[cold]
     #[inline(never)]
     fn push_now(&mut self, t: u64, rank: Rank, e: u64) {
-        let it = Tied {
+        let n = self.alloc(Node {
             t,
             rank,
             tie: permuted(tie_hash(t), e & self.key_mask),
             e,
-        };
-        let at = self.head + self.now[self.head..].partition_point(|i| *i <= it);
-        self.now.insert(at, it);
+            next: NIL,
+        });
+        let nodes = &self.nodes;
+        let key = nodes[n as usize].key();
+        let at =
+            self.head + self.now[self.head..].partition_point(|&i| nodes[i as usize].key() <= key);
+        self.now.insert(at, n);
     }
 
     /// Time of the next event, without moving the queue's clock (a parallel run may still push events
     /// earlier than it, but not earlier than the last one popped).
     pub fn next_time(&self) -> Option<u64> {
-        if let Some(it) = self.now.get(self.head) {
-            return Some(it.t);
+        if let Some(&n) = self.now.get(self.head) {
+            return Some(self.nodes[n as usize].t);
         }
         match self.next_slot() {
             Some(s) => {
@@ -378,7 +416,7 @@ impl EventQueue {
                 }
                 Some(min)
             }
-            None => self.far.peek().map(|r| r.0 .0),
+            None => self.far.peek().map(|r| r.0.0),
         }
     }
 
@@ -405,7 +443,8 @@ impl EventQueue {
         if self.head == self.now.len() && !self.refill(end) {
             return None;
         }
-        let it = *self.now.get(self.head)?;
+        let n = *self.now.get(self.head)?;
+        let it = self.nodes[n as usize];
         if it.t >= end {
             return None;
         }
@@ -414,6 +453,8 @@ impl EventQueue {
         self.popped = it.rank;
         self.seq = 0;
         self.len -= 1;
+        self.nodes[n as usize].next = self.free;
+        self.free = n;
         Some((it.t, it.e))
     }
 
@@ -443,19 +484,13 @@ impl EventQueue {
         let mut hashed = (u64::MAX, 0);
         let mut in_time_order = true;
         while n != NIL {
-            let node = self.nodes[n as usize];
+            let node = &mut self.nodes[n as usize];
             if node.t != hashed.0 {
                 in_time_order &= node.t > hashed.0 || hashed.0 == u64::MAX;
                 hashed = (node.t, tie_hash(node.t));
             }
-            self.now.push(Tied {
-                t: node.t,
-                rank: node.rank,
-                tie: permuted(hashed.1, node.e & self.key_mask),
-                e: node.e,
-            });
-            self.nodes[n as usize].next = self.free;
-            self.free = n;
+            node.tie = permuted(hashed.1, node.e & self.key_mask);
+            self.now.push(n);
             n = node.next;
         }
         self.cur = s + 1;
@@ -463,9 +498,10 @@ impl EventQueue {
         if !in_time_order {
             // A slot's events of different times come in push order: grouped by time (stable, so each
             // time's events keep their nearly causal order), they are nearly sorted again.
-            self.now.sort_by_key(|it| it.t);
+            let nodes = &self.nodes;
+            self.now.sort_by_key(|&n| nodes[n as usize].t);
         }
-        sort_nearly_sorted(&mut self.now);
+        sort_nearly_sorted(&mut self.now, &self.nodes);
         true
     }
 
@@ -611,23 +647,25 @@ mod tests {
     }
 
     /// The insertion sort gives a full sort's order, in order, nearly in order (a few far out of place) and in
-    /// reverse (the fallback).
+    /// reverse (the fallback), with many and few equal major keys.
     #[test]
     fn sorts_nearly_sorted_input() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
-        let item = |k: u64| Tied {
+        let node = |k: u64| Node {
             t: k / 64,
             rank: Rank {
                 near: k / 16,
-                far: 0,
+                far: k / 4 % 2,
                 origin: k % 4,
             },
             tie: k % 3,
             e: k,
+            next: NIL,
         };
         for n in [0, 1, 2, 50, 5_000] {
-            let mut sorted: Vec<Tied> = (0..n).map(item).collect();
-            sorted.sort_unstable();
+            let nodes: Vec<Node> = (0..n).map(|k| node(k * 7_919 % n.max(1))).collect();
+            let mut sorted: Vec<u32> = (0..n as u32).collect();
+            sorted.sort_unstable_by_key(|&i| nodes[i as usize].key());
             let mut few = sorted.clone();
             for _ in 0..n / 20 {
                 let (i, j) = (rng.next_u64() % n, rng.next_u64() % n);
@@ -637,9 +675,9 @@ mod tests {
             for i in (1..shuffled.len()).rev() {
                 shuffled.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
             }
-            let reversed: Vec<Tied> = sorted.iter().rev().copied().collect();
+            let reversed: Vec<u32> = sorted.iter().rev().copied().collect();
             for mut v in [sorted.clone(), few, shuffled, reversed] {
-                sort_nearly_sorted(&mut v);
+                sort_nearly_sorted(&mut v, &nodes);
                 assert_eq!(v, sorted);
             }
         }
