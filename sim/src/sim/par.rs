@@ -273,7 +273,13 @@ fn worker(
         events += sim.run_window(w);
         for (to, out) in sim.outbox.iter_mut().enumerate() {
             if !out.is_empty() {
-                lock(&sh.mail[k * n + to]).append(out);
+                // The receiver emptied its mail last round: hand the list over instead of copying it.
+                let mut mail = lock(&sh.mail[k * n + to]);
+                if mail.is_empty() {
+                    std::mem::swap(&mut *mail, out);
+                } else {
+                    mail.append(out);
+                }
             }
         }
         sh.events[k].store(events, Relaxed);
