@@ -646,8 +646,8 @@ mod tests {
         );
     }
 
-    /// The insertion sort gives a full sort's order, in order, nearly in order (a few far out of place) and in
-    /// reverse (the fallback), with many and few equal major keys.
+    /// The insertion sort gives a full sort's order, in order, nearly in order (a few far out of place, or
+    /// every run of equal major keys backwards) and in reverse (the fallback).
     #[test]
     fn sorts_nearly_sorted_input() {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
@@ -676,7 +676,12 @@ mod tests {
                 shuffled.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
             }
             let reversed: Vec<u32> = sorted.iter().rev().copied().collect();
-            for mut v in [sorted.clone(), few, shuffled, reversed] {
+            // Each run of equal major keys backwards: all out of place among their own (the common case).
+            let mut groups = sorted.clone();
+            groups
+                .chunk_by_mut(|&a, &b| nodes[a as usize].major() == nodes[b as usize].major())
+                .for_each(|g| g.reverse());
+            for mut v in [sorted.clone(), few, shuffled, reversed, groups] {
                 sort_nearly_sorted(&mut v, &nodes);
                 assert_eq!(v, sorted);
             }
