@@ -74,15 +74,32 @@ impl Rank {
     }
 }
 
-/// A pending event in the wheel's node slab: time in ps, rank among its time's events, tie key (set when its
-/// slot is drained), payload, and the next node of its slot's list (or of the free list).
+/// A pending event: time in ps, rank among its time's events, payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+struct Ev {
+    t: u64,
+    rank: Rank,
+    e: u64,
+}
+
+/// Events per chunk of a slot's list.
+const CHUNK: usize = 8;
+
+/// A piece of a slot's list: events in push order, and the next chunk (or the next free one).
+#[derive(Debug, Clone, Copy)]
+struct Chunk {
+    evs: [Ev; CHUNK],
+    len: u32,
+    next: u32,
+}
+
+/// An event of a drained slot, with its tie key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Node {
     t: u64,
     rank: Rank,
     tie: u64,
     e: u64,
-    next: u32,
 }
 
 /// The order of an event among those at time `t`: its key's high half (the simulator's event kind) first, then
@@ -121,25 +138,28 @@ const NIL: u32 = u32::MAX;
 /// The event queue: a calendar of 256-ps slots.
 ///
 /// An event goes once into the list of its time's slot (no moves, no comparisons at push); a slot is drained
-/// into `now` when the clock reaches it and sorted there, nearly sorted already because events are pushed in
-/// about their causal order. Slot lists are linked through a slab of nodes, so no allocation grows or moves
-/// as the queue's shape changes and the memory is that of the most events ever pending.
+/// into `drained` when the clock reaches it and sorted there, nearly sorted already because events are pushed
+/// in about their causal order. A slot's list is a chain of chunks of `CHUNK` events from one pool, so no
+/// allocation grows or moves as the queue's shape changes, and a drain reads whole chunks (one event per
+/// slab node was a cache miss per event at 8,192 hosts).
 #[derive(Debug)]
 pub struct EventQueue {
-    /// Events (nodes) of drained slots, in order from `head` on (those before it popped).
+    /// Events of drained slots.
+    drained: Vec<Node>,
+    /// Their order (indices into `drained`) from `head` on (those before it popped).
     now: Vec<u32>,
     head: usize,
-    /// Slot lists (first, last node) by slot number modulo `SLOTS`, for slots `cur..cur + SLOTS`.
+    /// Slot lists (first, last chunk) by slot number modulo `SLOTS`, for slots `cur..cur + SLOTS`.
     lists: Vec<[u32; 2]>,
     /// Which lists are not empty.
     occupied: Bitmap,
     /// The first slot not drained yet.
     cur: u64,
-    nodes: Vec<Node>,
-    /// First free node (free nodes are linked through `next`).
+    chunks: Vec<Chunk>,
+    /// First free chunk (free chunks are linked through `next`).
     free: u32,
-    /// Events past the wheel's end (time, node), moved into the wheel as `cur` moves.
-    far: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Events past the wheel's end, moved into the wheel as `cur` moves.
+    far: BinaryHeap<Reverse<Ev>>,
     /// Time of the event popped last.
     last: u64,
     /// The rank of the event popped last (what an event scheduled now descends from).
@@ -278,12 +298,13 @@ impl EventQueue {
     /// An empty queue at time 0; events at equal time pop by cause, then in the order of `payload & key_mask`.
     pub fn new(key_mask: u64) -> Self {
         Self {
+            drained: Vec::new(),
             now: Vec::new(),
             head: 0,
             lists: vec![[NIL; 2]; SLOTS as usize],
             occupied: Bitmap::new(SLOTS),
             cur: 0,
-            nodes: Vec::new(),
+            chunks: Vec::new(),
             free: NIL,
             far: BinaryHeap::new(),
             last: 0,
@@ -334,50 +355,58 @@ impl EventQueue {
     #[inline]
     pub fn push_caused(&mut self, t: u64, e: u64, cause: Cause) {
         let t = t.max(self.last);
-        let rank = Rank::of(t, cause);
+        let ev = Ev {
+            t,
+            rank: Rank::of(t, cause),
+            e,
+        };
         self.len += 1;
         let s = t >> SHIFT;
         if s < self.cur {
-            self.push_now(t, rank, e);
-            return;
-        }
-        let n = self.alloc(Node {
-            t,
-            rank,
-            tie: 0,
-            e,
-            next: NIL,
-        });
-        if s - self.cur < SLOTS {
-            self.link(s, n);
+            self.push_now(ev);
+        } else if s - self.cur < SLOTS {
+            self.append(s, ev);
         } else {
-            self.far.push(Reverse((t, n)));
+            self.far.push(Reverse(ev));
         }
     }
 
+    /// Appends `ev` to slot `s`'s list.
     #[inline]
-    fn alloc(&mut self, node: Node) -> u32 {
-        if self.free == NIL {
-            self.nodes.push(node);
-            return (self.nodes.len() - 1) as u32;
-        }
-        let n = self.free;
-        self.free = self.nodes[n as usize].next;
-        self.nodes[n as usize] = node;
-        n
-    }
-
-    /// Appends node `n` to slot `s`'s list.
-    #[inline]
-    fn link(&mut self, s: u64, n: u32) {
+    fn append(&mut self, s: u64, ev: Ev) {
         let i = (s % SLOTS) as usize;
-        let [first, last] = self.lists[i];
-        if first == NIL {
-            self.lists[i] = [n, n];
+        let last = self.lists[i][1];
+        if let Some(c) = self.chunks.get_mut(last as usize) {
+            if (c.len as usize) < CHUNK {
+                c.evs[c.len as usize] = ev;
+                c.len += 1;
+                return;
+            }
+        }
+        let c = if self.free == NIL {
+            let mut chunk = Chunk {
+                evs: [Ev::default(); CHUNK],
+                len: 1,
+                next: NIL,
+            };
+            chunk.evs[0] = ev;
+            self.chunks.push(chunk);
+            (self.chunks.len() - 1) as u32
+        } else {
+            let c = self.free;
+            let to = &mut self.chunks[c as usize];
+            self.free = to.next;
+            to.evs[0] = ev;
+            to.len = 1;
+            to.next = NIL;
+            c
+        };
+        if last == NIL {
+            self.lists[i] = [c, c];
             self.occupied.set(i);
         } else {
-            self.nodes[last as usize].next = n;
-            self.lists[i][1] = n;
+            self.chunks[last as usize].next = c;
+            self.lists[i][1] = c;
         }
     }
 
@@ -385,18 +414,19 @@ impl EventQueue {
     /// now, it goes after most of what is due now: a short move at the end.
     #[cold]
     #[inline(never)]
-    fn push_now(&mut self, t: u64, rank: Rank, e: u64) {
-        let n = self.alloc(Node {
-            t,
-            rank,
-            tie: permuted(tie_hash(t), e & self.key_mask),
-            e,
-            next: NIL,
-        });
-        let nodes = &self.nodes;
-        let key = nodes[n as usize].key();
-        let at =
-            self.head + self.now[self.head..].partition_point(|&i| nodes[i as usize].key() <= key);
+    fn push_now(&mut self, ev: Ev) {
+        let node = Node {
+            t: ev.t,
+            rank: ev.rank,
+            tie: permuted(tie_hash(ev.t), ev.e & self.key_mask),
+            e: ev.e,
+        };
+        self.drained.push(node);
+        let n = (self.drained.len() - 1) as u32;
+        let drained = &self.drained;
+        let key = node.key();
+        let at = self.head
+            + self.now[self.head..].partition_point(|&i| drained[i as usize].key() <= key);
         self.now.insert(at, n);
     }
 
@@ -404,19 +434,22 @@ impl EventQueue {
     /// earlier than it, but not earlier than the last one popped).
     pub fn next_time(&self) -> Option<u64> {
         if let Some(&n) = self.now.get(self.head) {
-            return Some(self.nodes[n as usize].t);
+            return Some(self.drained[n as usize].t);
         }
         match self.next_slot() {
             Some(s) => {
-                let mut n = self.lists[(s % SLOTS) as usize][0];
+                let mut c = self.lists[(s % SLOTS) as usize][0];
                 let mut min = u64::MAX;
-                while n != NIL {
-                    min = min.min(self.nodes[n as usize].t);
-                    n = self.nodes[n as usize].next;
+                while c != NIL {
+                    let chunk = &self.chunks[c as usize];
+                    min = chunk.evs[..chunk.len as usize]
+                        .iter()
+                        .fold(min, |m, ev| m.min(ev.t));
+                    c = chunk.next;
                 }
                 Some(min)
             }
-            None => self.far.peek().map(|r| r.0.0),
+            None => self.far.peek().map(|r| r.0.t),
         }
     }
 
@@ -444,7 +477,7 @@ impl EventQueue {
             return None;
         }
         let n = *self.now.get(self.head)?;
-        let it = self.nodes[n as usize];
+        let it = self.drained[n as usize];
         if it.t >= end {
             return None;
         }
@@ -453,8 +486,6 @@ impl EventQueue {
         self.popped = it.rank;
         self.seq = 0;
         self.len -= 1;
-        self.nodes[n as usize].next = self.free;
-        self.free = n;
         Some((it.t, it.e))
     }
 
@@ -463,7 +494,7 @@ impl EventQueue {
         let s = match self.next_slot() {
             Some(s) => s,
             None => {
-                let Some(&Reverse((t, _))) = self.far.peek() else {
+                let Some(&Reverse(Ev { t, .. })) = self.far.peek() else {
                     return false;
                 };
                 // An empty wheel: move it on so that it reaches the first far event.
@@ -476,44 +507,55 @@ impl EventQueue {
             return false;
         }
         let i = (s % SLOTS) as usize;
-        let mut n = self.lists[i][0];
+        let mut c = self.lists[i][0];
         self.lists[i] = [NIL; 2];
         self.occupied.clear(i);
         self.now.clear();
+        self.drained.clear();
         self.head = 0;
         let mut hashed = (u64::MAX, 0);
         let mut in_time_order = true;
-        while n != NIL {
-            let node = &mut self.nodes[n as usize];
-            if node.t != hashed.0 {
-                in_time_order &= node.t > hashed.0 || hashed.0 == u64::MAX;
-                hashed = (node.t, tie_hash(node.t));
+        while c != NIL {
+            let chunk = &self.chunks[c as usize];
+            for ev in &chunk.evs[..chunk.len as usize] {
+                if ev.t != hashed.0 {
+                    in_time_order &= ev.t > hashed.0 || hashed.0 == u64::MAX;
+                    hashed = (ev.t, tie_hash(ev.t));
+                }
+                self.drained.push(Node {
+                    t: ev.t,
+                    rank: ev.rank,
+                    tie: permuted(hashed.1, ev.e & self.key_mask),
+                    e: ev.e,
+                });
             }
-            node.tie = permuted(hashed.1, node.e & self.key_mask);
-            self.now.push(n);
-            n = node.next;
+            let next = chunk.next;
+            self.chunks[c as usize].next = self.free;
+            self.free = c;
+            c = next;
         }
-        self.cur = s + 1;
-        self.bring_near();
+        self.now.extend(0..self.drained.len() as u32);
         if !in_time_order {
             // A slot's events of different times come in push order: grouped by time (stable, so each
             // time's events keep their nearly causal order), they are nearly sorted again.
-            let nodes = &self.nodes;
-            self.now.sort_by_key(|&n| nodes[n as usize].t);
+            let drained = &self.drained;
+            self.now.sort_by_key(|&n| drained[n as usize].t);
         }
-        sort_nearly_sorted(&mut self.now, &self.nodes);
+        sort_nearly_sorted(&mut self.now, &self.drained);
+        self.cur = s + 1;
+        self.bring_near();
         true
     }
 
     /// Moves the far events that the wheel now reaches into it.
     #[inline]
     fn bring_near(&mut self) {
-        while let Some(&Reverse((t, n))) = self.far.peek() {
-            if (t >> SHIFT) - self.cur >= SLOTS {
+        while let Some(&Reverse(ev)) = self.far.peek() {
+            if (ev.t >> SHIFT) - self.cur >= SLOTS {
                 break;
             }
             self.far.pop();
-            self.link(t >> SHIFT, n);
+            self.append(ev.t >> SHIFT, ev);
         }
     }
 }
@@ -660,7 +702,6 @@ mod tests {
             },
             tie: k % 3,
             e: k,
-            next: NIL,
         };
         for n in [0, 1, 2, 50, 5_000] {
             let nodes: Vec<Node> = (0..n).map(|k| node(k * 7_919 % n.max(1))).collect();
