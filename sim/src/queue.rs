@@ -729,6 +729,25 @@ mod tests {
         }
     }
 
+    /// An event beyond the wheel's reach pops at its time, also when the wheel never empties on the way there
+    /// (a chain of events 100 ns apart keeps it busy).
+    #[test]
+    fn far_events_come_back_in_time() {
+        let mut q = EventQueue::new(u64::MAX);
+        let far = SLOTS << SHIFT << 2;
+        q.push(far, 7);
+        q.push(0, 1);
+        let mut popped = Vec::new();
+        while let Some((t, e)) = q.pop() {
+            popped.push((t, e));
+            if e == 1 && t < 2 * far {
+                q.push(t + 100_000, 1);
+            }
+        }
+        assert!(popped.contains(&(far, 7)));
+        assert!(popped.windows(2).all(|w| w[0].0 <= w[1].0));
+    }
+
     /// The kind (high half) orders first; among components the order changes with the time, so no component
     /// comes first at every tie.
     #[test]
