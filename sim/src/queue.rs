@@ -376,12 +376,12 @@ impl EventQueue {
     fn append(&mut self, s: u64, ev: Ev) {
         let i = (s % SLOTS) as usize;
         let last = self.lists[i][1];
-        if let Some(c) = self.chunks.get_mut(last as usize) {
-            if (c.len as usize) < CHUNK {
-                c.evs[c.len as usize] = ev;
-                c.len += 1;
-                return;
-            }
+        if let Some(c) = self.chunks.get_mut(last as usize)
+            && (c.len as usize) < CHUNK
+        {
+            c.evs[c.len as usize] = ev;
+            c.len += 1;
+            return;
         }
         let c = if self.free == NIL {
             let mut chunk = Chunk {
