@@ -227,6 +227,7 @@ pub fn prepare(s: &Scenario, plan: &Plan) -> Result<Prepared, ScenarioError> {
         kmax: q.ecn_kmax,
         ecn_dequeue: q.ecn_mark == crate::scenario::EcnMark::Dequeue,
         ecn_last_hop: q.ecn_last_hop,
+        trim_tail: q.trim_victim == crate::scenario::TrimVictim::ArrivalOrTail,
         trimmed_bytes: q.trimmed_bytes,
         header_buffer: q.header_buffer_bytes,
         scale_slowed_buffer: q.slowed_buffer == crate::scenario::SlowedBuffer::Scale,
