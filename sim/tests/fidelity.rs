@@ -76,7 +76,7 @@ fn ideal_is_the_bottleneck_plus_one_rtt() {
 }
 
 /// 128 senders spread over the fabric into one host, default settings (`scenarios/fid-incast-128-spread.toml`):
-/// they finish together and near the ideal, like htsim's (p50 to max 1.8%, max +4.4%). Trimming only the
+/// they finish together and near the ideal, like htsim's (p50 to max 1.8%, max +4.1%). Trimming only the
 /// arriving packet phase-locks them: the senders whose packets come just after a departure keep winning.
 #[test]
 fn a_spread_incast_finishes_together_unless_only_arrivals_are_trimmed() {
