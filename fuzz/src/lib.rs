@@ -532,17 +532,7 @@ impl World {
                     self.deliver(1 - from, &bytes, meta);
                 }
             }
-            Op::Mutate {
-                from,
-                pick,
-                flip,
-                cut,
-                reseal,
-                trim,
-                claim,
-            } => {
-                self.mutate(side(from), pick, flip, cut, reseal, trim, claim);
-            }
+            Op::Mutate { .. } => self.mutate(op),
             Op::Forge {
                 to,
                 qpn,
@@ -640,17 +630,20 @@ impl World {
     }
 
     /// Delivers a copy of a queued packet to the other node, changed as `Op::Mutate` says.
-    #[allow(clippy::too_many_arguments)]
-    fn mutate(
-        &mut self,
-        from: usize,
-        pick: u16,
-        flip: Option<(u16, u8)>,
-        cut: Option<u16>,
-        reseal: bool,
-        trim: Option<bool>,
-        claim: From,
-    ) {
+    fn mutate(&mut self, op: &Op) {
+        let Op::Mutate {
+            from,
+            pick,
+            flip,
+            cut,
+            reseal,
+            trim,
+            claim,
+        } = *op
+        else {
+            return;
+        };
+        let from = side(from);
         if let Some((mut bytes, plane)) = self.peek(from, pick) {
             if let Some((at, x)) = flip
                 && !bytes.is_empty()
