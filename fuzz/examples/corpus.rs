@@ -378,7 +378,13 @@ fn bootstrap_seeds() -> Vec<(&'static str, Vec<u8>)> {
         addr_hint: 0,
         key: [9; 16],
     };
-    let planes = vec![PeerPlane { addr: plane0, t0: 0 }; 2];
+    let planes = vec![
+        PeerPlane {
+            addr: plane0,
+            t0: 0
+        };
+        2
+    ];
     let qps = vec![QpHalf {
         qpn: 0x12_3456,
         psn: 0x10,
@@ -387,7 +393,10 @@ fn bootstrap_seeds() -> Vec<(&'static str, Vec<u8>)> {
     }];
     let key = mrc::wire::AuthKey::new([9; 16]);
     vec![
-        ("blob-listener", blob(BlobKind::Listener { id: 42 }).encode()),
+        (
+            "blob-listener",
+            blob(BlobKind::Listener { id: 42 }).encode(),
+        ),
         (
             "blob-qp",
             blob(BlobKind::Qp {
@@ -431,7 +440,14 @@ fn bootstrap_seeds() -> Vec<(&'static str, Vec<u8>)> {
             }
             .encode(),
         ),
-        ("refuse", Msg::Refuse { token: 2, reason: 2 }.encode()),
+        (
+            "refuse",
+            Msg::Refuse {
+                token: 2,
+                reason: 2,
+            }
+            .encode(),
+        ),
         (
             "close",
             seal(
@@ -524,7 +540,11 @@ fn main() {
         write("bootstrap", name, &seed);
     }
     // The whole-host target decodes any bytes into an attack; seeds of a few lengths and patterns.
-    for (name, len, mul) in [("short", 16usize, 7u8), ("medium", 256, 13), ("long", 2048, 29)] {
+    for (name, len, mul) in [
+        ("short", 16usize, 7u8),
+        ("medium", 256, 13),
+        ("long", 2048, 29),
+    ] {
         let seed: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(mul)).collect();
         write("host", name, &seed);
     }

@@ -18,8 +18,8 @@ use mrc::wire::{
 use mrc::{Access, Caps, Completion, SendOp, Sge, WcStatus};
 use mrc_host::bootstrap::{Msg, QpHalf};
 use mrc_host::{
-    AsyncEvent, Host, HostConfig, Link, MemFabric, MemPlanes, Mr, PeerPlane, PlaneIo,
-    ProgressMode, SendRequest,
+    AsyncEvent, Host, HostConfig, Link, MemFabric, MemPlanes, Mr, PeerPlane, PlaneIo, ProgressMode,
+    SendRequest,
 };
 
 type MemHost = Host<MemPlanes>;
@@ -46,11 +46,22 @@ pub enum HostMsg {
     /// RESOLVE with a token.
     Resolve(u64),
     /// CONNECT to the victim's listener id (the real one or a guess), with a guessed tag.
-    Connect { real_id: bool, id: u64, token: u64, planes: u8, mac: [u8; 8] },
+    Connect {
+        real_id: bool,
+        id: u64,
+        token: u64,
+        planes: u8,
+        mac: [u8; 8],
+    },
     /// ACCEPT, REFUSE or CLOSED with a guessed token.
     Answer { kind: u8, token: u64 },
     /// CLOSE naming the link's real QPNs (or others), with a guessed tag.
-    Close { token: u64, real: bool, qpns: (u32, u32), mac: [u8; 8] },
+    Close {
+        token: u64,
+        real: bool,
+        qpns: (u32, u32),
+        mac: [u8; 8],
+    },
 }
 
 /// An MRC packet aimed at the victim's QP (or the endpoint, QPN 2).
@@ -73,11 +84,21 @@ pub enum Step {
     /// Progress rounds at both hosts.
     Progress(u8),
     /// Any bytes.
-    Raw { to_b: bool, plane: u8, src: Src, bytes: Vec<u8> },
+    Raw {
+        to_b: bool,
+        plane: u8,
+        src: Src,
+        bytes: Vec<u8>,
+    },
     /// A host datagram.
     Host { to_b: bool, src: Src, msg: HostMsg },
     /// An MRC packet.
-    Mrc { to_b: bool, plane: u8, src: Src, pkt: Forged },
+    Mrc {
+        to_b: bool,
+        plane: u8,
+        src: Src,
+        pkt: Forged,
+    },
 }
 
 /// What the fuzzer chooses.
@@ -154,9 +175,15 @@ fn buffers(from: &MemHost, to: &MemHost, seed: u8) -> (Mr, Mr, Vec<u8>) {
         .alloc_buffer(from.default_pd(), LEN, Access::LOCAL_WRITE)
         .expect("alloc");
     let dst = to
-        .alloc_buffer(to.default_pd(), LEN, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
+        .alloc_buffer(
+            to.default_pd(),
+            LEN,
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        )
         .expect("alloc");
-    let data: Vec<u8> = (0..LEN).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+    let data: Vec<u8> = (0..LEN)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect();
     from.write_buffer(&src, 0, &data).expect("write");
     (src, dst, data)
 }
@@ -276,11 +303,7 @@ fn mrc_packet(f: &Forged, dest_qp: u32, first_psn: u32) -> Vec<u8> {
 }
 
 fn host_msg(w: &World, m: &HostMsg, to_b: bool) -> Vec<u8> {
-    let (mine, theirs) = if to_b {
-        (&w.lb, &w.la)
-    } else {
-        (&w.la, &w.lb)
-    };
+    let (mine, theirs) = if to_b { (&w.lb, &w.la) } else { (&w.la, &w.lb) };
     match m {
         HostMsg::Resolve(t) => Msg::ResolveRequest { token: *t }.encode(),
         HostMsg::Connect {
@@ -374,7 +397,11 @@ fn step(w: &World, s: &Step) {
             pkt,
         } => {
             // Aimed at the victim's QP, near the PSNs its peer sends.
-            let (victim, peer) = if *to_b { (&w.lb, &w.la) } else { (&w.la, &w.lb) };
+            let (victim, peer) = if *to_b {
+                (&w.lb, &w.la)
+            } else {
+                (&w.la, &w.lb)
+            };
             let bytes = mrc_packet(pkt, victim.qps()[0].qpn(), peer.qps()[0].psn());
             inject(w, *to_b, *plane, *src, &bytes);
         }
@@ -387,7 +414,10 @@ fn finish(w: &World, posted: [(Mr, Vec<u8>); 2]) {
     let start = Instant::now();
     let mut wc = [Completion::default()];
     while !done.iter().all(|d| *d) {
-        assert!(start.elapsed() < Duration::from_secs(20), "a WRITE never completed");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "a WRITE never completed"
+        );
         pump(w, 1);
         for (k, l) in [&w.la, &w.lb].into_iter().enumerate() {
             if l.send_cq().poll(&mut wc) == 1 {
@@ -416,7 +446,10 @@ fn round(w: &World, steps: &[Step], seed: u8) {
     for h in [&w.a, &w.b] {
         while let Some(e) = h.poll_event() {
             assert!(
-                !matches!(e, AsyncEvent::LinkClosed { .. } | AsyncEvent::QpFatal { .. }),
+                !matches!(
+                    e,
+                    AsyncEvent::LinkClosed { .. } | AsyncEvent::QpFatal { .. }
+                ),
                 "{e:?}"
             );
         }

@@ -20,12 +20,16 @@ pub use memory::CheckedMemory;
 use std::collections::{BTreeMap, BTreeSet};
 
 use mrc::cc::CcConfig;
+use mrc::testing::{QpEnd, connect_pair};
 use mrc::wire::{
     Ack, Body, Bth, Data, EpOp, EpRequest, EpResponse, Meth, Nack, NackReason, Opcode, PSN_MASK,
     Packet, ParseOptions, Probe, Reth, Sack, SackMark,
 };
-use mrc::{Access, Caps, Completion, CqId, Duration, Endpoint, EndpointConfig, EvConfig, Instant, MrKeys, PeerId, QpConfig, QpInit, RecvMeta, RecvWr, SendOp, SendWr, Sge, Transition, TrimMark, WcOpcode, WcStatus};
-use mrc::testing::{QpEnd, connect_pair};
+use mrc::{
+    Access, Caps, Completion, CqId, Duration, Endpoint, EndpointConfig, EvConfig, Instant, MrKeys,
+    PeerId, QpConfig, QpInit, RecvMeta, RecvWr, SendOp, SendWr, Sge, Transition, TrimMark,
+    WcOpcode, WcStatus,
+};
 
 /// The byte value of guard areas.
 const GUARD: u8 = 0xA5;
@@ -330,98 +334,10 @@ impl World {
                     payload: &payload[..usize::from(len % 512)],
                 })
             }
-            Forged::Sack {
-                cack,
-                base,
-                bitmap,
-                mark,
-                probe_reply,
-                mpr,
-                ev,
-                ts_echo,
-                cwnd_pen,
-            } => {
-                bth.opcode = Opcode::Sack;
-                let c = off(mine, cack);
-                Body::Sack(Sack {
-                    mark: match mark % 3 {
-                        0 => SackMark::None,
-                        1 => SackMark::SkipOnce,
-                        _ => SackMark::AlwaysSkip,
-                    },
-                    probe_reply,
-                    mpr,
-                    ev,
-                    cack_psn: c,
-                    sack_base: off(c, base),
-                    bitmap,
-                    ts_echo,
-                    cwnd_pen: cwnd_pen % 128,
-                    ooo_count: 0,
-                })
-            }
-            Forged::Nack {
-                reason,
-                psn,
-                cack,
-                ev,
-                ts_echo,
-                mpr,
-            } => {
-                bth.opcode = Opcode::Nack;
-                Body::Nack(Nack {
-                    reason: NackReason::from_u8(reason),
-                    psn: off(mine, psn),
-                    ev,
-                    ts_echo: ts_echo.unwrap_or(target.last_ts),
-                    mpr,
-                    cack_psn: off(mine, cack),
-                })
-            }
-            Forged::Ack { cack, cmsn } => {
-                bth.opcode = Opcode::Ack;
-                Body::Ack(Ack {
-                    cack_psn: off(mine, cack),
-                    cmsn,
-                })
-            }
-            Forged::Probe { ev, ts, ack_req } => {
-                bth.opcode = Opcode::Probe;
-                bth.ack_req = ack_req;
-                Body::Probe(Probe { ev, ts })
-            }
-            Forged::EpRequest {
-                op,
-                req_id,
-                port_mask,
-                ev,
-                ts,
-            } => {
-                bth.opcode = Opcode::EpRequest;
-                Body::EpRequest(EpRequest {
-                    op: EpOp::from_u8(op % 4),
-                    req_id,
-                    port_mask,
-                    ev,
-                    ts,
-                })
-            }
-            Forged::EpResponse {
-                op,
-                rx_port,
-                req_id,
-                ev,
-                ts_echo,
-            } => {
-                bth.opcode = Opcode::EpResponse;
-                Body::EpResponse(EpResponse {
-                    op: EpOp::from_u8(op % 4),
-                    rx_port,
-                    req_id: req_id % 8,
-                    ev,
-                    ts_echo,
-                })
-            }
+            _ => match control_body(f, &mut bth, mine, target.last_ts) {
+                Some(b) => b,
+                None => return Vec::new(),
+            },
         };
         let p = Packet { bth, body };
         let mut buf = vec![0u8; p.buffer_len()];
@@ -616,42 +532,7 @@ impl World {
                     self.deliver(1 - from, &bytes, meta);
                 }
             }
-            Op::Mutate {
-                from,
-                pick,
-                flip,
-                cut,
-                reseal,
-                trim,
-                claim,
-            } => {
-                let from = side(from);
-                if let Some((mut bytes, plane)) = self.peek(from, pick) {
-                    if let Some((at, x)) = flip
-                        && !bytes.is_empty()
-                    {
-                        let i = usize::from(at) % bytes.len();
-                        bytes[i] ^= x;
-                    }
-                    if let Some(c) = cut {
-                        bytes.truncate(usize::from(c));
-                    }
-                    if reseal && bytes.len() >= 4 {
-                        let n = bytes.len() - 4;
-                        let _ = mrc::wire::seal(&mut bytes, n);
-                    }
-                    let mut meta = self.meta(1 - from, claim, plane);
-                    if let Some(last_hop) = trim {
-                        bytes.truncate(64);
-                        meta.trim = Some(if last_hop {
-                            TrimMark::LastHop
-                        } else {
-                            TrimMark::Fabric
-                        });
-                    }
-                    self.deliver(1 - from, &bytes, meta);
-                }
-            }
+            Op::Mutate { .. } => self.mutate(op),
             Op::Forge {
                 to,
                 qpn,
@@ -694,33 +575,10 @@ impl World {
                 self.nodes[side(node)].ep.set_port_state(now, port % 4, up);
             }
             Op::Register { node, at, access } => {
-                let n = &mut self.nodes[side(node)];
-                let b = usize::from(at.0) % BUFFERS;
-                let off = u64::from(at.1) % BUFFER_LEN;
-                let len = u64::from(at.2) % (BUFFER_LEN - off + 1);
-                let addr = n.mem.buffers[b] + off;
-                let acc = Access::from_bits(u32::from(access));
-                if let Ok(k) = n.ep.reg_mr(n.pd, addr, len, acc) {
-                    n.mem.regions.push((k.lkey, addr, len, acc));
-                    if n.keys[b].is_none() && off == 0 && len == BUFFER_LEN {
-                        n.keys[b] = Some(k);
-                    }
-                }
+                self.register(side(node), at, access);
             }
             Op::Deregister { node, pick } => {
-                let n = &mut self.nodes[side(node)];
-                if !n.mem.regions.is_empty() {
-                    let i = usize::from(pick) % n.mem.regions.len();
-                    let (lkey, ..) = n.mem.regions[i];
-                    if n.ep.dereg_mr(lkey).is_ok() {
-                        n.mem.regions.remove(i);
-                        for k in &mut n.keys {
-                            if k.is_some_and(|k| k.lkey == lkey) {
-                                *k = None;
-                            }
-                        }
-                    }
-                }
+                self.deregister(side(node), pick);
             }
             Op::Deny { node, pick, deny } => {
                 let k = side(node);
@@ -767,6 +625,81 @@ impl World {
             Op::Fail { node } => {
                 let n = &mut self.nodes[side(node)];
                 let _ = n.ep.modify_qp(n.qpn, Transition::Error, self.now);
+            }
+        }
+    }
+
+    /// Delivers a copy of a queued packet to the other node, changed as `Op::Mutate` says.
+    fn mutate(&mut self, op: &Op) {
+        let Op::Mutate {
+            from,
+            pick,
+            flip,
+            cut,
+            reseal,
+            trim,
+            claim,
+        } = *op
+        else {
+            return;
+        };
+        let from = side(from);
+        if let Some((mut bytes, plane)) = self.peek(from, pick) {
+            if let Some((at, x)) = flip
+                && !bytes.is_empty()
+            {
+                let i = usize::from(at) % bytes.len();
+                bytes[i] ^= x;
+            }
+            if let Some(c) = cut {
+                bytes.truncate(usize::from(c));
+            }
+            if reseal && bytes.len() >= 4 {
+                let n = bytes.len() - 4;
+                let _ = mrc::wire::seal(&mut bytes, n);
+            }
+            let mut meta = self.meta(1 - from, claim, plane);
+            if let Some(last_hop) = trim {
+                bytes.truncate(64);
+                meta.trim = Some(if last_hop {
+                    TrimMark::LastHop
+                } else {
+                    TrimMark::Fabric
+                });
+            }
+            self.deliver(1 - from, &bytes, meta);
+        }
+    }
+
+    /// Registers part of a buffer; a whole buffer's keys are kept for work requests.
+    fn register(&mut self, k: usize, at: (u8, u16, u16), access: u8) {
+        let n = &mut self.nodes[k];
+        let b = usize::from(at.0) % BUFFERS;
+        let off = u64::from(at.1) % BUFFER_LEN;
+        let len = u64::from(at.2) % (BUFFER_LEN - off + 1);
+        let addr = n.mem.buffers[b] + off;
+        let acc = Access::from_bits(u32::from(access));
+        if let Ok(k) = n.ep.reg_mr(n.pd, addr, len, acc) {
+            n.mem.regions.push((k.lkey, addr, len, acc));
+            if n.keys[b].is_none() && off == 0 && len == BUFFER_LEN {
+                n.keys[b] = Some(k);
+            }
+        }
+    }
+
+    /// Deregisters one of the regions registered so far.
+    fn deregister(&mut self, k: usize, pick: u8) {
+        let n = &mut self.nodes[k];
+        if !n.mem.regions.is_empty() {
+            let i = usize::from(pick) % n.mem.regions.len();
+            let (lkey, ..) = n.mem.regions[i];
+            if n.ep.dereg_mr(lkey).is_ok() {
+                n.mem.regions.remove(i);
+                for k in &mut n.keys {
+                    if k.is_some_and(|k| k.lkey == lkey) {
+                        *k = None;
+                    }
+                }
             }
         }
     }
@@ -823,6 +756,107 @@ impl World {
             assert!(n.mem.guards_intact(), "node {k}: a guard byte changed");
         }
     }
+}
+
+/// The body of a forged feedback, probe or endpoint packet (None for data, which `World::forge` builds), with
+/// its opcode in `bth`; PSNs near `mine`, the ones the target sent.
+fn control_body(f: &Forged, bth: &mut Bth, mine: u32, last_ts: u32) -> Option<Body<'static>> {
+    let off = |base: u32, d: i16| base.wrapping_add(d as i32 as u32) & PSN_MASK;
+    Some(match *f {
+        Forged::Sack {
+            cack,
+            base,
+            bitmap,
+            mark,
+            probe_reply,
+            mpr,
+            ev,
+            ts_echo,
+            cwnd_pen,
+        } => {
+            bth.opcode = Opcode::Sack;
+            let c = off(mine, cack);
+            Body::Sack(Sack {
+                mark: match mark % 3 {
+                    0 => SackMark::None,
+                    1 => SackMark::SkipOnce,
+                    _ => SackMark::AlwaysSkip,
+                },
+                probe_reply,
+                mpr,
+                ev,
+                cack_psn: c,
+                sack_base: off(c, base),
+                bitmap,
+                ts_echo,
+                cwnd_pen: cwnd_pen % 128,
+                ooo_count: 0,
+            })
+        }
+        Forged::Nack {
+            reason,
+            psn,
+            cack,
+            ev,
+            ts_echo,
+            mpr,
+        } => {
+            bth.opcode = Opcode::Nack;
+            Body::Nack(Nack {
+                reason: NackReason::from_u8(reason),
+                psn: off(mine, psn),
+                ev,
+                ts_echo: ts_echo.unwrap_or(last_ts),
+                mpr,
+                cack_psn: off(mine, cack),
+            })
+        }
+        Forged::Ack { cack, cmsn } => {
+            bth.opcode = Opcode::Ack;
+            Body::Ack(Ack {
+                cack_psn: off(mine, cack),
+                cmsn,
+            })
+        }
+        Forged::Probe { ev, ts, ack_req } => {
+            bth.opcode = Opcode::Probe;
+            bth.ack_req = ack_req;
+            Body::Probe(Probe { ev, ts })
+        }
+        Forged::EpRequest {
+            op,
+            req_id,
+            port_mask,
+            ev,
+            ts,
+        } => {
+            bth.opcode = Opcode::EpRequest;
+            Body::EpRequest(EpRequest {
+                op: EpOp::from_u8(op % 4),
+                req_id,
+                port_mask,
+                ev,
+                ts,
+            })
+        }
+        Forged::EpResponse {
+            op,
+            rx_port,
+            req_id,
+            ev,
+            ts_echo,
+        } => {
+            bth.opcode = Opcode::EpResponse;
+            Body::EpResponse(EpResponse {
+                op: EpOp::from_u8(op % 4),
+                rx_port,
+                req_id: req_id % 8,
+                ev,
+                ts_echo,
+            })
+        }
+        Forged::Data { .. } => return None,
+    })
 }
 
 /// Runs one input; panics on any violation.

@@ -98,26 +98,47 @@ fn auth_vector(name: &'static str, about: &'static str, p: Packet<'_>) -> Vector
     }
 }
 
+/// The EV, buffer address and R_Key of most vectors.
+const EV: u32 = 0x0003_0001;
+const BASE: u64 = 0x0000_7f00_0000_1000;
+const RKEY: u32 = 0x00ab_cdef;
+
+fn reth(off: u64, dma_len: u32) -> Reth {
+    Reth {
+        va: BASE + off,
+        rkey: RKEY,
+        dma_len,
+    }
+}
+
 fn main() {
-    let ev = 0x0003_0001;
-    let base = 0x0000_7f00_0000_1000u64;
-    let rkey = 0x00ab_cdef;
+    let mut vectors = data_vectors();
+    vectors.extend(control_vectors());
+    vectors.push(frame_vector());
+    vectors.extend(auth_vectors());
+    vectors.push(trimmed_vector());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors");
+    std::fs::create_dir_all(&dir).expect("create spec/vectors");
+    for v in &vectors {
+        let path = dir.join(format!("{}.vec", v.name));
+        std::fs::write(&path, render(v)).expect("write vector");
+    }
+    println!("wrote {} vectors to {}", vectors.len(), dir.display());
+}
+
+/// WRITE, SEND and READ packets.
+fn data_vectors() -> Vec<Vector> {
+    let ev = EV;
     let p32 = pattern(32);
     let p16 = pattern(16);
     let p8 = pattern(8);
     let p4 = pattern(4);
-    let big = pattern(200);
-    let reth = |off: u64, dma_len: u32| Reth {
-        va: base + off,
-        rkey,
-        dma_len,
-    };
 
     let write_first = Packet {
         bth: bth(Opcode::WriteFirst, 0x000100),
         body: data(ev, 7, 2, Some(0x1234_5678), reth(0, 80), None, &p32),
     };
-    let mut vectors = vec![
+    vec![
         packet_vector(
             "write_first",
             "First packet of an 80-byte WRITE (payload MTU 32 for readability), with a TSETH: BTH.TS set.",
@@ -253,6 +274,13 @@ fn main() {
                 ),
             },
         ),
+    ]
+}
+
+/// SACK, NACK, PROBE, ACK and endpoint packets.
+fn control_vectors() -> Vec<Vector> {
+    let ev = EV;
+    vec![
         packet_vector(
             "sack",
             "SACK advising SKIP_ONCE for the echoed EV: PSNs up to 0x000101 received, and 0x000104, 0x000105 \
@@ -386,10 +414,13 @@ fn main() {
                 }),
             },
         ),
-    ];
+    ]
+}
 
-    // A whole frame to a uSID destination expanded from the EV by a template that takes all 32 EV bits, so
-    // that flow label and source port carry some of them.
+/// A whole frame to a uSID destination expanded from the EV by a template that takes all 32 EV bits, so that
+/// flow label and source port carry some of them.
+fn frame_vector() -> Vector {
+    let p8 = pattern(8);
     let template = EvTemplate::usid(
         0xfcbb_bb00,
         &[
@@ -431,7 +462,7 @@ fn main() {
     frame.emit(&mut bytes).expect("emit frame");
     let back = Frame::parse(&bytes, VERIFY).expect("parse frame");
     assert_eq!(back, frame);
-    vectors.push(Vector {
+    Vector {
         name: "frame_usid_write_only",
         about: "Whole IPv6/UDP frame: destination fcbb:bb00:1abc:20de:ef01:: is EV 0xabcdef01 expanded by \
                 the uSID template block fcbb:bb00, {16, 0x1000, 0x0FFF}, {16, 0x2000, 0x00FF}, \
@@ -443,24 +474,14 @@ fn main() {
         auth: None,
         fields: back.describe(),
         bytes,
-    });
+    }
+}
 
-    // A trimmed WRITE_FIRST: a switch kept the first 64 bytes of a 200-byte-payload packet.
-    let long = Packet {
-        bth: bth(Opcode::WriteFirst, 0x000100),
-        body: data(ev, 7, 2, Some(0x1234_5678), reth(0, 400), None, &big),
-    };
-    let mut full = vec![0u8; long.buffer_len()];
-    long.emit(&mut full).expect("emit");
-    full.truncate(TRIM_KEEP_LEN);
-    let trimmed = Packet::parse(
-        &full,
-        ParseOptions {
-            verify_icrc: true,
-            trimmed: true,
-        },
-    )
-    .expect("trimmed parse");
+/// The AUTH-tagged vectors (spec WIRE-AUTH-1).
+fn auth_vectors() -> Vec<Vector> {
+    let ev = EV;
+    let (base, rkey) = (BASE, RKEY);
+    let mut vectors = Vec::new();
     let payload = pattern(16);
     vectors.push(auth_vector(
         "auth_write_only",
@@ -503,7 +524,29 @@ fn main() {
             }),
         },
     ));
-    vectors.push(Vector {
+    vectors
+}
+
+/// A trimmed WRITE_FIRST: a switch kept the first 64 bytes of a 200-byte-payload packet.
+fn trimmed_vector() -> Vector {
+    let ev = EV;
+    let big = pattern(200);
+    let long = Packet {
+        bth: bth(Opcode::WriteFirst, 0x000100),
+        body: data(ev, 7, 2, Some(0x1234_5678), reth(0, 400), None, &big),
+    };
+    let mut full = vec![0u8; long.buffer_len()];
+    long.emit(&mut full).expect("emit");
+    full.truncate(TRIM_KEEP_LEN);
+    let trimmed = Packet::parse(
+        &full,
+        ParseOptions {
+            verify_icrc: true,
+            trimmed: true,
+        },
+    )
+    .expect("trimmed parse");
+    Vector {
         name: "trimmed_write_first",
         about: "A WRITE_FIRST trimmed by a switch to the first 64 bytes of its UDP payload: the headers \
                 (40 bytes) survive, the payload is cut and the ICRC is gone. Parsed as trimmed, the payload is \
@@ -513,15 +556,7 @@ fn main() {
         auth: None,
         fields: trimmed.describe(),
         bytes: full,
-    });
-
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/vectors");
-    std::fs::create_dir_all(&dir).expect("create spec/vectors");
-    for v in &vectors {
-        let path = dir.join(format!("{}.vec", v.name));
-        std::fs::write(&path, render(v)).expect("write vector");
     }
-    println!("wrote {} vectors to {}", vectors.len(), dir.display());
 }
 
 fn render(v: &Vector) -> String {

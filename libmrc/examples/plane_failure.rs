@@ -158,24 +158,7 @@ fn main() {
         }
     }
 
-    println!("\nA->B QP, per plane:");
-    println!(
-        "  plane   packets   MiB sent   retransmits   trims   losses   EV good/skip/bad   plane retirements"
-    );
-    for p in 0..PLANES {
-        let ps = net.nodes[a].ep.plane_stats(qa, usize::from(p)).unwrap();
-        let (g, s, bad) = ev_counts(&net, a, qa, Some(p));
-        println!(
-            "  {p:5}   {:7}   {:8.1}   {:11}   {:5}   {:6}   {:>16}   {:17}",
-            ps.tx_packets,
-            ps.tx_bytes as f64 / (1 << 20) as f64,
-            ps.retransmits,
-            ps.trims,
-            ps.losses,
-            format!("{g}/{s}/{bad}"),
-            ps.plane_retirements
-        );
-    }
+    print_planes(&net, a, qa);
     let sa = net.nodes[a].ep.qp_stats(qa).unwrap();
     let sb = net.nodes[b].ep.qp_stats(qb).unwrap();
     let dur_a = end_a.unwrap() - t0;
@@ -213,4 +196,26 @@ fn main() {
     };
     assert!(same(a, a_src, a_dst, a_bytes) && same(c, c_src, c_dst, c_bytes));
     println!("Data at B verified byte for byte against both sources.");
+}
+
+/// The per-plane counters of `qpn` at `node`.
+fn print_planes(net: &Net, node: usize, qpn: u32) {
+    println!("\nA->B QP, per plane:");
+    println!(
+        "  plane   packets   MiB sent   retransmits   trims   losses   EV good/skip/bad   plane retirements"
+    );
+    for p in 0..PLANES {
+        let ps = net.nodes[node].ep.plane_stats(qpn, usize::from(p)).unwrap();
+        let (g, s, bad) = ev_counts(net, node, qpn, Some(p));
+        println!(
+            "  {p:5}   {:7}   {:8.1}   {:11}   {:5}   {:6}   {:>16}   {:17}",
+            ps.tx_packets,
+            ps.tx_bytes as f64 / (1 << 20) as f64,
+            ps.retransmits,
+            ps.trims,
+            ps.losses,
+            format!("{g}/{s}/{bad}"),
+            ps.plane_retirements
+        );
+    }
 }

@@ -95,76 +95,15 @@ impl CaptureArgs {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario and write report.json, summary.txt, CSVs and SVG plots.
-    Run {
-        /// Scenario file (TOML).
-        scenario: PathBuf,
-        /// Output folder (created; must not be a file).
-        #[arg(long, default_value = "sim-out")]
-        out: PathBuf,
-        /// Override the scenario's seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Skip the healthy baseline (and victim-alone) runs.
-        #[arg(long)]
-        no_baseline: bool,
-        /// Threads for one run (default: this machine's cores; capped at one per T0 position; one with a
-        /// capture). The outputs are the same for every count (sim/README.md "Parallel runs").
-        #[arg(long, value_name = "N")]
-        threads: Option<usize>,
-        #[command(flatten)]
-        limits: Limits,
-        #[command(flatten)]
-        capture: CaptureArgs,
-    },
+    Run(RunArgs),
     /// Run a scenario and compare its FCTs with the ideal (fair share of each transfer's tightest bottleneck
     /// plus one base RTT) and, when it has failures, with the same run without them.
-    Compare {
-        /// Scenario file (TOML).
-        scenario: PathBuf,
-        /// Also write the run's outputs here (as `run` does).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Override the scenario's seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        #[command(flatten)]
-        limits: Limits,
-    },
+    Compare(CompareArgs),
     /// Run scenarios and check the thresholds written in them; exits 1 if any fails.
-    Validate {
-        /// Scenario files.
-        #[arg(required = true)]
-        scenarios: Vec<PathBuf>,
-        /// Also write each report under this folder (one subfolder per scenario name).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        #[command(flatten)]
-        limits: Limits,
-    },
+    Validate(ValidateArgs),
     /// Run a scenario over seeds and/or failure sets in parallel; writes sweep.csv (or a shard of it) and one
     /// folder per run, named by failure set and seed.
-    Sweep {
-        /// Scenario file.
-        scenario: PathBuf,
-        /// Seeds, e.g. `1-8` or `1,5,9` (default: the scenario's `sweep.seeds`, else its seed).
-        #[arg(long)]
-        seeds: Option<String>,
-        /// Output folder.
-        #[arg(long, default_value = "sweep-out")]
-        out: PathBuf,
-        /// Worker threads (default: all cores, fewer if memory is short).
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Run only items with index % N == I (for a cluster job array), as `I/N`; writes
-        /// sweep-shard-I-of-N.csv for `mrc-sim merge`.
-        #[arg(long)]
-        shard: Option<String>,
-        /// Skip baselines.
-        #[arg(long)]
-        no_baseline: bool,
-        #[command(flatten)]
-        limits: Limits,
-    },
+    Sweep(SweepArgs),
     /// Write a Slurm job-array script that spreads a sweep over N tasks; `sbatch` it, then `mrc-sim merge`.
     Slurm(SlurmArgs),
     /// Join the shard files of a sweep folder into sweep.csv; exits 1 if any run failed a check.
@@ -174,19 +113,100 @@ enum Cmd {
     },
     /// Check scenarios without running them: every field, every reference against the fabric, and the
     /// memory each would need.
-    Check {
-        /// Scenario files.
-        #[arg(required = true)]
-        scenarios: Vec<PathBuf>,
-        /// Threads the run would use (as `run --threads`; default: this machine's cores): each partition
-        /// past the first adds its copy of the ports to the estimate.
-        #[arg(long, value_name = "N")]
-        threads: Option<usize>,
-        #[command(flatten)]
-        limits: Limits,
-    },
+    Check(CheckArgs),
     /// List the metrics thresholds can use.
     Metrics,
+}
+
+/// The arguments of `mrc-sim run`.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Scenario file (TOML).
+    scenario: PathBuf,
+    /// Output folder (created; must not be a file).
+    #[arg(long, default_value = "sim-out")]
+    out: PathBuf,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Skip the healthy baseline (and victim-alone) runs.
+    #[arg(long)]
+    no_baseline: bool,
+    /// Threads for one run (default: this machine's cores; capped at one per T0 position; one with a
+    /// capture). The outputs are the same for every count (sim/README.md "Parallel runs").
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    #[command(flatten)]
+    limits: Limits,
+    #[command(flatten)]
+    capture: CaptureArgs,
+}
+
+/// The arguments of `mrc-sim compare`.
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// Scenario file (TOML).
+    scenario: PathBuf,
+    /// Also write the run's outputs here (as `run` does).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    #[command(flatten)]
+    limits: Limits,
+}
+
+/// The arguments of `mrc-sim validate`.
+#[derive(clap::Args)]
+struct ValidateArgs {
+    /// Scenario files.
+    #[arg(required = true)]
+    scenarios: Vec<PathBuf>,
+    /// Also write each report under this folder (one subfolder per scenario name).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    #[command(flatten)]
+    limits: Limits,
+}
+
+/// The arguments of `mrc-sim sweep`.
+#[derive(clap::Args)]
+struct SweepArgs {
+    /// Scenario file.
+    scenario: PathBuf,
+    /// Seeds, e.g. `1-8` or `1,5,9` (default: the scenario's `sweep.seeds`, else its seed).
+    #[arg(long)]
+    seeds: Option<String>,
+    /// Output folder.
+    #[arg(long, default_value = "sweep-out")]
+    out: PathBuf,
+    /// Worker threads (default: all cores, fewer if memory is short).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Run only items with index % N == I (for a cluster job array), as `I/N`; writes
+    /// sweep-shard-I-of-N.csv for `mrc-sim merge`.
+    #[arg(long)]
+    shard: Option<String>,
+    /// Skip baselines.
+    #[arg(long)]
+    no_baseline: bool,
+    #[command(flatten)]
+    limits: Limits,
+}
+
+/// The arguments of `mrc-sim check`.
+#[derive(clap::Args)]
+struct CheckArgs {
+    /// Scenario files.
+    #[arg(required = true)]
+    scenarios: Vec<PathBuf>,
+    /// Threads the run would use (as `run --threads`; default: this machine's cores): each partition
+    /// past the first adds its copy of the ports to the estimate.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    #[command(flatten)]
+    limits: Limits,
 }
 
 fn load(p: &Path, seed: Option<u64>) -> Result<Scenario, String> {
@@ -400,238 +420,10 @@ fn print_checks(r: &Report) {
 fn real_main() -> Result<ExitCode, String> {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run {
-            scenario,
-            out,
-            seed,
-            no_baseline,
-            threads,
-            limits,
-            capture,
-        } => {
-            let mut s = load(&scenario, seed)?;
-            s.run.threads = threads.unwrap_or_else(cores).max(1);
-            refuse_failure_sets(&s, &scenario, "run")?;
-            if no_baseline {
-                refuse_baseline_metrics(&s, "--no-baseline")?;
-            }
-            let capture = capture.spec()?;
-            let plan = plan_for(&scenario, &s, &memory_limit(&limits)?)?;
-            prepare_out(&out, "--out")?;
-            let r = run_with_progress(
-                &s,
-                &plan,
-                s.run.baseline && !no_baseline,
-                capture.as_ref(),
-                true,
-            )?;
-            if let Some(c) = &capture {
-                println!("wrote {}", c.path.display());
-            }
-            r.write(&out)
-                .map_err(|e| format!("{}: {e}", out.display()))?;
-            print!("{}", r.summary());
-            println!("wrote {}", out.display());
-            println!(
-                "replay: mrc-sim run {}",
-                out.join("scenario.toml").display()
-            );
-            let inv = r.invariant_violations();
-            if !inv.is_empty() {
-                return Err(format!("invariants violated: {}", inv.join(", ")));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Compare {
-            scenario,
-            out,
-            seed,
-            limits,
-        } => {
-            let s = load(&scenario, seed)?;
-            refuse_failure_sets(&s, &scenario, "compare")?;
-            let plan = plan_for(&scenario, &s, &memory_limit(&limits)?)?;
-            if let Some(o) = &out {
-                prepare_out(o, "--out")?;
-            }
-            let r = run_with_progress(&s, &plan, true, None, true)?;
-            if let Some(o) = &out {
-                r.write(o).map_err(|e| format!("{}: {e}", o.display()))?;
-            }
-            print!("{}", r.comparison());
-            let inv = r.invariant_violations();
-            if !inv.is_empty() {
-                return Err(format!("invariants violated: {}", inv.join(", ")));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Cmd::Validate {
-            scenarios,
-            out,
-            limits,
-        } => {
-            let limit = memory_limit(&limits)?;
-            // Check every scenario (and the output folders) before running any.
-            let mut loaded = Vec::new();
-            for p in &scenarios {
-                let s = load(p, None)?;
-                refuse_failure_sets(&s, p, "validate")?;
-                let plan = plan_for(p, &s, &limit)?;
-                if let Some(o) = &out {
-                    prepare_out(&o.join(&s.name), "--out")?;
-                }
-                loaded.push((p, s, plan));
-            }
-            let mut ok = true;
-            for (k, (p, s, plan)) in loaded.iter().enumerate() {
-                let r = run_with_progress(s, plan, s.run.baseline, None, k == 0)?;
-                if let Some(o) = &out {
-                    let d = o.join(&s.name);
-                    r.write(&d).map_err(|e| format!("{}: {e}", d.display()))?;
-                }
-                println!("== {} ({})", s.name, p.display());
-                print_checks(&r);
-                let inv = r.invariant_violations();
-                if !inv.is_empty() {
-                    println!("  FAIL invariants: {}", inv.join(", "));
-                    ok = false;
-                }
-                ok &= r.passed();
-            }
-            Ok(if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
-        }
-        Cmd::Sweep {
-            scenario,
-            seeds,
-            out,
-            jobs,
-            shard,
-            no_baseline,
-            limits,
-        } => {
-            let s = load(&scenario, None)?;
-            if no_baseline {
-                refuse_baseline_metrics(&s, "--no-baseline")?;
-            }
-            let items = sweep::items(&s, seeds.as_deref())?;
-            let (si, sn) = match shard.as_deref() {
-                Some(x) => sweep::parse_shard(x)?,
-                None => (0, 1),
-            };
-            let limit = memory_limit(&limits)?;
-            // Every item's scenario is checked (and sized) before the first one runs.
-            let mut mine: Vec<(Item, Scenario, Plan)> = Vec::new();
-            for it in items.iter().filter(|it| it.index % sn == si) {
-                let sc = it.scenario(&s);
-                let plan = Plan::new(&sc).map_err(|e| {
-                    format!(
-                        "{} (failure set {}): {e}",
-                        scenario.display(),
-                        it.set_name()
-                    )
-                })?;
-                plan.check_memory(&sc, limit.0, &limit.1)
-                    .map_err(|e| format!("{}: {e}", scenario.display()))?;
-                mine.push((it.clone(), sc, plan));
-            }
-            prepare_out(&out, "--out")?;
-            sweep::write_plan(&out, &items)?;
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let mut jobs = jobs.unwrap_or(cores).max(1);
-            let each = mine
-                .iter()
-                .map(|m| m.2.memory.bytes)
-                .max()
-                .unwrap_or(1)
-                .max(1);
-            let fit = usize::try_from(limit.0 / each).unwrap_or(usize::MAX);
-            if fit == 0 {
-                return Err(format!(
-                    "a run needs about {}, more than the {} {}",
-                    human_bytes(each),
-                    human_bytes(limit.0),
-                    limit.1
-                ));
-            }
-            if fit < jobs {
-                eprintln!(
-                    "sweep: {jobs} parallel runs of about {} each would not fit in {}; running {fit} at a time",
-                    human_bytes(each),
-                    human_bytes(limit.0)
-                );
-                jobs = fit;
-            }
-            let pb = bar(mine.len() as u64, "sweep");
-            let next = AtomicUsize::new(0);
-            let results: Mutex<Vec<Option<Result<Report, String>>>> =
-                Mutex::new((0..mine.len()).map(|_| None).collect());
-            let baseline = s.run.baseline && !no_baseline;
-            std::thread::scope(|sc| {
-                for _ in 0..jobs.min(mine.len().max(1)) {
-                    sc.spawn(|| {
-                        loop {
-                            let k = next.fetch_add(1, Ordering::Relaxed);
-                            if k >= mine.len() {
-                                break;
-                            }
-                            let r = run_scenario(&mine[k].1, baseline, &mut |_, _| true)
-                                .map_err(|e| e.to_string());
-                            if let Ok(mut g) = results.lock() {
-                                g[k] = Some(r);
-                            }
-                            pb.inc(1);
-                        }
-                    });
-                }
-            });
-            pb.finish_and_clear();
-            let results = results
-                .into_inner()
-                .map_err(|_| "a sweep worker panicked".to_string())?;
-            let mut csv = format!("{}\n", sweep::HEADER);
-            let mut ok = true;
-            for (k, r) in results.into_iter().enumerate() {
-                let item = &mine[k].0;
-                let r = r.ok_or("missing sweep result")??;
-                let dir = out.join(item.folder());
-                r.write(&dir)
-                    .map_err(|e| format!("{}: {e}", dir.display()))?;
-                csv.push_str(&sweep::row(item, &r));
-                ok &= r.passed() && r.invariant_violations().is_empty();
-            }
-            let name = if shard.is_some() {
-                sweep::shard_file(si, sn)
-            } else {
-                "sweep.csv".to_string()
-            };
-            sweep::write_atomic(&out.join(&name), &csv)?;
-            println!("{} runs; wrote {}", mine.len(), out.join(&name).display());
-            if shard.is_none() {
-                let sets = sweep::write_summary(&out, &csv)?;
-                print!("{}", sweep::summary_table(&sets));
-                println!(
-                    "wrote {} and {}",
-                    out.join("sweep-summary.csv").display(),
-                    out.join("sweep-summary.svg").display()
-                );
-            }
-            let failed = sweep::failed_runs(&csv);
-            for (folder, checks) in &failed {
-                println!("FAIL {folder}: {checks}");
-            }
-            if !failed.is_empty() {
-                println!("{} of {} runs failed a check", failed.len(), mine.len());
-            }
-            Ok(if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
-        }
+        Cmd::Run(a) => run(a),
+        Cmd::Compare(a) => compare(a),
+        Cmd::Validate(a) => validate(a),
+        Cmd::Sweep(a) => sweep_cmd(a),
         Cmd::Slurm(a) => slurm(a),
         Cmd::Merge { dir } => {
             let m = sweep::merge(&dir)?;
@@ -656,39 +448,7 @@ fn real_main() -> Result<ExitCode, String> {
                 Ok(ExitCode::from(1))
             }
         }
-        Cmd::Check {
-            scenarios,
-            threads,
-            limits,
-        } => {
-            let limit = memory_limit(&limits)?;
-            for p in &scenarios {
-                let mut s = load(p, None)?;
-                s.run.threads = threads.unwrap_or_else(cores).max(1);
-                let plan = plan_for(p, &s, &limit)?;
-                let z = &plan.sizes;
-                println!(
-                    "{}: OK: {} hosts x {} planes, {} switches, {} directed ports, {} transfers on {} QP pairs \
-                     ({} EVs each); about {} of memory ({})",
-                    p.display(),
-                    z.hosts,
-                    plan.shape.planes,
-                    z.switches,
-                    z.ports,
-                    plan.transfers,
-                    plan.qp_pairs,
-                    plan.evs_per_qp,
-                    human_bytes(plan.memory.bytes),
-                    plan.memory
-                        .parts
-                        .iter()
-                        .map(|(n, b)| format!("{n} {}", human_bytes(*b)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::Check(a) => check(a),
         Cmd::Metrics => {
             for m in METRICS {
                 println!("{:<30} {}", m.name, m.about);
@@ -696,6 +456,286 @@ fn real_main() -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `mrc-sim run`: one scenario, its outputs written and its invariants checked.
+fn run(a: RunArgs) -> Result<ExitCode, String> {
+    let RunArgs {
+        scenario,
+        out,
+        seed,
+        no_baseline,
+        threads,
+        limits,
+        capture,
+    } = a;
+    let mut s = load(&scenario, seed)?;
+    s.run.threads = threads.unwrap_or_else(cores).max(1);
+    refuse_failure_sets(&s, &scenario, "run")?;
+    if no_baseline {
+        refuse_baseline_metrics(&s, "--no-baseline")?;
+    }
+    let capture = capture.spec()?;
+    let plan = plan_for(&scenario, &s, &memory_limit(&limits)?)?;
+    prepare_out(&out, "--out")?;
+    let r = run_with_progress(
+        &s,
+        &plan,
+        s.run.baseline && !no_baseline,
+        capture.as_ref(),
+        true,
+    )?;
+    if let Some(c) = &capture {
+        println!("wrote {}", c.path.display());
+    }
+    r.write(&out)
+        .map_err(|e| format!("{}: {e}", out.display()))?;
+    print!("{}", r.summary());
+    println!("wrote {}", out.display());
+    println!(
+        "replay: mrc-sim run {}",
+        out.join("scenario.toml").display()
+    );
+    let inv = r.invariant_violations();
+    if !inv.is_empty() {
+        return Err(format!("invariants violated: {}", inv.join(", ")));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mrc-sim compare`: one scenario against the ideal and against itself without failures.
+fn compare(a: CompareArgs) -> Result<ExitCode, String> {
+    let CompareArgs {
+        scenario,
+        out,
+        seed,
+        limits,
+    } = a;
+    let s = load(&scenario, seed)?;
+    refuse_failure_sets(&s, &scenario, "compare")?;
+    let plan = plan_for(&scenario, &s, &memory_limit(&limits)?)?;
+    if let Some(o) = &out {
+        prepare_out(o, "--out")?;
+    }
+    let r = run_with_progress(&s, &plan, true, None, true)?;
+    if let Some(o) = &out {
+        r.write(o).map_err(|e| format!("{}: {e}", o.display()))?;
+    }
+    print!("{}", r.comparison());
+    let inv = r.invariant_violations();
+    if !inv.is_empty() {
+        return Err(format!("invariants violated: {}", inv.join(", ")));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `mrc-sim validate`: every scenario checked first, then each run and its thresholds printed.
+fn validate(a: ValidateArgs) -> Result<ExitCode, String> {
+    let ValidateArgs {
+        scenarios,
+        out,
+        limits,
+    } = a;
+    let limit = memory_limit(&limits)?;
+    // Check every scenario (and the output folders) before running any.
+    let mut loaded = Vec::new();
+    for p in &scenarios {
+        let s = load(p, None)?;
+        refuse_failure_sets(&s, p, "validate")?;
+        let plan = plan_for(p, &s, &limit)?;
+        if let Some(o) = &out {
+            prepare_out(&o.join(&s.name), "--out")?;
+        }
+        loaded.push((p, s, plan));
+    }
+    let mut ok = true;
+    for (k, (p, s, plan)) in loaded.iter().enumerate() {
+        let r = run_with_progress(s, plan, s.run.baseline, None, k == 0)?;
+        if let Some(o) = &out {
+            let d = o.join(&s.name);
+            r.write(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        }
+        println!("== {} ({})", s.name, p.display());
+        print_checks(&r);
+        let inv = r.invariant_violations();
+        if !inv.is_empty() {
+            println!("  FAIL invariants: {}", inv.join(", "));
+            ok = false;
+        }
+        ok &= r.passed();
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `mrc-sim sweep`: the items of this shard run in parallel within the memory limit, then the CSV and summary.
+fn sweep_cmd(a: SweepArgs) -> Result<ExitCode, String> {
+    let SweepArgs {
+        scenario,
+        seeds,
+        out,
+        jobs,
+        shard,
+        no_baseline,
+        limits,
+    } = a;
+    let s = load(&scenario, None)?;
+    if no_baseline {
+        refuse_baseline_metrics(&s, "--no-baseline")?;
+    }
+    let items = sweep::items(&s, seeds.as_deref())?;
+    let (si, sn) = match shard.as_deref() {
+        Some(x) => sweep::parse_shard(x)?,
+        None => (0, 1),
+    };
+    let limit = memory_limit(&limits)?;
+    // Every item's scenario is checked (and sized) before the first one runs.
+    let mut mine: Vec<(Item, Scenario, Plan)> = Vec::new();
+    for it in items.iter().filter(|it| it.index % sn == si) {
+        let sc = it.scenario(&s);
+        let plan = Plan::new(&sc).map_err(|e| {
+            format!(
+                "{} (failure set {}): {e}",
+                scenario.display(),
+                it.set_name()
+            )
+        })?;
+        plan.check_memory(&sc, limit.0, &limit.1)
+            .map_err(|e| format!("{}: {e}", scenario.display()))?;
+        mine.push((it.clone(), sc, plan));
+    }
+    prepare_out(&out, "--out")?;
+    sweep::write_plan(&out, &items)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut jobs = jobs.unwrap_or(cores).max(1);
+    let each = mine
+        .iter()
+        .map(|m| m.2.memory.bytes)
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let fit = usize::try_from(limit.0 / each).unwrap_or(usize::MAX);
+    if fit == 0 {
+        return Err(format!(
+            "a run needs about {}, more than the {} {}",
+            human_bytes(each),
+            human_bytes(limit.0),
+            limit.1
+        ));
+    }
+    if fit < jobs {
+        eprintln!(
+            "sweep: {jobs} parallel runs of about {} each would not fit in {}; running {fit} at a time",
+            human_bytes(each),
+            human_bytes(limit.0)
+        );
+        jobs = fit;
+    }
+    let pb = bar(mine.len() as u64, "sweep");
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Report, String>>>> =
+        Mutex::new((0..mine.len()).map(|_| None).collect());
+    let baseline = s.run.baseline && !no_baseline;
+    std::thread::scope(|sc| {
+        for _ in 0..jobs.min(mine.len().max(1)) {
+            sc.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= mine.len() {
+                        break;
+                    }
+                    let r = run_scenario(&mine[k].1, baseline, &mut |_, _| true)
+                        .map_err(|e| e.to_string());
+                    if let Ok(mut g) = results.lock() {
+                        g[k] = Some(r);
+                    }
+                    pb.inc(1);
+                }
+            });
+        }
+    });
+    pb.finish_and_clear();
+    let results = results
+        .into_inner()
+        .map_err(|_| "a sweep worker panicked".to_string())?;
+    let mut csv = format!("{}\n", sweep::HEADER);
+    let mut ok = true;
+    for (k, r) in results.into_iter().enumerate() {
+        let item = &mine[k].0;
+        let r = r.ok_or("missing sweep result")??;
+        let dir = out.join(item.folder());
+        r.write(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        csv.push_str(&sweep::row(item, &r));
+        ok &= r.passed() && r.invariant_violations().is_empty();
+    }
+    let name = if shard.is_some() {
+        sweep::shard_file(si, sn)
+    } else {
+        "sweep.csv".to_string()
+    };
+    sweep::write_atomic(&out.join(&name), &csv)?;
+    println!("{} runs; wrote {}", mine.len(), out.join(&name).display());
+    if shard.is_none() {
+        let sets = sweep::write_summary(&out, &csv)?;
+        print!("{}", sweep::summary_table(&sets));
+        println!(
+            "wrote {} and {}",
+            out.join("sweep-summary.csv").display(),
+            out.join("sweep-summary.svg").display()
+        );
+    }
+    let failed = sweep::failed_runs(&csv);
+    for (folder, checks) in &failed {
+        println!("FAIL {folder}: {checks}");
+    }
+    if !failed.is_empty() {
+        println!("{} of {} runs failed a check", failed.len(), mine.len());
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `mrc-sim check`: each scenario planned and sized, nothing run.
+fn check(a: CheckArgs) -> Result<ExitCode, String> {
+    let CheckArgs {
+        scenarios,
+        threads,
+        limits,
+    } = a;
+    let limit = memory_limit(&limits)?;
+    for p in &scenarios {
+        let mut s = load(p, None)?;
+        s.run.threads = threads.unwrap_or_else(cores).max(1);
+        let plan = plan_for(p, &s, &limit)?;
+        let z = &plan.sizes;
+        println!(
+            "{}: OK: {} hosts x {} planes, {} switches, {} directed ports, {} transfers on {} QP pairs \
+             ({} EVs each); about {} of memory ({})",
+            p.display(),
+            z.hosts,
+            plan.shape.planes,
+            z.switches,
+            z.ports,
+            plan.transfers,
+            plan.qp_pairs,
+            plan.evs_per_qp,
+            human_bytes(plan.memory.bytes),
+            plan.memory
+                .parts
+                .iter()
+                .map(|(n, b)| format!("{n} {}", human_bytes(*b)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args)]

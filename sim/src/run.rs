@@ -34,51 +34,26 @@ pub fn expand_failures(
         let end = f.until_us.map(ps);
         match f.kind {
             FailureKind::LinkDown | FailureKind::LinkUp => {
-                let ports = links(&f.link)?;
                 let down = f.kind == FailureKind::LinkDown;
-                out.push((
-                    start,
-                    Action::Links {
-                        ports: ports.clone(),
-                        down,
-                    },
-                ));
-                if let (Some(e), true) = (end, down) {
-                    out.push((e, Action::Links { ports, down: false }));
-                }
+                set_links(&mut out, start, end, links(&f.link)?, down);
             }
             FailureKind::LinkFlap => {
                 let ports = links(&f.link)?;
                 let period = ps(f.period_us.unwrap_or(1.0)).max(1);
                 let up_for = (period as f64 * f.duty.unwrap_or(0.5)) as u64;
-                let end = end.unwrap_or(start);
-                let mut t0 = start;
-                let mut n = 0;
-                while t0 < end {
-                    out.push((
-                        t0,
-                        Action::Links {
-                            ports: ports.clone(),
-                            down: true,
-                        },
-                    ));
-                    let up = (t0 + period - up_for).min(end);
-                    out.push((
-                        up,
-                        Action::Links {
-                            ports: ports.clone(),
-                            down: false,
-                        },
-                    ));
-                    t0 += period;
-                    n += 1;
-                    if n > 1_000_000 {
-                        return Err(ScenarioError::new(
-                            format!("{at}.period_us"),
-                            "more than a million flaps; use a longer period or a shorter span",
-                        ));
-                    }
-                }
+                flaps(
+                    &mut out,
+                    (start, end.unwrap_or(start)),
+                    period,
+                    up_for,
+                    &ports,
+                )
+                .map_err(|()| {
+                    ScenarioError::new(
+                        format!("{at}.period_us"),
+                        "more than a million flaps; use a longer period or a shorter span",
+                    )
+                })?;
             }
             FailureKind::SwitchDown | FailureKind::SwitchUp => {
                 let Some(r) = f.switch else {
@@ -91,16 +66,7 @@ pub fn expand_failures(
                     .map(|p| up_port(t, p))
                     .collect();
                 let down = f.kind == FailureKind::SwitchDown;
-                out.push((
-                    start,
-                    Action::Links {
-                        ports: ports.clone(),
-                        down,
-                    },
-                ));
-                if let (Some(e), true) = (end, down) {
-                    out.push((e, Action::Links { ports, down: false }));
-                }
+                set_links(&mut out, start, end, ports, down);
             }
             FailureKind::PlaneDown => {
                 let p = f.plane.unwrap_or(0);
@@ -110,26 +76,7 @@ pub fn expand_failures(
                         format!("plane {p}; use 0..={}", t.shape.planes.saturating_sub(1)),
                     ));
                 }
-                let mut ports = Vec::new();
-                let per = t.shape.switches_per_plane();
-                for k in 0..per {
-                    let node = t.hosts + u32::from(p) * per + k;
-                    for q in t.switch_links(node) {
-                        ports.push(up_port(t, q));
-                    }
-                }
-                ports.sort_unstable();
-                ports.dedup();
-                out.push((
-                    start,
-                    Action::Links {
-                        ports: ports.clone(),
-                        down: true,
-                    },
-                ));
-                if let Some(e) = end {
-                    out.push((e, Action::Links { ports, down: false }));
-                }
+                set_links(&mut out, start, end, plane_ports(t, p), true);
             }
             FailureKind::NicPortDown => {
                 let r = LinkRef {
@@ -142,17 +89,7 @@ pub fn expand_failures(
                     t2: None,
                     direction: None,
                 };
-                let ports = t.select_links(&r, &at)?;
-                out.push((
-                    start,
-                    Action::Links {
-                        ports: ports.clone(),
-                        down: true,
-                    },
-                ));
-                if let Some(e) = end {
-                    out.push((e, Action::Links { ports, down: false }));
-                }
+                set_links(&mut out, start, end, t.select_links(&r, &at)?, true);
             }
             FailureKind::LinkLoss | FailureKind::LinkSlow => {
                 let dir = f.link.and_then(|r| r.direction).unwrap_or(Direction::Both);
@@ -187,6 +124,80 @@ pub fn expand_failures(
     // Stable order by time keeps same-time actions in file order.
     out.sort_by_key(|a| a.0);
     Ok(out)
+}
+
+/// `ports` down (or up) at `start`; ports taken down come back up at `end`, if given.
+fn set_links(
+    out: &mut Vec<(u64, Action)>,
+    start: u64,
+    end: Option<u64>,
+    ports: Vec<u32>,
+    down: bool,
+) {
+    match end {
+        Some(e) if down => {
+            out.push((
+                start,
+                Action::Links {
+                    ports: ports.clone(),
+                    down,
+                },
+            ));
+            out.push((e, Action::Links { ports, down: false }));
+        }
+        _ => out.push((start, Action::Links { ports, down })),
+    }
+}
+
+/// A flapping link over `span`: down at the start of every `period`, up for its last `up_for`; refused
+/// past a million flaps.
+fn flaps(
+    out: &mut Vec<(u64, Action)>,
+    span: (u64, u64),
+    period: u64,
+    up_for: u64,
+    ports: &[u32],
+) -> Result<(), ()> {
+    let (mut t0, end) = span;
+    let mut n = 0;
+    while t0 < end {
+        out.push((
+            t0,
+            Action::Links {
+                ports: ports.to_vec(),
+                down: true,
+            },
+        ));
+        let up = (t0 + period - up_for).min(end);
+        out.push((
+            up,
+            Action::Links {
+                ports: ports.to_vec(),
+                down: false,
+            },
+        ));
+        t0 += period;
+        n += 1;
+        if n > 1_000_000 {
+            return Err(());
+        }
+    }
+    Ok(())
+}
+
+/// The up ports of every switch of plane `p`, once each, in order.
+fn plane_ports(t: &Topology, p: u8) -> Vec<u32> {
+    let mut ports = Vec::new();
+    let per = t.shape.switches_per_plane();
+    for k in 0..per {
+        let node = t.hosts + u32::from(p) * per + k;
+        for q in t.switch_links(node) {
+            ports.push(up_port(t, q));
+        }
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    ports
 }
 
 /// The port of a link that points towards the spine (host ports and T0/T1 up ports).
@@ -227,6 +238,7 @@ pub fn prepare(s: &Scenario, plan: &Plan) -> Result<Prepared, ScenarioError> {
         kmax: q.ecn_kmax,
         ecn_dequeue: q.ecn_mark == crate::scenario::EcnMark::Dequeue,
         ecn_last_hop: q.ecn_last_hop,
+        trim_tail: q.trim_victim == crate::scenario::TrimVictim::ArrivalOrTail,
         trimmed_bytes: q.trimmed_bytes,
         header_buffer: q.header_buffer_bytes,
         scale_slowed_buffer: q.slowed_buffer == crate::scenario::SlowedBuffer::Scale,

@@ -229,6 +229,7 @@ struct Cfg {
     gbn: bool,
     overhead: u32,
     ecn_dequeue: bool,
+    trim_tail: bool,
     trimmed_bytes: u32,
     scale_slowed_buffer: bool,
     kmin_frac: f64,
@@ -305,7 +306,7 @@ fn prefetch_pkt(pkts: &[Pkt], i: usize) {
 pub struct RunSettings {
     /// Transport.
     pub transport: TransportCfg,
-    /// ECN on switch ports (never the last hop).
+    /// ECN on switch ports.
     pub ecn: bool,
     /// Trimming.
     pub trimming: bool,
@@ -317,6 +318,8 @@ pub struct RunSettings {
     pub ecn_dequeue: bool,
     /// ECN on the last hop (T0 → host) too.
     pub ecn_last_hop: bool,
+    /// A full trimming queue trims its tail packet instead of the arrival with probability 1/2.
+    pub trim_tail: bool,
     /// Wire bytes of a trimmed packet.
     pub trimmed_bytes: u32,
     /// Bytes of each port's high-priority queue (default: its data buffer).
@@ -554,6 +557,7 @@ impl Sim {
                 gbn: tr.recovery == Recovery::GoBackN,
                 overhead: tr.frame_overhead,
                 ecn_dequeue: rs.ecn_dequeue,
+                trim_tail: rs.trim_tail,
                 trimmed_bytes: rs.trimmed_bytes,
                 scale_slowed_buffer: rs.scale_slowed_buffer,
                 kmin_frac: rs.kmin,

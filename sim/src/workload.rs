@@ -230,12 +230,6 @@ pub fn build(
 /// `trigger id N oneshot | multishot | barrier count N`. Every other keyword (`prio`, `addon`, `failure`,
 /// `Failures` and anything unknown) is refused by name, as is every number that is not whole.
 pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError> {
-    struct Flow {
-        t: Transfer,
-        line: usize,
-        waits_on: Option<u64>,
-        fires: Vec<u64>,
-    }
     let mut flows: Vec<Flow> = Vec::new();
     let mut ids: Vec<u64> = Vec::new();
     // (id, kind, line)
@@ -246,15 +240,11 @@ pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError>
         if line.is_empty() {
             continue;
         }
-        let ln = ln + 1;
-        let err = |what: String| ScenarioError::new(format!("workload.file line {ln}"), what);
-        let toks: Vec<&str> = line.split_whitespace().collect();
-        let whole = |i: usize| -> Result<u64, ScenarioError> {
-            let t = toks.get(i).copied().unwrap_or("");
-            // The file's own words are never quoted back (it may be any file).
-            t.parse::<u64>()
-                .map_err(|_| err(format!("word {} needs a whole number", i + 1)))
+        let l = Line {
+            ln: ln + 1,
+            toks: line.split_whitespace().collect(),
         };
+        let toks = &l.toks;
         let head = match toks[0] {
             "Nodes" => Some(0),
             "Connections" => Some(1),
@@ -263,154 +253,30 @@ pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError>
         };
         if let Some(k) = head {
             if toks.len() != 2 {
-                return Err(err(format!(
+                return Err(l.err(format!(
                     "`{}` takes one number",
                     ["Nodes", "Connections", "Triggers"][k]
                 )));
             }
-            declared[k] = Some(whole(1)?);
+            declared[k] = Some(l.whole(1)?);
             continue;
         }
         if toks[0] == "Failures" || toks[0] == "failure" {
-            return Err(err(format!(
+            return Err(l.err(format!(
                 "`{}`: htsim's static link failures are not imported; write them as [[failures]] in the \
                  scenario (they can start and end at any time)",
                 toks[0]
             )));
         }
         if toks[0] == "trigger" {
-            let mut id = None;
-            let mut kind = None;
-            let mut count = None;
-            let mut i = 1;
-            while i < toks.len() {
-                match toks[i] {
-                    "id" => {
-                        id = Some(whole(i + 1)?);
-                        i += 2;
-                    }
-                    "count" => {
-                        count = Some(whole(i + 1)?);
-                        i += 2;
-                    }
-                    k @ ("oneshot" | "multishot" | "barrier") => {
-                        if kind.replace(k).is_some() {
-                            return Err(err("a trigger has one kind".into()));
-                        }
-                        i += 1;
-                    }
-                    _ => {
-                        return Err(err(
-                            "an unknown trigger keyword; use id N, oneshot, multishot, or barrier count N".into(),
-                        ));
-                    }
-                }
-            }
-            let Some(id) = id.filter(|&x| x != 0) else {
-                return Err(err("a trigger needs id N (N > 0)".into()));
-            };
-            let kind = match (kind, count) {
-                (Some("oneshot"), None) => TriggerKind::Oneshot,
-                (Some("multishot"), None) => TriggerKind::Multishot,
-                (Some("barrier"), Some(c)) if (1..=u64::from(u32::MAX)).contains(&c) => {
-                    TriggerKind::Barrier(c as u32)
-                }
-                (Some("barrier"), _) => {
-                    return Err(err("a barrier needs count N (N >= 1)".into()));
-                }
-                (Some(_), Some(_)) => {
-                    return Err(err("count belongs to barrier triggers only".into()));
-                }
-                (None, _) => {
-                    return Err(err(
-                        "a trigger needs a kind: oneshot, multishot or barrier count N".into(),
-                    ));
-                }
-                (Some(_), None) => TriggerKind::Oneshot,
-            };
+            let (id, kind) = l.trigger()?;
             if triggers.iter().any(|t| t.0 == id) {
-                return Err(err(format!("trigger {id} declared twice")));
+                return Err(l.err(format!("trigger {id} declared twice")));
             }
-            triggers.push((id, kind, ln));
+            triggers.push((id, kind, l.ln));
             continue;
         }
-        let Some((s, d)) = toks[0].split_once("->") else {
-            return Err(err(
-                "an unknown line; expected `SRC->DST ...`, `trigger ...` or a header (Nodes, Connections, \
-                 Triggers)"
-                    .into(),
-            ));
-        };
-        let (Ok(s), Ok(d)) = (s.parse::<u32>(), d.parse::<u32>()) else {
-            return Err(err("SRC and DST must be host numbers".into()));
-        };
-        if s >= hosts || d >= hosts || s == d {
-            return Err(err(format!(
-                "hosts must be distinct and in 0..={} (the topology has {hosts})",
-                hosts.saturating_sub(1)
-            )));
-        }
-        let mut f = Flow {
-            t: xfer(s, d, 0, 0),
-            line: ln,
-            waits_on: None,
-            fires: Vec::new(),
-        };
-        let mut started = false;
-        let mut i = 1;
-        while i < toks.len() {
-            let key = toks[i];
-            match key {
-                "id" => {
-                    let id = whole(i + 1)?;
-                    if id == 0 || ids.contains(&id) {
-                        return Err(err(format!("flow id {id}: ids are nonzero and unique")));
-                    }
-                    ids.push(id);
-                }
-                "start" => {
-                    let t = toks.get(i + 1).copied().unwrap_or("");
-                    let us = t
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|v| v.is_finite() && (0.0..=MAX_TIME_US).contains(v))
-                        .ok_or_else(|| {
-                            err(format!("start needs a time in us, 0..={MAX_TIME_US:e}"))
-                        })?;
-                    f.t.start_ps = us_to_ps(us);
-                    started = true;
-                }
-                "size" => f.t.bytes = whole(i + 1)?,
-                "trigger" => f.waits_on = Some(whole(i + 1)?),
-                "send_done_trigger" | "recv_done_trigger" => f.fires.push(whole(i + 1)?),
-                "prio" => {
-                    return Err(err(
-                        "`prio`: flow priorities are not modelled (every QP is served alike); remove it".into(),
-                    ));
-                }
-                _ => {
-                    return Err(err(
-                        "an unknown flow keyword; use id, start, size, trigger, send_done_trigger, \
-                         recv_done_trigger"
-                            .into(),
-                    ));
-                }
-            }
-            i += 2;
-        }
-        if !(1..=MAX_TRANSFER).contains(&f.t.bytes) {
-            return Err(err(format!("size must be in 1..={MAX_TRANSFER}")));
-        }
-        match (started, f.waits_on) {
-            (false, None) => return Err(err("a flow needs start T or trigger ID".into())),
-            (true, Some(_)) => {
-                return Err(err(
-                    "start and trigger both given: a triggered flow starts when it fires".into(),
-                ));
-            }
-            _ => {}
-        }
-        flows.push(f);
+        flows.push(l.flow(hosts, &mut ids)?);
     }
     for (k, (name, n)) in [("Connections", flows.len()), ("Triggers", triggers.len())]
         .into_iter()
@@ -433,6 +299,176 @@ pub fn parse_htsim_cm(text: &str, hosts: u32) -> Result<Workload, ScenarioError>
             format!("{d} nodes but the topology has {hosts} hosts"),
         ));
     }
+    link_triggers(&flows, &triggers)
+}
+
+/// A flow of a connection matrix, before its triggers are resolved.
+struct Flow {
+    t: Transfer,
+    line: usize,
+    waits_on: Option<u64>,
+    fires: Vec<u64>,
+}
+
+/// One line of a connection matrix, split into words.
+struct Line<'a> {
+    ln: usize,
+    toks: Vec<&'a str>,
+}
+
+impl Line<'_> {
+    fn err(&self, what: String) -> ScenarioError {
+        ScenarioError::new(format!("workload.file line {}", self.ln), what)
+    }
+
+    /// Word `i` as a whole number. The file's own words are never quoted back (it may be any file).
+    fn whole(&self, i: usize) -> Result<u64, ScenarioError> {
+        let t = self.toks.get(i).copied().unwrap_or("");
+        t.parse::<u64>()
+            .map_err(|_| self.err(format!("word {} needs a whole number", i + 1)))
+    }
+
+    /// `trigger id N oneshot | multishot | barrier count N`.
+    fn trigger(&self) -> Result<(u64, TriggerKind), ScenarioError> {
+        let mut id = None;
+        let mut kind = None;
+        let mut count = None;
+        let mut i = 1;
+        while i < self.toks.len() {
+            match self.toks[i] {
+                "id" => {
+                    id = Some(self.whole(i + 1)?);
+                    i += 2;
+                }
+                "count" => {
+                    count = Some(self.whole(i + 1)?);
+                    i += 2;
+                }
+                k @ ("oneshot" | "multishot" | "barrier") => {
+                    if kind.replace(k).is_some() {
+                        return Err(self.err("a trigger has one kind".into()));
+                    }
+                    i += 1;
+                }
+                _ => {
+                    return Err(self.err(
+                            "an unknown trigger keyword; use id N, oneshot, multishot, or barrier count N".into(),
+                        ));
+                }
+            }
+        }
+        let Some(id) = id.filter(|&x| x != 0) else {
+            return Err(self.err("a trigger needs id N (N > 0)".into()));
+        };
+        let kind = match (kind, count) {
+            (Some("oneshot"), None) => TriggerKind::Oneshot,
+            (Some("multishot"), None) => TriggerKind::Multishot,
+            (Some("barrier"), Some(c)) if (1..=u64::from(u32::MAX)).contains(&c) => {
+                TriggerKind::Barrier(c as u32)
+            }
+            (Some("barrier"), _) => {
+                return Err(self.err("a barrier needs count N (N >= 1)".into()));
+            }
+            (Some(_), Some(_)) => {
+                return Err(self.err("count belongs to barrier triggers only".into()));
+            }
+            (None, _) => {
+                return Err(self
+                    .err("a trigger needs a kind: oneshot, multishot or barrier count N".into()));
+            }
+            (Some(_), None) => TriggerKind::Oneshot,
+        };
+        Ok((id, kind))
+    }
+
+    /// `SRC->DST` with its keywords.
+    fn flow(&self, hosts: u32, ids: &mut Vec<u64>) -> Result<Flow, ScenarioError> {
+        let Some((s, d)) = self.toks[0].split_once("->") else {
+            return Err(self.err(
+                "an unknown line; expected `SRC->DST ...`, `trigger ...` or a header (Nodes, Connections, \
+                 Triggers)"
+                    .into(),
+            ));
+        };
+        let (Ok(s), Ok(d)) = (s.parse::<u32>(), d.parse::<u32>()) else {
+            return Err(self.err("SRC and DST must be host numbers".into()));
+        };
+        if s >= hosts || d >= hosts || s == d {
+            return Err(self.err(format!(
+                "hosts must be distinct and in 0..={} (the topology has {hosts})",
+                hosts.saturating_sub(1)
+            )));
+        }
+        let mut f = Flow {
+            t: xfer(s, d, 0, 0),
+            line: self.ln,
+            waits_on: None,
+            fires: Vec::new(),
+        };
+        let mut started = false;
+        let mut i = 1;
+        while i < self.toks.len() {
+            let key = self.toks[i];
+            match key {
+                "id" => {
+                    let id = self.whole(i + 1)?;
+                    if id == 0 || ids.contains(&id) {
+                        return Err(self.err(format!("flow id {id}: ids are nonzero and unique")));
+                    }
+                    ids.push(id);
+                }
+                "start" => {
+                    let t = self.toks.get(i + 1).copied().unwrap_or("");
+                    let us = t
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|v| v.is_finite() && (0.0..=MAX_TIME_US).contains(v))
+                        .ok_or_else(|| {
+                            self.err(format!("start needs a time in us, 0..={MAX_TIME_US:e}"))
+                        })?;
+                    f.t.start_ps = us_to_ps(us);
+                    started = true;
+                }
+                "size" => f.t.bytes = self.whole(i + 1)?,
+                "trigger" => f.waits_on = Some(self.whole(i + 1)?),
+                "send_done_trigger" | "recv_done_trigger" => f.fires.push(self.whole(i + 1)?),
+                "prio" => {
+                    return Err(self.err(
+                        "`prio`: flow priorities are not modelled (every QP is served alike); remove it".into(),
+                    ));
+                }
+                _ => {
+                    return Err(self.err(
+                        "an unknown flow keyword; use id, start, size, trigger, send_done_trigger, \
+                         recv_done_trigger"
+                            .into(),
+                    ));
+                }
+            }
+            i += 2;
+        }
+        if !(1..=MAX_TRANSFER).contains(&f.t.bytes) {
+            return Err(self.err(format!("size must be in 1..={MAX_TRANSFER}")));
+        }
+        match (started, f.waits_on) {
+            (false, None) => return Err(self.err("a flow needs start T or trigger ID".into())),
+            (true, Some(_)) => {
+                return Err(self.err(
+                    "start and trigger both given: a triggered flow starts when it fires".into(),
+                ));
+            }
+            _ => {}
+        }
+        Ok(f)
+    }
+}
+
+/// The workload of `flows`, each trigger pointing at the flows it starts; a trigger used but never
+/// declared, or declared but starting no flow, is refused with its line.
+fn link_triggers(
+    flows: &[Flow],
+    triggers: &[(u64, TriggerKind, usize)],
+) -> Result<Workload, ScenarioError> {
     let index = |id: u64| triggers.iter().position(|t| t.0 == id).map(|i| i as u32);
     let mut wl = Workload {
         transfers: Vec::with_capacity(flows.len()),

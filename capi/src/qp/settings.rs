@@ -168,15 +168,18 @@ pub(crate) trait Env {
     }
 }
 
+/// Profile references, by kind and ID.
+type Refs = Vec<(ProfileKind, u64)>;
+
 /// What a successful [`Settings::modify`] did besides changing the settings.
 #[derive(Debug)]
 pub(crate) struct Change {
     /// The state before.
     pub(crate) from: c_uint,
     /// Profile references taken.
-    pub(crate) taken: Vec<(ProfileKind, u64)>,
+    pub(crate) taken: Refs,
     /// Profile references no longer needed.
-    pub(crate) dropped: Vec<(ProfileKind, u64)>,
+    pub(crate) dropped: Refs,
 }
 
 /// Everything a QP's state and attributes are.
@@ -253,31 +256,7 @@ impl Settings {
         env: &mut dyn Env,
         hint_ok: &dyn Fn(*mut mrc_qp_hint) -> Result<(), Error>,
     ) -> Result<Change, Error> {
-        if vmask != 0 && vattr.is_none() {
-            return Err(Error::inval("vattr is NULL but vattr_mask is not 0"));
-        }
-        if mmask != 0 && mattr.is_none() {
-            return Err(Error::inval("mrc_attr is NULL but mrc_attr_mask is not 0"));
-        }
-        for (bit, name) in IBV_REFUSED {
-            if vmask & bit != 0 {
-                return Err(Error::inval(format!(
-                    "{name} is not taken by mrc_modify_qp"
-                )));
-            }
-        }
-        if vmask & !IBV_TAKEN != 0 {
-            return Err(Error::inval(format!(
-                "vattr_mask {vmask:#x} has bits that name no attribute ({:#x})",
-                vmask & !IBV_TAKEN
-            )));
-        }
-        if mmask & !MRC_ALL != 0 {
-            return Err(Error::inval(format!(
-                "mrc_attr_mask {mmask:#x} has bits that name no attribute ({:#x})",
-                mmask & !MRC_ALL
-            )));
-        }
+        check_masks(vattr.is_some(), vmask, mattr.is_some(), mmask)?;
         let v = vattr.copied().unwrap_or_default();
         let m = mattr.copied().unwrap_or_default();
         let from = self.state;
@@ -307,6 +286,19 @@ impl Settings {
             self.clone()
         };
         next.state = to;
+        next.take_verbs(&v, vmask)?;
+        next.take_mrc(&m, mmask, env, hint_ok)?;
+        let (taken, dropped) = self.swap_profiles(&next, env)?;
+        *self = next;
+        Ok(Change {
+            from,
+            taken,
+            dropped,
+        })
+    }
+
+    /// Takes the verbs attributes `vmask` names, each checked.
+    fn take_verbs(&mut self, v: &ibv_qp_attr, vmask: c_int) -> Result<(), Error> {
         if vmask & IBV_QP_ACCESS_FLAGS != 0 {
             if v.qp_access_flags & IBV_ACCESS_REMOTE_ATOMIC as c_uint != 0 {
                 return Err(Error::inval(
@@ -319,30 +311,41 @@ impl Settings {
                     v.qp_access_flags
                 )));
             }
-            next.access = v.qp_access_flags;
+            self.access = v.qp_access_flags;
         }
-        verbs_attr::check_addressing(&v, vmask, "")?;
+        verbs_attr::check_addressing(v, vmask, "")?;
         if vmask & IBV_QP_AV != 0 {
-            next.ah = v.ah_attr;
+            self.ah = v.ah_attr;
         }
         if vmask & IBV_QP_PATH_MTU != 0 {
-            next.path_mtu = v.path_mtu;
+            self.path_mtu = v.path_mtu;
         }
         if vmask & IBV_QP_DEST_QPN != 0 {
-            next.dest_qpn = v.dest_qp_num;
+            self.dest_qpn = v.dest_qp_num;
         }
         if vmask & IBV_QP_RQ_PSN != 0 {
-            next.rq_psn = check_range("rq_psn", v.rq_psn, 0, 0xff_ffff)?;
+            self.rq_psn = check_range("rq_psn", v.rq_psn, 0, 0xff_ffff)?;
         }
         if vmask & IBV_QP_SQ_PSN != 0 {
-            next.sq_psn = check_range("sq_psn", v.sq_psn, 0, 0xff_ffff)?;
+            self.sq_psn = check_range("sq_psn", v.sq_psn, 0, 0xff_ffff)?;
         }
+        Ok(())
+    }
+
+    /// Takes the MRC attributes `mmask` names, each checked.
+    fn take_mrc(
+        &mut self,
+        m: &mrc_qp_attr,
+        mmask: c_int,
+        env: &mut dyn Env,
+        hint_ok: &dyn Fn(*mut mrc_qp_hint) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         if mmask & MRC_QP_MAX_WIMM != 0 {
-            next.mrc.wimm.max_wimm =
+            self.mrc.wimm.max_wimm =
                 check_range("wimm.max_wimm", m.wimm.max_wimm, 1, limits::MAX_WIMM)?;
         }
         if mmask & MRC_QP_MAX_WIMM_DEST != 0 {
-            next.mrc.wimm.max_wimm_dest = check_range(
+            self.mrc.wimm.max_wimm_dest = check_range(
                 "wimm.max_wimm_dest",
                 m.wimm.max_wimm_dest,
                 1,
@@ -350,23 +353,23 @@ impl Settings {
             )?;
         }
         if mmask & MRC_QP_MPR != 0 {
-            next.mrc.mpr.mpr = check_range("mpr.mpr", m.mpr.mpr, 1, limits::MAX_MPR)?;
+            self.mrc.mpr.mpr = check_range("mpr.mpr", m.mpr.mpr, 1, limits::MAX_MPR)?;
         }
         if mmask & MRC_QP_MPR_DEST != 0 {
-            next.mrc.mpr.mpr_dest =
+            self.mrc.mpr.mpr_dest =
                 check_range("mpr.mpr_dest", m.mpr.mpr_dest, 1, limits::MAX_MPR)?;
         }
         if mmask & MRC_QP_TIMEOUT != 0 {
-            next.mrc.timeout = check_range("timeout", m.timeout, 0, limits::MAX_TIMEOUT)?;
+            self.mrc.timeout = check_range("timeout", m.timeout, 0, limits::MAX_TIMEOUT)?;
         }
         if mmask & MRC_QP_RETRY_CNT != 0 {
-            next.mrc.retry.linear_cnt = check_range(
+            self.mrc.retry.linear_cnt = check_range(
                 "retry.linear_cnt",
                 m.retry.linear_cnt,
                 0,
                 limits::MAX_LINEAR_RETRY,
             )?;
-            next.mrc.retry.exp_cnt =
+            self.mrc.retry.exp_cnt =
                 check_range("retry.exp_cnt", m.retry.exp_cnt, 0, limits::MAX_EXP_RETRY)?;
         }
         if mmask & MRC_QP_CAP != 0 {
@@ -381,7 +384,7 @@ impl Settings {
                     "MRC_QP_CAP_DYNAMIC_MPR: the device does not offer MRC_DEVICE_CAP_DYNAMIC_MPR",
                 ));
             }
-            next.mrc.cap = m.cap;
+            self.mrc.cap = m.cap;
         }
         if mmask & MRC_QP_VENDOR_CFG != 0 && m.vendor_cfg.iter().any(|&b| b != 0) {
             return Err(Error::inval(
@@ -392,18 +395,23 @@ impl Settings {
             if !m.qp_hint.is_null() {
                 hint_ok(m.qp_hint)?;
             }
-            next.mrc.qp_hint = m.qp_hint;
+            self.mrc.qp_hint = m.qp_hint;
         }
         if mmask & MRC_QP_EV_PROFILE_ID != 0 {
-            next.ev_profile = Some(m.profile.ev_profile_id);
-            next.mrc.profile.ev_profile_id = m.profile.ev_profile_id;
+            self.ev_profile = Some(m.profile.ev_profile_id);
+            self.mrc.profile.ev_profile_id = m.profile.ev_profile_id;
         }
         if mmask & MRC_QP_CC_PROFILE_ID != 0 {
-            next.cc_profile = Some(m.profile.cc_profile_id);
-            next.mrc.profile.cc_profile_id = m.profile.cc_profile_id;
+            self.cc_profile = Some(m.profile.cc_profile_id);
+            self.mrc.profile.cc_profile_id = m.profile.cc_profile_id;
         }
 
-        // Profile references: take the new ones first, so a refusal changes nothing.
+        Ok(())
+    }
+
+    /// Holds the profiles `next` names that this QP does not yet hold, releasing all of them if one is
+    /// refused; returns those taken and those `next` no longer names.
+    fn swap_profiles(&self, next: &Settings, env: &mut dyn Env) -> Result<(Refs, Refs), Error> {
         let mut taken = Vec::new();
         for (kind, old, new) in [
             (ProfileKind::Ev, self.ev_profile, next.ev_profile),
@@ -432,11 +440,36 @@ impl Settings {
                 dropped.push((kind, id));
             }
         }
-        *self = next;
-        Ok(Change {
-            from,
-            taken,
-            dropped,
-        })
+        Ok((taken, dropped))
     }
+}
+
+/// Refuses a NULL attribute with a mask, refused and unknown mask bits.
+fn check_masks(vattr: bool, vmask: c_int, mattr: bool, mmask: c_int) -> Result<(), Error> {
+    if vmask != 0 && !vattr {
+        return Err(Error::inval("vattr is NULL but vattr_mask is not 0"));
+    }
+    if mmask != 0 && !mattr {
+        return Err(Error::inval("mrc_attr is NULL but mrc_attr_mask is not 0"));
+    }
+    for (bit, name) in IBV_REFUSED {
+        if vmask & bit != 0 {
+            return Err(Error::inval(format!(
+                "{name} is not taken by mrc_modify_qp"
+            )));
+        }
+    }
+    if vmask & !IBV_TAKEN != 0 {
+        return Err(Error::inval(format!(
+            "vattr_mask {vmask:#x} has bits that name no attribute ({:#x})",
+            vmask & !IBV_TAKEN
+        )));
+    }
+    if mmask & !MRC_ALL != 0 {
+        return Err(Error::inval(format!(
+            "mrc_attr_mask {mmask:#x} has bits that name no attribute ({:#x})",
+            mmask & !MRC_ALL
+        )));
+    }
+    Ok(())
 }

@@ -176,9 +176,17 @@ pub(crate) fn text(o: &Output) -> (String, String) {
     )
 }
 
-/// The prototypes our headers declare, normalised by gcc.
+/// The prototypes our headers declare, normalised by gcc. Worked out once per test binary, in files of its
+/// own: two tests that compiled the same file at once read a truncated aux-info file and found no function.
 pub(crate) fn our_prototypes() -> Vec<String> {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    static PROTOTYPES: OnceLock<Vec<String>> = OnceLock::new();
+    PROTOTYPES.get_or_init(gcc_prototypes).clone()
+}
+
+fn gcc_prototypes() -> Vec<String> {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("prototypes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("create the prototypes folder");
     let src = dir.join("prototypes.c");
     std::fs::write(&src, "#include <mrc_ctl.h>\n").expect("write prototypes.c");
     let aux = dir.join("prototypes.aux");
@@ -210,6 +218,7 @@ pub(crate) fn our_prototypes() -> Vec<String> {
         .filter_map(|l| l.split_once("*/").map(|(_, p)| p.trim().to_string()))
         .collect();
     v.sort();
+    let _ = std::fs::remove_dir_all(&dir);
     v
 }
 

@@ -7,6 +7,7 @@
 
 mod acks;
 mod api;
+mod ce;
 mod conn;
 mod loss;
 mod recv;
@@ -328,10 +329,8 @@ pub(crate) struct Feedback {
     /// A SACK owed to a lone packet's A flag waits for the next send or `sack_hold` (spec REL-SACK-4).
     pub(crate) sack_held: bool,
     pub(crate) rcv_pen: u8,
-    /// Consecutive CE marks per EV (direct-mapped), for ALWAYS_SKIP advice.
-    pub(crate) ce_track: [(u32, u16); 16],
-    /// Consecutive CE-marked data arrivals, whatever their EV.
-    pub(crate) ce_run: u16,
+    /// CE marks per EV, for ALWAYS_SKIP advice.
+    pub(crate) ce: ce::CeTrack,
 }
 
 /// What the endpoint collects from a QP after each call.
@@ -416,8 +415,7 @@ impl Qp {
                 ack_pending: false,
                 sack_held: false,
                 rcv_pen: 0,
-                ce_track: [(0, 0); 16],
-                ce_run: 0,
+                ce: ce::CeTrack::default(),
             },
             timers: TimerTable::default(),
             out: Outputs::default(),

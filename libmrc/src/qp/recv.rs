@@ -18,9 +18,6 @@ const K_SEND: u8 = 2;
 const K_READ_REQ: u8 = 3;
 const K_READ_RESP: u8 = 4;
 
-/// Consecutive CE marks from one EV after which the SACK says ALWAYS_SKIP.
-const ALWAYS_SKIP_AFTER: u16 = 8;
-
 /// A data packet that passed every check: what placing and completing it need.
 struct Arrival {
     psn: u64,
@@ -341,7 +338,7 @@ impl Qp {
             && self.feedback.sack_pkts == 0
             && !self.cfg().sack_hold.is_zero();
         let immediate = urgent || (bth.ack_req && !hold);
-        self.note_ce(echo.ev, echo.ce);
+        self.feedback.ce.note(echo.ev, echo.ce);
         if echo.ce {
             self.push_ctl(Ctl::Sack {
                 echo,
@@ -505,41 +502,6 @@ impl Qp {
         }
     }
 
-    /// Tracks consecutive CE marks per EV (a 16-entry direct-mapped table). A mark that arrives while the
-    /// QP's packets on every path are marked (the last `ALWAYS_SKIP_AFTER` arrivals, sprayed over as many EVs)
-    /// was most likely set where all its paths meet, the receiver's own last hop in an incast, which says
-    /// nothing about this EV's path (as PATH-EV-3 says of last-hop trims): it keeps the EV's count where it
-    /// is, so a congested receiver never advises ALWAYS_SKIP for every path it is reached by.
-    // spec: PATH-EV-1
-    fn note_ce(&mut self, ev: u32, ce: bool) {
-        self.feedback.ce_run = if ce {
-            self.feedback.ce_run.saturating_add(1)
-        } else {
-            0
-        };
-        let common = self.feedback.ce_run > ALWAYS_SKIP_AFTER;
-        let slot = &mut self.feedback.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
-        if slot.0 != ev {
-            *slot = (ev, 0);
-        }
-        if !ce {
-            slot.1 = 0;
-        } else if !common {
-            slot.1 = slot.1.saturating_add(1);
-        }
-    }
-
-    fn ce_mark(&self, ev: u32, ce: bool) -> SackMark {
-        let slot = self.feedback.ce_track[(ev.wrapping_mul(0x9E37_79B9) >> 28) as usize];
-        if slot.0 == ev && slot.1 >= ALWAYS_SKIP_AFTER {
-            SackMark::AlwaysSkip
-        } else if ce {
-            SackMark::SkipOnce
-        } else {
-            SackMark::None
-        }
-    }
-
     /// Coalesces SACKs: at once on the triggers of spec REL-SACK-1, otherwise every few packets or bytes, or
     /// after `sack_delay`.
     fn schedule_sack(&mut self, now: Instant, echo: Echo, immediate: bool, len: u32) {
@@ -650,7 +612,7 @@ impl Qp {
             }
             first
         };
-        let mark = self.ce_mark(echo.ev, echo.ce);
+        let mark = self.feedback.ce.mark(echo.ev, echo.ce);
         self.send_sack(echo.ev, base, mark, probe_reply, echo.ts, buf)
     }
 

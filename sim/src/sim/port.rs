@@ -20,6 +20,11 @@ impl Sim {
                     self.drop_pkt(i, Drop::Overflow);
                     return;
                 }
+                if self.cfg.trim_tail {
+                    self.swap_with_tail(pi, i);
+                }
+                let port = &self.ports[pi as usize];
+                let p = &mut self.arena.pkts[i as usize];
                 // Cut to a header and send it with priority (spec WIRE-ICRC-2 keeps the first 64 bytes).
                 let keep = p.dlen.min(mrc::wire::TRIM_KEEP_LEN as u32);
                 let new_wire = self.cfg.trimmed_bytes.min(p.wire);
@@ -68,6 +73,29 @@ impl Sim {
         *q = (*q).max(occ);
         if self.ports[pi as usize].tx == NONE {
             self.start_tx(pi);
+        }
+    }
+
+    /// With probability 1/2, the arriving packet `i` takes the place of the data queue's tail packet at port
+    /// `pi`, and slot `i` then holds that tail packet, which the caller trims (NDP's and htsim's trimming
+    /// queue). The packets swap slots, not links: the queue keeps its order and no list is walked. The arrival
+    /// is marked as if it had joined the full queue.
+    fn swap_with_tail(&mut self, pi: u32, i: u32) {
+        let port = &mut self.ports[pi as usize];
+        let t = port.low.tail;
+        port.draws += 1;
+        if t == NONE || draw(self.cfg.seed, pi, port.draws - 1) & 1 == 0 {
+            return;
+        }
+        let (arriving, old) = (
+            self.arena.pkts[i as usize].wire,
+            self.arena.pkts[t as usize].wire,
+        );
+        self.arena.pkts.swap(t as usize, i as usize);
+        port.low_bytes = port.low_bytes - u64::from(old) + u64::from(arriving);
+        if port.ecn && !self.cfg.ecn_dequeue {
+            let occ = port.low_bytes;
+            self.maybe_mark(pi, t, occ);
         }
     }
 

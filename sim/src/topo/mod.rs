@@ -742,71 +742,7 @@ pub const TOPO_TIER_KEYS: [&str; 9] = [
 /// (bundles, radices that do not add up) is an error naming the line and the key. Returns one plane's
 /// shape and the port parameters: a port's latency is its link's plus its sending switch's.
 pub fn parse_htsim_topo(text: &str) -> Result<(Shape, Links), ScenarioError> {
-    let mut head: [Option<u64>; 3] = [None; 3]; // nodes, tiers, podsize
-    let mut tiers: [[Option<(u64, usize)>; 9]; 3] = [[None; 9]; 3];
-    let mut cur: Option<usize> = None;
-    for (ln, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let ln = ln + 1;
-        let err = |what: String| ScenarioError::new(format!("topology.file line {ln}"), what);
-        let toks: Vec<&str> = line.split_whitespace().collect();
-        let key = toks[0].to_ascii_lowercase();
-        // The file's own words are never quoted back (it may be any file): only keys this reader knows.
-        let name = if ["nodes", "tiers", "podsize", "tier"].contains(&key.as_str())
-            || TOPO_TIER_KEYS.contains(&key.as_str())
-        {
-            format!("`{}`", toks[0])
-        } else {
-            "the key".to_string()
-        };
-        if toks.len() != 2 {
-            return Err(err(format!("{name} takes exactly one value")));
-        }
-        let v: u64 = toks[1]
-            .parse()
-            .map_err(|_| err(format!("{name} needs a whole number")))?;
-        let slot = match key.as_str() {
-            "nodes" => Some(0),
-            "tiers" => Some(1),
-            "podsize" => Some(2),
-            _ => None,
-        };
-        if let Some(i) = slot {
-            if cur.is_some() {
-                return Err(err(format!(
-                    "{name} belongs in the header, before any `Tier N`"
-                )));
-            }
-            if head[i].replace(v).is_some() {
-                return Err(err(format!("{name} given twice")));
-            }
-            continue;
-        }
-        if key == "tier" {
-            if v > 2 {
-                return Err(err("tier must be 0, 1 or 2".into()));
-            }
-            cur = Some(v as usize);
-            continue;
-        }
-        let Some(k) = TOPO_TIER_KEYS.iter().position(|x| *x == key) else {
-            return Err(err(
-                "an unknown key; the accepted keys are Nodes, Tiers, Podsize, Tier, Downlink_speed_Gbps, \
-                 Radix_Up, Radix_Down, Queue_Up, Queue_Down, Oversubscribed, Bundle, Switch_Latency_ns and \
-                 Downlink_Latency_ns (see sim/README.md)"
-                    .into(),
-            ));
-        };
-        let Some(c) = cur else {
-            return Err(err(format!("{name} before any `Tier N` line")));
-        };
-        if tiers[c][k].replace((v, ln)).is_some() {
-            return Err(err(format!("{name} given twice for tier {c}")));
-        }
-    }
+    let (head, tiers) = read_topo_lines(text)?;
     let e = |f: String, m: String| Err(ScenarioError::new(format!("topology.file {f}"), m));
     let (Some(nodes), Some(ntiers), Some(podsize)) = (head[0], head[1], head[2]) else {
         let missing = ["Nodes", "Tiers", "Podsize"]
@@ -825,75 +761,8 @@ pub fn parse_htsim_topo(text: &str) -> Result<(Shape, Links), ScenarioError> {
         return e("Tiers".into(), format!("{ntiers}; must be 2 or 3"));
     }
     let nt = ntiers as usize;
-    let get = |t: usize, k: &str| {
-        let i = TOPO_TIER_KEYS.iter().position(|x| *x == k).unwrap_or(0);
-        tiers[t][i].map(|x| x.0)
-    };
-    for (t, keys) in tiers.iter().enumerate() {
-        let name = |k: usize| TOPO_TIER_KEYS[k];
-        for (k, v) in keys.iter().enumerate() {
-            let Some((v, ln)) = v else { continue };
-            let at = format!("line {ln} (Tier {t} {})", name(k));
-            if t >= nt {
-                return e(at, format!("tier {t} does not exist with Tiers {ntiers}"));
-            }
-            let top = t == nt - 1;
-            match name(k) {
-                "radix_up" | "queue_up" if top => {
-                    return e(at, "the top tier has no uplinks".into());
-                }
-                "bundle" if *v != 1 => {
-                    return e(
-                        at,
-                        format!(
-                            "Bundle {v}: parallel links between one pair of switches are not modelled; use \
-                             Bundle 1 (or more switches)"
-                        ),
-                    );
-                }
-                "downlink_speed_gbps" if !(1..=MAX_GBPS as u64).contains(v) => {
-                    return e(at, format!("{v}; use 1..={MAX_GBPS} Gbit/s"));
-                }
-                "switch_latency_ns" | "downlink_latency_ns" if *v > MAX_LATENCY_NS => {
-                    return e(at, format!("{v} ns; use 0..={MAX_LATENCY_NS}"));
-                }
-                "queue_up" | "queue_down" if !(1..=MAX_BUFFER_BYTES).contains(v) => {
-                    return e(at, format!("{v} bytes; use 1..={MAX_BUFFER_BYTES}"));
-                }
-                _ => {}
-            }
-        }
-        if t >= nt {
-            continue;
-        }
-        for need in ["downlink_speed_gbps", "radix_down", "downlink_latency_ns"] {
-            if get(t, need).is_none() {
-                return e(
-                    format!("Tier {t}"),
-                    format!(
-                        "missing {need}: htsim would take it from its command line; write it in the file"
-                    ),
-                );
-            }
-        }
-        if t < nt - 1 && get(t, "radix_up").is_none() {
-            return e(format!("Tier {t}"), "missing radix_up".into());
-        }
-        if let (Some(o), Some(d), Some(u)) = (
-            get(t, "oversubscribed"),
-            get(t, "radix_down"),
-            get(t, "radix_up"),
-        ) && (u == 0 || d != o * u)
-        {
-            return e(
-                format!("Tier {t} Oversubscribed"),
-                format!(
-                    "{o}, but Radix_Down {d} / Radix_Up {u} is not {o}: the radices give the \
-                     oversubscription; make them agree"
-                ),
-            );
-        }
-    }
+    check_tiers(&tiers, nt)?;
+    let get = |t: usize, k: &str| tier_value(&tiers, t, k);
     let r = |t: usize, k: &str| get(t, k).unwrap_or(0);
     let hpt0 = r(0, "radix_down");
     if hpt0 == 0 || !nodes.is_multiple_of(hpt0) || !podsize.is_multiple_of(hpt0) {
@@ -975,6 +844,157 @@ pub fn parse_htsim_topo(text: &str) -> Result<(Shape, Links), ScenarioError> {
         port(top, Some(top), get(top, "queue_down")),
     ];
     Ok((shape, links))
+}
+
+/// Per tier, per key of [`TOPO_TIER_KEYS`]: the value and the line that gave it.
+type TierValues = [[Option<(u64, usize)>; 9]; 3];
+
+fn tier_value(tiers: &TierValues, t: usize, k: &str) -> Option<u64> {
+    let i = TOPO_TIER_KEYS.iter().position(|x| *x == k).unwrap_or(0);
+    tiers[t][i].map(|x| x.0)
+}
+
+/// The header (Nodes, Tiers, Podsize) and the per-tier values of an htsim topology file, each key checked
+/// to be known, whole and given once, in its place.
+fn read_topo_lines(text: &str) -> Result<([Option<u64>; 3], TierValues), ScenarioError> {
+    let mut head: [Option<u64>; 3] = [None; 3]; // nodes, tiers, podsize
+    let mut tiers: TierValues = [[None; 9]; 3];
+    let mut cur: Option<usize> = None;
+    for (ln, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let ln = ln + 1;
+        let err = |what: String| ScenarioError::new(format!("topology.file line {ln}"), what);
+        let toks: Vec<&str> = line.split_whitespace().collect();
+        let key = toks[0].to_ascii_lowercase();
+        // The file's own words are never quoted back (it may be any file): only keys this reader knows.
+        let name = if ["nodes", "tiers", "podsize", "tier"].contains(&key.as_str())
+            || TOPO_TIER_KEYS.contains(&key.as_str())
+        {
+            format!("`{}`", toks[0])
+        } else {
+            "the key".to_string()
+        };
+        if toks.len() != 2 {
+            return Err(err(format!("{name} takes exactly one value")));
+        }
+        let v: u64 = toks[1]
+            .parse()
+            .map_err(|_| err(format!("{name} needs a whole number")))?;
+        let slot = match key.as_str() {
+            "nodes" => Some(0),
+            "tiers" => Some(1),
+            "podsize" => Some(2),
+            _ => None,
+        };
+        if let Some(i) = slot {
+            if cur.is_some() {
+                return Err(err(format!(
+                    "{name} belongs in the header, before any `Tier N`"
+                )));
+            }
+            if head[i].replace(v).is_some() {
+                return Err(err(format!("{name} given twice")));
+            }
+            continue;
+        }
+        if key == "tier" {
+            if v > 2 {
+                return Err(err("tier must be 0, 1 or 2".into()));
+            }
+            cur = Some(v as usize);
+            continue;
+        }
+        let Some(k) = TOPO_TIER_KEYS.iter().position(|x| *x == key) else {
+            return Err(err(
+                "an unknown key; the accepted keys are Nodes, Tiers, Podsize, Tier, Downlink_speed_Gbps, \
+                 Radix_Up, Radix_Down, Queue_Up, Queue_Down, Oversubscribed, Bundle, Switch_Latency_ns and \
+                 Downlink_Latency_ns (see sim/README.md)"
+                    .into(),
+            ));
+        };
+        let Some(c) = cur else {
+            return Err(err(format!("{name} before any `Tier N` line")));
+        };
+        if tiers[c][k].replace((v, ln)).is_some() {
+            return Err(err(format!("{name} given twice for tier {c}")));
+        }
+    }
+    Ok((head, tiers))
+}
+
+/// Every tier value in range and allowed where it is, and every tier of the `nt` given complete.
+fn check_tiers(tiers: &TierValues, nt: usize) -> Result<(), ScenarioError> {
+    let e = |f: String, m: String| Err(ScenarioError::new(format!("topology.file {f}"), m));
+    let get = |t: usize, k: &str| tier_value(tiers, t, k);
+    for (t, keys) in tiers.iter().enumerate() {
+        let name = |k: usize| TOPO_TIER_KEYS[k];
+        for (k, v) in keys.iter().enumerate() {
+            let Some((v, ln)) = v else { continue };
+            let at = format!("line {ln} (Tier {t} {})", name(k));
+            if t >= nt {
+                return e(at, format!("tier {t} does not exist with Tiers {nt}"));
+            }
+            let top = t == nt - 1;
+            match name(k) {
+                "radix_up" | "queue_up" if top => {
+                    return e(at, "the top tier has no uplinks".into());
+                }
+                "bundle" if *v != 1 => {
+                    return e(
+                        at,
+                        format!(
+                            "Bundle {v}: parallel links between one pair of switches are not modelled; use \
+                             Bundle 1 (or more switches)"
+                        ),
+                    );
+                }
+                "downlink_speed_gbps" if !(1..=MAX_GBPS as u64).contains(v) => {
+                    return e(at, format!("{v}; use 1..={MAX_GBPS} Gbit/s"));
+                }
+                "switch_latency_ns" | "downlink_latency_ns" if *v > MAX_LATENCY_NS => {
+                    return e(at, format!("{v} ns; use 0..={MAX_LATENCY_NS}"));
+                }
+                "queue_up" | "queue_down" if !(1..=MAX_BUFFER_BYTES).contains(v) => {
+                    return e(at, format!("{v} bytes; use 1..={MAX_BUFFER_BYTES}"));
+                }
+                _ => {}
+            }
+        }
+        if t >= nt {
+            continue;
+        }
+        for need in ["downlink_speed_gbps", "radix_down", "downlink_latency_ns"] {
+            if get(t, need).is_none() {
+                return e(
+                    format!("Tier {t}"),
+                    format!(
+                        "missing {need}: htsim would take it from its command line; write it in the file"
+                    ),
+                );
+            }
+        }
+        if t < nt - 1 && get(t, "radix_up").is_none() {
+            return e(format!("Tier {t}"), "missing radix_up".into());
+        }
+        if let (Some(o), Some(d), Some(u)) = (
+            get(t, "oversubscribed"),
+            get(t, "radix_down"),
+            get(t, "radix_up"),
+        ) && (u == 0 || d != o * u)
+        {
+            return e(
+                format!("Tier {t} Oversubscribed"),
+                format!(
+                    "{o}, but Radix_Down {d} / Radix_Up {u} is not {o}: the radices give the \
+                     oversubscription; make them agree"
+                ),
+            );
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use mrc_host::NodeConfig;
 use super::oob::{Answer, Channel, Ctl, Hello};
 use super::report::{Report, ReportHead, SizeResult, finish_report};
 use super::run::{
-    Failure, bw, connect, hash_slots, hello_of, node_config, params, post, post_recv, setup,
+    Failure, Side, bw, connect, hash_slots, hello_of, node_config, params, post, post_recv, setup,
 };
 use super::{Mode, Options, Test};
 
@@ -100,6 +100,49 @@ fn serve(
 ) -> Result<Report, Refusal> {
     let mut ch = Channel::new(stream)?;
     let peer = read_hello(&mut ch, node.plane_count())?;
+    let (so, mut side) = prepare(o, node, &mut ch, &peer)?;
+    if !o.json {
+        println!(
+            "client {from}: {:?} {:?}, {} QPs, MTU {}",
+            peer.test, peer.mode, peer.qps, peer.mtu
+        );
+    }
+    let (size, received, verify) = run_test(&mut ch, &so, &mut side, &peer)?;
+    if let Some((slots, len)) = verify {
+        let hashes = hash_slots(&mut side, &slots, len);
+        ch.send(&Ctl::Hash { hashes })?;
+    }
+    // Let the last acknowledgements leave before the sockets close.
+    let end = Instant::now() + Duration::from_millis(50);
+    while Instant::now() < end {
+        side.step(Duration::from_millis(1))?;
+    }
+    let results = vec![SizeResult {
+        size,
+        messages: received,
+        bytes: 0,
+        seconds: 0.0,
+        gbps: 0.0,
+        mmsgs: 0.0,
+        lat_us: None,
+    }];
+    let head = ReportHead {
+        role: "server",
+        test: peer.test,
+        mode: peer.mode,
+        qps: peer.qps,
+        mtu: peer.mtu,
+    };
+    Ok(finish_report(&mut side, head, o, results, None)?)
+}
+
+/// The server's options for the client's test, and its side set up, answered and connected.
+fn prepare(
+    o: &Options,
+    node: &NodeConfig,
+    ch: &mut Channel,
+    peer: &Hello,
+) -> Result<(Options, Side), Refusal> {
     let mut so = o.clone();
     so.test = peer.test;
     so.mode = peer.mode;
@@ -120,13 +163,20 @@ fn serve(
     ch.send(&Answer::Hello(Box::new(hello_of(
         &mut side, &so, &p, peer.test, peer.mode,
     ))))?;
-    connect(&mut side, &peer)?;
-    if !o.json {
-        println!(
-            "client {from}: {:?} {:?}, {} QPs, MTU {}",
-            peer.test, peer.mode, peer.qps, peer.mtu
-        );
-    }
+    connect(&mut side, peer)?;
+    Ok((so, side))
+}
+
+/// What the client asked the server to hash at the end: slots per QP and bytes per slot.
+type Verify = Option<(Vec<usize>, u64)>;
+
+/// Serves the test until the client's DONE: the last size, the messages received and what to hash.
+fn run_test(
+    ch: &mut Channel,
+    so: &Options,
+    side: &mut Side,
+    peer: &Hello,
+) -> Result<(u64, u64, Verify), Refusal> {
     let region = (
         side.region.addr,
         side.region.lkey,
@@ -154,60 +204,11 @@ fn serve(
     }
     let mut size = peer.max_size;
     let mut wc = vec![Completion::default(); 256];
-    let mut results = Vec::new();
     let mut pongs = 0u64;
     let mut received = 0u64;
-    let verify;
     loop {
-        match ch.try_recv::<Ctl>() {
-            Ok(Some(Ctl::Size { size: s })) => {
-                if !(1..=peer.max_size).contains(&s) {
-                    let why = format!("size {s}: use 1..={} (the hello's max_size)", peer.max_size);
-                    return Err(refuse_ctl(&mut ch, why));
-                }
-                size = s;
-                if let Some(b) = peer.bidir {
-                    let back = Options {
-                        depth: b.depth,
-                        duration: b.duration,
-                        bytes: b.bytes,
-                        interval_ms: 0,
-                        ..so.clone()
-                    };
-                    let r = bw(&back, &mut side, &peer.region, size, Instant::now(), None)?;
-                    ch.send(&Ctl::Sent {
-                        bytes: r.bytes,
-                        seconds: r.seconds,
-                    })?;
-                }
-            }
-            Ok(Some(Ctl::Done {
-                verify: v,
-                slots,
-                len,
-            })) => {
-                if slots.len() != side.qps.len()
-                    || slots.iter().any(|&k| k > side.slots)
-                    || len > side.max_size
-                {
-                    let why = format!(
-                        "done: {} slot counts (each at most {}) and len {len} (at most {}) do not fit the test",
-                        slots.len(),
-                        side.slots,
-                        side.max_size
-                    );
-                    return Err(refuse_ctl(&mut ch, why));
-                }
-                verify = v.then_some((slots, len));
-                break;
-            }
-            Ok(Some(Ctl::Hash { .. } | Ctl::Sent { .. } | Ctl::Refused { .. })) | Ok(None) => {}
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                return Err(refuse_ctl(&mut ch, format!("bad control message: {e}")));
-            }
-            Err(e) => {
-                return Err(Failure::test(format!("client went away: {e}")).into());
-            }
+        if let Some(verify) = on_ctl(ch, so, side, peer, &mut size)? {
+            return Ok((size, received, verify));
         }
         let n = side.cq.poll(&mut wc);
         for c in &wc[..n] {
@@ -237,30 +238,63 @@ fn serve(
         }
         side.step(Duration::from_millis(1))?;
     }
-    if let Some((slots, len)) = verify {
-        let hashes = hash_slots(&mut side, &slots, len);
-        ch.send(&Ctl::Hash { hashes })?;
+}
+
+/// Takes the client's next control message, if any: a new size (with the bidirectional run it starts), or
+/// DONE with what to hash.
+fn on_ctl(
+    ch: &mut Channel,
+    so: &Options,
+    side: &mut Side,
+    peer: &Hello,
+    size: &mut u64,
+) -> Result<Option<Verify>, Refusal> {
+    match ch.try_recv::<Ctl>() {
+        Ok(Some(Ctl::Size { size: s })) => {
+            if !(1..=peer.max_size).contains(&s) {
+                let why = format!("size {s}: use 1..={} (the hello's max_size)", peer.max_size);
+                return Err(refuse_ctl(ch, why));
+            }
+            *size = s;
+            if let Some(b) = peer.bidir {
+                let back = Options {
+                    depth: b.depth,
+                    duration: b.duration,
+                    bytes: b.bytes,
+                    interval_ms: 0,
+                    ..so.clone()
+                };
+                let r = bw(&back, side, &peer.region, s, Instant::now(), None)?;
+                ch.send(&Ctl::Sent {
+                    bytes: r.bytes,
+                    seconds: r.seconds,
+                })?;
+            }
+            Ok(None)
+        }
+        Ok(Some(Ctl::Done {
+            verify: v,
+            slots,
+            len,
+        })) => {
+            if slots.len() != side.qps.len()
+                || slots.iter().any(|&k| k > side.slots)
+                || len > side.max_size
+            {
+                let why = format!(
+                    "done: {} slot counts (each at most {}) and len {len} (at most {}) do not fit the test",
+                    slots.len(),
+                    side.slots,
+                    side.max_size
+                );
+                return Err(refuse_ctl(ch, why));
+            }
+            Ok(Some(v.then_some((slots, len))))
+        }
+        Ok(Some(Ctl::Hash { .. } | Ctl::Sent { .. } | Ctl::Refused { .. })) | Ok(None) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            Err(refuse_ctl(ch, format!("bad control message: {e}")))
+        }
+        Err(e) => Err(Failure::test(format!("client went away: {e}")).into()),
     }
-    // Let the last acknowledgements leave before the sockets close.
-    let end = Instant::now() + Duration::from_millis(50);
-    while Instant::now() < end {
-        side.step(Duration::from_millis(1))?;
-    }
-    results.push(SizeResult {
-        size,
-        messages: received,
-        bytes: 0,
-        seconds: 0.0,
-        gbps: 0.0,
-        mmsgs: 0.0,
-        lat_us: None,
-    });
-    let head = ReportHead {
-        role: "server",
-        test: peer.test,
-        mode: peer.mode,
-        qps: peer.qps,
-        mtu: peer.mtu,
-    };
-    Ok(finish_report(&mut side, head, o, results, None)?)
 }
