@@ -5,10 +5,13 @@
 //! [`Endpoint::handle_timeout`]. Any call can make the previous answers of `poll_transmit` and `poll_timeout`
 //! stale, so drivers ask again after each.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 mod control;
 mod ports;
+mod timers;
+
+use timers::TimerIndex;
 
 use crate::completion::{Completion, Cq, CqId};
 use crate::config::{ConfigError, EndpointConfig, QpConfig};
@@ -168,7 +171,7 @@ pub struct Endpoint {
     ready: VecDeque<usize>,
     /// QPs that had data but only busy ports at the last attempt.
     port_blocked: Vec<usize>,
-    timers: BTreeSet<(Instant, usize)>,
+    timers: TimerIndex,
     /// Scratch list of QPs whose timers are due.
     due: Vec<usize>,
     ep_out: VecDeque<EpOut>,
@@ -214,7 +217,7 @@ impl Endpoint {
             free_slots: Vec::new(),
             ready: VecDeque::new(),
             port_blocked: Vec::new(),
-            timers: BTreeSet::new(),
+            timers: TimerIndex::default(),
             due: Vec::new(),
             ep_out: VecDeque::new(),
             ports_up,
@@ -541,7 +544,7 @@ impl Endpoint {
         self.qps[slot] = None;
         let m = &mut self.slots[slot];
         if m.timer != Instant::MAX {
-            self.timers.remove(&(m.timer, slot));
+            self.timers.remove(m.timer, slot);
         }
         m.timer = Instant::MAX;
         m.queued = false;
@@ -826,11 +829,7 @@ impl Endpoint {
     /// The next time [`handle_timeout`](Self::handle_timeout) must be called, if any.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let t = self
-            .timers
-            .first()
-            .map_or(Instant::MAX, |&(t, _)| t)
-            .min(self.port_status_deadline);
+        let t = self.timers.first().min(self.port_status_deadline);
         (t != Instant::MAX).then_some(t)
     }
 
@@ -841,15 +840,10 @@ impl Endpoint {
         }
         // Each due QP runs once, even if its timer is re-armed at or before `now`.
         let mut due = std::mem::take(&mut self.due);
-        due.extend(
-            self.timers
-                .iter()
-                .take_while(|&&(t, _)| t <= now)
-                .map(|&(_, s)| s),
-        );
+        due.extend(self.timers.due(now));
         for &slot in &due {
             let m = &mut self.slots[slot];
-            self.timers.remove(&(m.timer, slot));
+            self.timers.remove(m.timer, slot);
             m.timer = Instant::MAX;
             if let Some(qp) = self.qps[slot].as_mut() {
                 qp.on_timeout(now);
@@ -925,9 +919,9 @@ impl Endpoint {
         let m = &mut self.slots[slot];
         if deadline < m.timer {
             if m.timer != Instant::MAX {
-                self.timers.remove(&(m.timer, slot));
+                self.timers.remove(m.timer, slot);
             }
-            self.timers.insert((deadline, slot));
+            self.timers.insert(deadline, slot);
             m.timer = deadline;
         }
         if let Some(qp) = self.qps[slot].as_mut() {
