@@ -245,24 +245,29 @@ pub struct QpKeys {
 
 /// A queue pair: its identity and state, the three roles it plays (requester, responder, the feedback the
 /// responder owes), its paths, and what the endpoint collects from it.
+///
+/// `repr(C)` keeps the declared order and the alignment starts it on a cache line: identity and keys share
+/// the first lines, the per-packet state follows, counters and the configuration (read for a few values) come
+/// last. A simulator runs thousands of QPs, where every line a packet touches is a miss.
+#[repr(C, align(64))]
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
-    pub(crate) state: QpState,
-    pub(crate) init: QpInit,
-    pub(crate) access: Access,
-    pub(crate) peer: Option<PeerId>,
     pub(crate) remote_qpn: u32,
+    pub(crate) state: QpState,
+    pub(crate) peer: Option<PeerId>,
+    pub(crate) access: Access,
     pub(crate) local_caps: Caps,
     pub(crate) caps: Caps,
     /// The connection's keys: every packet sent carries an AUTH tag, every packet taken must prove one.
     pub(crate) auth: Option<QpKeys>,
-    pub(crate) paths: PathSet,
+    pub(crate) feedback: Feedback,
     pub(crate) req: Requester,
     pub(crate) resp: Responder,
-    pub(crate) feedback: Feedback,
+    pub(crate) paths: PathSet,
     pub(crate) timers: TimerTable,
     pub(crate) out: Outputs,
     pub(crate) stats: QpStats,
+    pub(crate) init: QpInit,
 }
 
 /// The requester's side: the send queue, packets in flight and their recovery, congestion control.
