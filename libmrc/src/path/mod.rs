@@ -408,19 +408,28 @@ impl Plane {
 }
 
 /// The EVs of one QP and their health.
+///
+/// `repr(C)` keeps the declared order: what choosing an EV and taking feedback read comes first.
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct PathSet {
     evs: Vec<Ev>,
+    planes: Vec<Plane>,
+    plane_cursor: usize,
+    /// Earliest `next_probe` of any probing EV (cached).
+    probe_deadline: Instant,
+    /// Largest smoothed RTT of any EV, ns, and which EV has it: the round trip an EV without a sample of its
+    /// own may have.
+    worst_delay: (u64, u16),
+    /// For generated sets: (first index, plane bits, planes), so an EV's index is arithmetic.
+    generated: Option<(u32, u8, u32)>,
     /// Counters of each EV, by index, kept apart from the state that sending reads (empty when
     /// [`EvConfig::counters`] is off).
     counters: Vec<EvStats>,
-    planes: Vec<Plane>,
-    plane_cursor: usize,
+    changes: Vec<EvChange>,
     any_cursor: usize,
     /// (EV value, index) sorted by value, for looking up echoed EVs of explicit sets.
     lookup: Vec<(u32, u16)>,
-    /// For generated sets: (first index, plane bits, planes), so an EV's index is arithmetic.
-    generated: Option<(u32, u8, u32)>,
     per_plane: usize,
     min_active: usize,
     plane_dead_after: u32,
@@ -428,13 +437,7 @@ pub struct PathSet {
     plane_probe_min: Duration,
     probe_max: Duration,
     probe_clean: u8,
-    /// Earliest `next_probe` of any probing EV (cached).
-    probe_deadline: Instant,
-    changes: Vec<EvChange>,
     suppressed_retirements: u64,
-    /// Largest smoothed RTT of any EV, ns, and which EV has it: the round trip an EV without a sample of its
-    /// own may have.
-    worst_delay: (u64, u16),
 
     /// Low EV bits that name the plane (for EVs put in by [`PathSet::replace_ev`]).
     plane_bits: u8,
