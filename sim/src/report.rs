@@ -289,224 +289,18 @@ impl Report {
         ideal: Ideal,
     ) -> Self {
         let mut m = BTreeMap::new();
-        let c = &run.counters;
-        m.insert("jct_us".into(), run.jct_us);
-        if let Some(b) = &baseline {
-            m.insert("jct_slowdown".into(), run.jct_us / b.jct_us - 1.0);
-            m.insert(
-                "fct_p50_slowdown".into(),
-                run.fct.p50_us / b.fct.p50_us - 1.0,
-            );
-            m.insert(
-                "fct_p99_slowdown".into(),
-                run.fct.p99_us / b.fct.p99_us - 1.0,
-            );
-            m.insert(
-                "fct_max_slowdown".into(),
-                run.fct.max_us / b.fct.max_us - 1.0,
-            );
-        }
-        m.insert(
-            "fct_max_over_p50".into(),
-            run.fct.max_us / run.fct.p50_us.max(1e-9) - 1.0,
+        fct_metrics(&mut m, &run, baseline.as_ref(), &ideal, xfers.len());
+        failure_metrics(&mut m, s, &run, baseline.as_ref(), xfers, planes);
+        transport_metrics(
+            &mut m,
+            s,
+            &run,
+            baseline.as_ref(),
+            victim_alone.as_ref(),
+            xfers,
         );
-        if ideal.count > 0 && ideal.count == xfers.len() {
-            m.insert(
-                "fct_p50_over_ideal".into(),
-                run.fct.p50_us / ideal.p50_us - 1.0,
-            );
-            m.insert(
-                "fct_p99_over_ideal".into(),
-                run.fct.p99_us / ideal.p99_us - 1.0,
-            );
-            m.insert(
-                "fct_max_over_ideal".into(),
-                run.fct.max_us / ideal.max_us - 1.0,
-            );
-        }
-        let data_sent: u64 = run.plane_tx.iter().map(|r| r[0]).sum();
-        m.insert(
-            "spurious_retransmit_fraction".into(),
-            c.rx_duplicates as f64 / data_sent.max(1) as f64,
-        );
-        m.insert(
-            "needless_send_fraction".into(),
-            (c.rx_duplicates + c.gbn_discards) as f64 / data_sent.max(1) as f64,
-        );
-        m.insert("fct_p50_us".into(), run.fct.p50_us);
-        m.insert("fct_p99_us".into(), run.fct.p99_us);
-        m.insert("fct_max_us".into(), run.fct.max_us);
-        m.insert(
-            "goodput_gbps".into(),
-            run.placed_bytes as f64 * 8.0 / (run.jct_us * 1e3).max(1e-9),
-        );
-        // Hosts with a failed NIC port, and when.
-        let affected: Vec<(u32, f64)> = s
-            .failures
-            .iter()
-            .filter_map(|f| f.failed_nic_host().map(|h| (h, f.at_us)))
-            .collect();
-        if let (Some(b), false) = (&baseline, affected.is_empty()) {
-            let (mut tb, mut tf) = (0.0, 0.0);
-            for (i, t) in xfers.iter().enumerate() {
-                let (s0, e0) = run.times_us[i];
-                let (bs, be) = b.times_us[i];
-                let hit = affected
-                    .iter()
-                    .any(|&(h, at)| (t.src == h || t.dst == h) && (e0 < 0.0 || e0 > at));
-                if hit && e0 >= 0.0 && be >= 0.0 {
-                    tf += e0 - s0;
-                    tb += be - bs;
-                }
-            }
-            if tf > 0.0 {
-                m.insert("affected_throughput_fraction".into(), tb / tf);
-            }
-        }
-        if let (Some(b), Some(first)) = (
-            &baseline,
-            s.failures.iter().map(|f| f.at_us).min_by(f64::total_cmp),
-        ) {
-            let from = first + s.run.settle_us;
-            let to = 0.9 * run.jct_us.min(b.jct_us);
-            let mean = |r: &RunSummary| {
-                let (mut sum, mut n) = (0.0, 0);
-                for (i, row) in r.goodput_gbps.iter().enumerate() {
-                    let t = i as f64 * r.bin_us;
-                    if t >= from && t + r.bin_us <= to {
-                        sum += row.iter().sum::<f64>();
-                        n += 1;
-                    }
-                }
-                (n > 0).then(|| sum / f64::from(n))
-            };
-            if let (Some(x), Some(y)) = (mean(&run), mean(b)) {
-                m.insert("late_goodput_fraction".into(), x / y);
-            }
-        }
-        if !s.failures.is_empty() {
-            m.insert(
-                "stalled_plane_bins".into(),
-                stalled_plane_bins(s, &run, planes) as f64,
-            );
-        }
-        m.insert(
-            "waste_fraction".into(),
-            if run.tx_payload_bytes == 0 {
-                0.0
-            } else {
-                1.0 - run.placed_bytes as f64 / run.tx_payload_bytes as f64
-            },
-        );
-        let sent: u64 = run.plane_tx.iter().map(|r| r[0]).sum();
-        let retx: u64 = run.plane_tx.iter().map(|r| r[1]).sum();
-        m.insert(
-            "retransmit_fraction".into(),
-            if sent == 0 {
-                0.0
-            } else {
-                retx as f64 / sent as f64
-            },
-        );
-        if let Some(a) = &victim_alone
-            && let Some(i) = xfers.iter().position(|t| t.victim)
-        {
-            let (s0, e0) = run.times_us[i];
-            let alone = a.fct.max_us;
-            let fct = if e0 >= 0.0 { e0 - s0 } else { f64::INFINITY };
-            m.insert("victim_slowdown".into(), fct / alone - 1.0);
-        }
-        m.insert("lasting_data_drops".into(), c.lasting_data_drops as f64);
-        m.insert("ev_retirements".into(), c.ev_retirements as f64);
-        let healthy = match &baseline {
-            Some(b) => Some(b),
-            None => s.failures.is_empty().then_some(&run),
-        };
-        if let Some(h) = healthy {
-            let planes: u64 = h.plane_tx.iter().map(|r| r[4]).sum();
-            m.insert(
-                "healthy_retirements".into(),
-                (h.counters.ev_retirements + planes) as f64,
-            );
-        }
-        let by_time = c.losses_rack + c.losses_path;
-        if by_time + c.losses_rto > 0 {
-            m.insert(
-                "losses_by_time_fraction".into(),
-                by_time as f64 / (by_time + c.losses_rto) as f64,
-            );
-        }
-        m.insert("ev_recoveries".into(), c.ev_recoveries as f64);
-        m.insert("trimmed_pkts".into(), c.trimmed_pkts as f64);
-        m.insert("overflow_drops".into(), c.dropped_overflow_pkts as f64);
-        m.insert("losses_by_rto".into(), c.losses_rto as f64);
-        m.insert(
-            "unfinished_transfers".into(),
-            run.times_us.iter().filter(|t| t.1 < 0.0).count() as f64,
-        );
-        m.insert("failed_transfers".into(), c.failed_transfers as f64);
-        m.insert("qp_errors".into(), c.qp_errors as f64);
-        m.insert("placement_errors".into(), c.placement_errors as f64);
-        m.insert(
-            "failed_link_crossings".into(),
-            c.failed_link_crossings as f64,
-        );
-        let cons = run.conservation_error()
-            + baseline.as_ref().map_or(0, RunSummary::conservation_error)
-            + victim_alone
-                .as_ref()
-                .map_or(0, RunSummary::conservation_error);
-        m.insert("conservation_error".into(), cons as f64);
-        // Every report checks that the run without failures retired no path (issue 24), unless the scenario
-        // already names the metric.
-        let auto = m.contains_key("healthy_retirements")
-            && !s.validate.iter().any(|v| v.metric == "healthy_retirements");
-        let auto = auto.then(|| Threshold {
-            metric: "healthy_retirements".into(),
-            min: None,
-            max: Some(0.0),
-            why: "a healthy fabric retires no path (checked in every report)".into(),
-        });
-        let checks = s
-            .validate
-            .iter()
-            .chain(auto.as_ref())
-            .map(|th| {
-                let value = m.get(&th.metric).copied().unwrap_or(f64::NAN);
-                let pass = !value.is_nan()
-                    && th.min.is_none_or(|x| value >= x)
-                    && th.max.is_none_or(|x| value <= x);
-                Verdict {
-                    metric: th.metric.clone(),
-                    value,
-                    min: th.min,
-                    max: th.max,
-                    pass,
-                    why: th.why.clone(),
-                }
-            })
-            .collect();
-        // The echo names imported files by the copies written beside it, so it replays from its folder.
-        let mut scenario = s.clone();
-        let mut imports = Vec::new();
-        for (kind, file) in [
-            ("topology", &mut scenario.topology.file),
-            ("workload", &mut scenario.workload.file),
-        ] {
-            if let Some(f) = file {
-                let base = f
-                    .file_name()
-                    .map_or_else(|| kind.to_string(), |n| n.to_string_lossy().into_owned());
-                let name = if imports.iter().any(|(_, n): &(_, String)| *n == base) {
-                    format!("{kind}-{base}")
-                } else {
-                    base
-                };
-                imports.push((s.resolve(f), name.clone()));
-                *f = name.into();
-            }
-        }
-        scenario.base_dir = None;
+        let checks = verdicts(s, &m);
+        let (scenario, imports) = echo(s);
         let warnings = failure_warnings(s, &run);
         Self {
             name: s.name.clone(),
@@ -790,4 +584,261 @@ impl Report {
         }
         o
     }
+}
+
+/// FCT and JCT metrics, against the baseline and the ideal where there are those.
+fn fct_metrics(
+    m: &mut BTreeMap<String, f64>,
+    run: &RunSummary,
+    baseline: Option<&RunSummary>,
+    ideal: &Ideal,
+    transfers: usize,
+) {
+    m.insert("jct_us".into(), run.jct_us);
+    if let Some(b) = baseline {
+        m.insert("jct_slowdown".into(), run.jct_us / b.jct_us - 1.0);
+        m.insert(
+            "fct_p50_slowdown".into(),
+            run.fct.p50_us / b.fct.p50_us - 1.0,
+        );
+        m.insert(
+            "fct_p99_slowdown".into(),
+            run.fct.p99_us / b.fct.p99_us - 1.0,
+        );
+        m.insert(
+            "fct_max_slowdown".into(),
+            run.fct.max_us / b.fct.max_us - 1.0,
+        );
+    }
+    m.insert(
+        "fct_max_over_p50".into(),
+        run.fct.max_us / run.fct.p50_us.max(1e-9) - 1.0,
+    );
+    if ideal.count > 0 && ideal.count == transfers {
+        m.insert(
+            "fct_p50_over_ideal".into(),
+            run.fct.p50_us / ideal.p50_us - 1.0,
+        );
+        m.insert(
+            "fct_p99_over_ideal".into(),
+            run.fct.p99_us / ideal.p99_us - 1.0,
+        );
+        m.insert(
+            "fct_max_over_ideal".into(),
+            run.fct.max_us / ideal.max_us - 1.0,
+        );
+    }
+    m.insert("fct_p50_us".into(), run.fct.p50_us);
+    m.insert("fct_p99_us".into(), run.fct.p99_us);
+    m.insert("fct_max_us".into(), run.fct.max_us);
+    m.insert(
+        "goodput_gbps".into(),
+        run.placed_bytes as f64 * 8.0 / (run.jct_us * 1e3).max(1e-9),
+    );
+}
+
+/// What the failures cost: the throughput of the hosts with a failed NIC port, goodput after the first
+/// failure settled, planes stalled by another plane's failure.
+fn failure_metrics(
+    m: &mut BTreeMap<String, f64>,
+    s: &Scenario,
+    run: &RunSummary,
+    baseline: Option<&RunSummary>,
+    xfers: &[Transfer],
+    planes: u32,
+) {
+    // Hosts with a failed NIC port, and when.
+    let affected: Vec<(u32, f64)> = s
+        .failures
+        .iter()
+        .filter_map(|f| f.failed_nic_host().map(|h| (h, f.at_us)))
+        .collect();
+    if let (Some(b), false) = (baseline, affected.is_empty()) {
+        let (mut tb, mut tf) = (0.0, 0.0);
+        for (i, t) in xfers.iter().enumerate() {
+            let (s0, e0) = run.times_us[i];
+            let (bs, be) = b.times_us[i];
+            let hit = affected
+                .iter()
+                .any(|&(h, at)| (t.src == h || t.dst == h) && (e0 < 0.0 || e0 > at));
+            if hit && e0 >= 0.0 && be >= 0.0 {
+                tf += e0 - s0;
+                tb += be - bs;
+            }
+        }
+        if tf > 0.0 {
+            m.insert("affected_throughput_fraction".into(), tb / tf);
+        }
+    }
+    if let (Some(b), Some(first)) = (
+        baseline,
+        s.failures.iter().map(|f| f.at_us).min_by(f64::total_cmp),
+    ) {
+        let from = first + s.run.settle_us;
+        let to = 0.9 * run.jct_us.min(b.jct_us);
+        let mean = |r: &RunSummary| {
+            let (mut sum, mut n) = (0.0, 0);
+            for (i, row) in r.goodput_gbps.iter().enumerate() {
+                let t = i as f64 * r.bin_us;
+                if t >= from && t + r.bin_us <= to {
+                    sum += row.iter().sum::<f64>();
+                    n += 1;
+                }
+            }
+            (n > 0).then(|| sum / f64::from(n))
+        };
+        if let (Some(x), Some(y)) = (mean(run), mean(b)) {
+            m.insert("late_goodput_fraction".into(), x / y);
+        }
+    }
+    if !s.failures.is_empty() {
+        m.insert(
+            "stalled_plane_bins".into(),
+            stalled_plane_bins(s, run, planes) as f64,
+        );
+    }
+}
+
+/// Waste, retransmissions, losses, retirements, the victim's slowdown and the invariants' counters.
+fn transport_metrics(
+    m: &mut BTreeMap<String, f64>,
+    s: &Scenario,
+    run: &RunSummary,
+    baseline: Option<&RunSummary>,
+    victim_alone: Option<&RunSummary>,
+    xfers: &[Transfer],
+) {
+    let c = &run.counters;
+    let data_sent: u64 = run.plane_tx.iter().map(|r| r[0]).sum();
+    m.insert(
+        "spurious_retransmit_fraction".into(),
+        c.rx_duplicates as f64 / data_sent.max(1) as f64,
+    );
+    m.insert(
+        "needless_send_fraction".into(),
+        (c.rx_duplicates + c.gbn_discards) as f64 / data_sent.max(1) as f64,
+    );
+    m.insert(
+        "waste_fraction".into(),
+        if run.tx_payload_bytes == 0 {
+            0.0
+        } else {
+            1.0 - run.placed_bytes as f64 / run.tx_payload_bytes as f64
+        },
+    );
+    let sent: u64 = run.plane_tx.iter().map(|r| r[0]).sum();
+    let retx: u64 = run.plane_tx.iter().map(|r| r[1]).sum();
+    m.insert(
+        "retransmit_fraction".into(),
+        if sent == 0 {
+            0.0
+        } else {
+            retx as f64 / sent as f64
+        },
+    );
+    if let Some(a) = victim_alone
+        && let Some(i) = xfers.iter().position(|t| t.victim)
+    {
+        let (s0, e0) = run.times_us[i];
+        let alone = a.fct.max_us;
+        let fct = if e0 >= 0.0 { e0 - s0 } else { f64::INFINITY };
+        m.insert("victim_slowdown".into(), fct / alone - 1.0);
+    }
+    m.insert("lasting_data_drops".into(), c.lasting_data_drops as f64);
+    m.insert("ev_retirements".into(), c.ev_retirements as f64);
+    let healthy = match baseline {
+        Some(b) => Some(b),
+        None => s.failures.is_empty().then_some(run),
+    };
+    if let Some(h) = healthy {
+        let planes: u64 = h.plane_tx.iter().map(|r| r[4]).sum();
+        m.insert(
+            "healthy_retirements".into(),
+            (h.counters.ev_retirements + planes) as f64,
+        );
+    }
+    let by_time = c.losses_rack + c.losses_path;
+    if by_time + c.losses_rto > 0 {
+        m.insert(
+            "losses_by_time_fraction".into(),
+            by_time as f64 / (by_time + c.losses_rto) as f64,
+        );
+    }
+    m.insert("ev_recoveries".into(), c.ev_recoveries as f64);
+    m.insert("trimmed_pkts".into(), c.trimmed_pkts as f64);
+    m.insert("overflow_drops".into(), c.dropped_overflow_pkts as f64);
+    m.insert("losses_by_rto".into(), c.losses_rto as f64);
+    m.insert(
+        "unfinished_transfers".into(),
+        run.times_us.iter().filter(|t| t.1 < 0.0).count() as f64,
+    );
+    m.insert("failed_transfers".into(), c.failed_transfers as f64);
+    m.insert("qp_errors".into(), c.qp_errors as f64);
+    m.insert("placement_errors".into(), c.placement_errors as f64);
+    m.insert(
+        "failed_link_crossings".into(),
+        c.failed_link_crossings as f64,
+    );
+    let cons = run.conservation_error()
+        + baseline.map_or(0, RunSummary::conservation_error)
+        + victim_alone.map_or(0, RunSummary::conservation_error);
+    m.insert("conservation_error".into(), cons as f64);
+}
+
+/// The scenario's thresholds (and the healthy-retirement check every report makes) against the metrics.
+fn verdicts(s: &Scenario, m: &BTreeMap<String, f64>) -> Vec<Verdict> {
+    // Every report checks that the run without failures retired no path (issue 24), unless the scenario
+    // already names the metric.
+    let auto = m.contains_key("healthy_retirements")
+        && !s.validate.iter().any(|v| v.metric == "healthy_retirements");
+    let auto = auto.then(|| Threshold {
+        metric: "healthy_retirements".into(),
+        min: None,
+        max: Some(0.0),
+        why: "a healthy fabric retires no path (checked in every report)".into(),
+    });
+    s.validate
+        .iter()
+        .chain(auto.as_ref())
+        .map(|th| {
+            let value = m.get(&th.metric).copied().unwrap_or(f64::NAN);
+            let pass = !value.is_nan()
+                && th.min.is_none_or(|x| value >= x)
+                && th.max.is_none_or(|x| value <= x);
+            Verdict {
+                metric: th.metric.clone(),
+                value,
+                min: th.min,
+                max: th.max,
+                pass,
+                why: th.why.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The scenario as run, for report.json: imported files named by the copies written beside it, so it replays
+/// from its folder; and those imports (where they are, the name of their copy).
+fn echo(s: &Scenario) -> (Scenario, Vec<(std::path::PathBuf, String)>) {
+    let mut scenario = s.clone();
+    let mut imports = Vec::new();
+    for (kind, file) in [
+        ("topology", &mut scenario.topology.file),
+        ("workload", &mut scenario.workload.file),
+    ] {
+        if let Some(f) = file {
+            let base = f
+                .file_name()
+                .map_or_else(|| kind.to_string(), |n| n.to_string_lossy().into_owned());
+            let name = if imports.iter().any(|(_, n): &(_, String)| *n == base) {
+                format!("{kind}-{base}")
+            } else {
+                base
+            };
+            imports.push((s.resolve(f), name.clone()));
+            *f = name.into();
+        }
+    }
+    scenario.base_dir = None;
+    (scenario, imports)
 }
