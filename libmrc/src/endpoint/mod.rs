@@ -5,10 +5,13 @@
 //! [`Endpoint::handle_timeout`]. Any call can make the previous answers of `poll_transmit` and `poll_timeout`
 //! stale, so drivers ask again after each.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 mod control;
 mod ports;
+mod timers;
+
+use timers::TimerIndex;
 
 use crate::completion::{Completion, Cq, CqId};
 use crate::config::{ConfigError, EndpointConfig, QpConfig};
@@ -157,33 +160,37 @@ enum EpBody {
 }
 
 /// One MRC endpoint.
+///
+/// `repr(C)` keeps the declared order: what every packet and every poll reads comes first, in a few adjacent
+/// cache lines, and the rest after it (a simulator runs thousands of endpoints, where each line is a miss).
+#[repr(C)]
 pub struct Endpoint {
-    cfg: EndpointConfig,
-    mrs: MrTable,
-    pds: Vec<bool>,
-    cqs: Vec<Option<Cq>>,
     qps: Vec<Option<Qp>>,
     slots: Vec<SlotMeta>,
-    free_slots: Vec<usize>,
-    ready: VecDeque<usize>,
-    /// QPs that had data but only busy ports at the last attempt.
-    port_blocked: Vec<usize>,
-    timers: BTreeSet<(Instant, usize)>,
-    /// Scratch list of QPs whose timers are due.
-    due: Vec<usize>,
-    ep_out: VecDeque<EpOut>,
+    /// Offset of slot numbers in the QPN's low 16 bits, from [`EndpointConfig::qpn_seed`].
+    slot_offset: u32,
     ports_up: u32,
     port_status_deadline: Instant,
+    ready: VecDeque<usize>,
+    timers: TimerIndex,
+    ep_out: VecDeque<EpOut>,
+    /// QPs that had data but only busy ports at the last attempt.
+    port_blocked: Vec<usize>,
+    /// Completion queues that overran since the last check (spec QP-CQ-4).
+    overrun_cqs: Vec<CqId>,
+    cqs: Vec<Option<Cq>>,
+    mrs: MrTable,
+    events: VecDeque<Event>,
+    stats: EndpointStats,
+    cfg: EndpointConfig,
+    pds: Vec<bool>,
+    free_slots: Vec<usize>,
+    /// Scratch list of QPs whose timers are due.
+    due: Vec<usize>,
     next_req_id: u32,
     ev_probes: BTreeMap<u32, (PeerId, u32, Instant)>,
     /// PORT_STATUS requests of [`Endpoint::send_port_status`] awaiting their answer.
     port_reports: BTreeMap<u32, (PeerId, u32, Instant)>,
-    events: VecDeque<Event>,
-    stats: EndpointStats,
-    /// Offset of slot numbers in the QPN's low 16 bits, from [`EndpointConfig::qpn_seed`].
-    slot_offset: u32,
-    /// Completion queues that overran since the last check (spec QP-CQ-4).
-    overrun_cqs: Vec<CqId>,
 }
 
 impl core::fmt::Debug for Endpoint {
@@ -214,7 +221,7 @@ impl Endpoint {
             free_slots: Vec::new(),
             ready: VecDeque::new(),
             port_blocked: Vec::new(),
-            timers: BTreeSet::new(),
+            timers: TimerIndex::default(),
             due: Vec::new(),
             ep_out: VecDeque::new(),
             ports_up,
@@ -541,7 +548,7 @@ impl Endpoint {
         self.qps[slot] = None;
         let m = &mut self.slots[slot];
         if m.timer != Instant::MAX {
-            self.timers.remove(&(m.timer, slot));
+            self.timers.remove(m.timer, slot);
         }
         m.timer = Instant::MAX;
         m.queued = false;
@@ -826,11 +833,7 @@ impl Endpoint {
     /// The next time [`handle_timeout`](Self::handle_timeout) must be called, if any.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let t = self
-            .timers
-            .first()
-            .map_or(Instant::MAX, |&(t, _)| t)
-            .min(self.port_status_deadline);
+        let t = self.timers.first().min(self.port_status_deadline);
         (t != Instant::MAX).then_some(t)
     }
 
@@ -841,15 +844,10 @@ impl Endpoint {
         }
         // Each due QP runs once, even if its timer is re-armed at or before `now`.
         let mut due = std::mem::take(&mut self.due);
-        due.extend(
-            self.timers
-                .iter()
-                .take_while(|&&(t, _)| t <= now)
-                .map(|&(_, s)| s),
-        );
+        due.extend(self.timers.due(now));
         for &slot in &due {
             let m = &mut self.slots[slot];
-            self.timers.remove(&(m.timer, slot));
+            self.timers.remove(m.timer, slot);
             m.timer = Instant::MAX;
             if let Some(qp) = self.qps[slot].as_mut() {
                 qp.on_timeout(now);
@@ -925,9 +923,9 @@ impl Endpoint {
         let m = &mut self.slots[slot];
         if deadline < m.timer {
             if m.timer != Instant::MAX {
-                self.timers.remove(&(m.timer, slot));
+                self.timers.remove(m.timer, slot);
             }
-            self.timers.insert((deadline, slot));
+            self.timers.insert(deadline, slot);
             m.timer = deadline;
         }
         if let Some(qp) = self.qps[slot].as_mut() {

@@ -1,6 +1,8 @@
 //! Ports and endpoint packets: port state, PORT_STATUS and EV probes between endpoints, bounces and
 //! unreachable reports.
 
+use std::collections::BTreeSet;
+
 use super::*;
 
 impl Endpoint {

@@ -340,59 +340,65 @@ pub struct PlaneStats {
     pub plane_retirements: u32,
 }
 
+/// One EV. `repr(C)` keeps the declared order: what sending and acknowledging read comes first (40 bytes, so
+/// mostly one cache line), probing and retirement after; a QP's EVs are its largest table.
 #[derive(Debug, Clone)]
+#[repr(C)]
 struct Ev {
     value: u32,
+    /// Smoothed time from sending a packet on this EV to its acknowledgement, ns (0 before the first): every
+    /// packet acknowledged on its first transmission is a sample, a little above its RTT (the receiver
+    /// coalesces SACKs), so a path is known by many more samples than the TS echoes alone give.
+    deliver_ns: u32,
+    /// Newest send time of a never-retransmitted packet on this EV that was acknowledged: one path is FIFO, so
+    /// an older packet of it still unacknowledged was overtaken, i.e. lost.
+    acked_sent: Instant,
+    /// Smoothed RTT of packets on this EV in ns (0 before the first sample): how late its path delivers.
+    delay_ns: u64,
+    /// Last RTT measured on it, ns (0 before the first sample).
+    last_rtt_ns: u64,
     plane: u8,
     state: EvState,
     role: Role,
-    clean: u8,
-    /// Outstanding probe timestamp (low 32 bits of ns), if a probe is unanswered.
-    probe_ts: Option<u32>,
-    probe_interval: Duration,
-    next_probe: Instant,
-    /// Smoothed RTT of packets on this EV in ns (0 before the first sample): how late its path delivers.
-    delay_ns: u64,
     /// Turns this EV is passed over (while Good) because its path is much slower than the QP's typical one.
     delay_skips: u8,
     /// What `delay_skips` restarts from each time the EV carries a packet: its latest sample's weight. A count
     /// spent once would leave a slow path its full share until its next sample, one of its long RTTs later.
     delay_weight: u8,
+    /// Losses on it since a packet on it was last acknowledged.
+    losses_in_a_row: u8,
+    /// A packet on it was trimmed in the fabric (not at the last hop): a full queue sits on its path.
+    fabric_trimmed: bool,
+    clean: u8,
+    /// Outstanding probe timestamp (low 32 bits of ns), if a probe is unanswered.
+    probe_ts: Option<u32>,
     /// Send time (low 32 bits of ns) of the packet whose loss retired this EV: a later delivery of a packet
     /// sent no earlier proves the loss was only delay (spec PATH-EV-7).
     retired_by: Option<u32>,
-    /// A packet on it was trimmed in the fabric (not at the last hop): a full queue sits on its path.
-    fabric_trimmed: bool,
-    /// Losses on it since a packet on it was last acknowledged.
-    losses_in_a_row: u8,
-    /// Newest send time of a never-retransmitted packet on this EV that was acknowledged: one path is FIFO, so
-    /// an older packet of it still unacknowledged was overtaken, i.e. lost.
-    acked_sent: Instant,
-    /// Smoothed time from sending a packet on this EV to its acknowledgement, ns (0 before the first): every
-    /// packet acknowledged on its first transmission is a sample, a little above its RTT (the receiver
-    /// coalesces SACKs), so a path is known by many more samples than the TS echoes alone give.
-    deliver_ns: u32,
-    /// Last RTT measured on it, ns (0 before the first sample).
-    last_rtt_ns: u64,
+    probe_interval: Duration,
+    next_probe: Instant,
 }
 
+/// One plane of a QP. `repr(C)` keeps the declared order: what choosing an EV and counting a packet read
+/// comes first.
 #[derive(Debug, Clone, Default)]
+#[repr(C)]
 struct Plane {
     active: Vec<u16>,
-    backup: VecDeque<u16>,
-    /// Every EV of the plane, for plane-level probing.
-    members: Vec<u16>,
     cursor: usize,
     local_down: bool,
     remote_down: bool,
     losses_since_delivery: u32,
+    stats: PlaneStats,
+    backup: VecDeque<u16>,
+    /// Every EV of the plane, for plane-level probing.
+    members: Vec<u16>,
     /// Retired whole: one probe per interval, rotating over its EVs, until one answers.
     dead: bool,
     probe_at: Instant,
     probe_interval: Duration,
     probe_cursor: usize,
     probe_outstanding: bool,
-    stats: PlaneStats,
 }
 
 impl Plane {
@@ -402,19 +408,28 @@ impl Plane {
 }
 
 /// The EVs of one QP and their health.
+///
+/// `repr(C)` keeps the declared order: what choosing an EV and taking feedback read comes first.
 #[derive(Debug, Clone)]
+#[repr(C)]
 pub struct PathSet {
     evs: Vec<Ev>,
+    planes: Vec<Plane>,
+    plane_cursor: usize,
+    /// Earliest `next_probe` of any probing EV (cached).
+    probe_deadline: Instant,
+    /// Largest smoothed RTT of any EV, ns, and which EV has it: the round trip an EV without a sample of its
+    /// own may have.
+    worst_delay: (u64, u16),
+    /// For generated sets: (first index, plane bits, planes), so an EV's index is arithmetic.
+    generated: Option<(u32, u8, u32)>,
     /// Counters of each EV, by index, kept apart from the state that sending reads (empty when
     /// [`EvConfig::counters`] is off).
     counters: Vec<EvStats>,
-    planes: Vec<Plane>,
-    plane_cursor: usize,
+    changes: Vec<EvChange>,
     any_cursor: usize,
     /// (EV value, index) sorted by value, for looking up echoed EVs of explicit sets.
     lookup: Vec<(u32, u16)>,
-    /// For generated sets: (first index, plane bits, planes), so an EV's index is arithmetic.
-    generated: Option<(u32, u8, u32)>,
     per_plane: usize,
     min_active: usize,
     plane_dead_after: u32,
@@ -422,13 +437,7 @@ pub struct PathSet {
     plane_probe_min: Duration,
     probe_max: Duration,
     probe_clean: u8,
-    /// Earliest `next_probe` of any probing EV (cached).
-    probe_deadline: Instant,
-    changes: Vec<EvChange>,
     suppressed_retirements: u64,
-    /// Largest smoothed RTT of any EV, ns, and which EV has it: the round trip an EV without a sample of its
-    /// own may have.
-    worst_delay: (u64, u16),
 
     /// Low EV bits that name the plane (for EVs put in by [`PathSet::replace_ev`]).
     plane_bits: u8,

@@ -245,62 +245,70 @@ pub struct QpKeys {
 
 /// A queue pair: its identity and state, the three roles it plays (requester, responder, the feedback the
 /// responder owes), its paths, and what the endpoint collects from it.
+///
+/// `repr(C)` keeps the declared order and the alignment starts it on a cache line: identity and keys share
+/// the first lines, the per-packet state follows, counters and the configuration (read for a few values) come
+/// last. A simulator runs thousands of QPs, where every line a packet touches is a miss.
+#[repr(C, align(64))]
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
-    pub(crate) state: QpState,
-    pub(crate) init: QpInit,
-    pub(crate) access: Access,
-    pub(crate) peer: Option<PeerId>,
     pub(crate) remote_qpn: u32,
+    pub(crate) state: QpState,
+    pub(crate) peer: Option<PeerId>,
+    pub(crate) access: Access,
     pub(crate) local_caps: Caps,
     pub(crate) caps: Caps,
     /// The connection's keys: every packet sent carries an AUTH tag, every packet taken must prove one.
     pub(crate) auth: Option<QpKeys>,
-    pub(crate) paths: PathSet,
+    pub(crate) feedback: Feedback,
     pub(crate) req: Requester,
     pub(crate) resp: Responder,
-    pub(crate) feedback: Feedback,
+    pub(crate) paths: PathSet,
     pub(crate) timers: TimerTable,
     pub(crate) out: Outputs,
     pub(crate) stats: QpStats,
+    pub(crate) init: QpInit,
 }
 
 /// The requester's side: the send queue, packets in flight and their recovery, congestion control.
+///
+/// `repr(C)` keeps the declared order: what every transmit opportunity reads comes first.
+#[repr(C)]
 pub(crate) struct Requester {
-    pub(crate) sq: VecDeque<SendWqe>,
     pub(crate) sq_base: u64,
     pub(crate) sq_next: u64,
+    /// PSNs the requester may have outstanding: `min(mpr, peer's mpr) × 128`.
+    pub(crate) psn_window: u64,
+    pub(crate) cc: CachedCc,
     pub(crate) seg_offset: u32,
     pub(crate) sq_used: u32,
-    pub(crate) unsignaled_done: u32,
-    pub(crate) next_msn: u64,
-    pub(crate) next_rqmsn: u64,
-    pub(crate) sent: SentWindow,
+    /// The EV new packets go on and how many more may follow it there ([`QpConfig::ev_burst`]).
+    pub(crate) burst: Option<(u16, u8)>,
+    pub(crate) ack_probe_wanted: bool,
+    pub(crate) force_any_ev: bool,
+    /// The last transmit attempt found only busy ports.
+    pub(crate) port_blocked: bool,
+    pub(crate) last_nack_rnr: bool,
+    pub(crate) peer_mpr: u8,
+    pub(crate) tail: TailProbe,
+    pub(crate) rack_xmit: Instant,
+    pub(crate) sq: VecDeque<SendWqe>,
     pub(crate) retx: VecDeque<u64>,
     /// PSNs in flight on an EV when a loss retired it: resent once nothing new is left to send.
     pub(crate) suspects: VecDeque<u64>,
     pub(crate) delayed: VecDeque<(Instant, u64)>,
+    pub(crate) sent: SentWindow,
     pub(crate) rtt: RttEstimator,
-    pub(crate) rack_xmit: Instant,
-    pub(crate) tail: TailProbe,
     /// Until when a TRIMMED_LASTHOP NACK says the receiver's own port is congested.
     pub(crate) lasthop_trim_until: Instant,
-    pub(crate) cc: CachedCc,
-    pub(crate) peer_mpr: u8,
-    /// PSNs the requester may have outstanding: `min(mpr, peer's mpr) × 128`.
-    pub(crate) psn_window: u64,
+    pub(crate) unsignaled_done: u32,
     pub(crate) wimm_inflight: u32,
+    pub(crate) next_msn: u64,
+    pub(crate) next_rqmsn: u64,
     pub(crate) wimm_msns: VecDeque<u64>,
     pub(crate) peer_cmsn: u64,
-    pub(crate) ack_probe_wanted: bool,
     pub(crate) serving_reads: u32,
     pub(crate) retries: u32,
-    pub(crate) force_any_ev: bool,
-    /// The last transmit attempt found only busy ports.
-    pub(crate) port_blocked: bool,
-    /// The EV new packets go on and how many more may follow it there ([`QpConfig::ev_burst`]).
-    pub(crate) burst: Option<(u16, u8)>,
-    pub(crate) last_nack_rnr: bool,
 }
 
 /// The responder's side: the PSNs received, messages being reassembled, the receive queue.
@@ -315,20 +323,23 @@ pub(crate) struct Responder {
 
 /// What the responder owes the requester: control packets queued, when the next SACK is due and what it
 /// covers, the CE marks it echoes, the receive-window penalty it advertises.
+///
+/// `repr(C)` keeps the declared order: what every arrival and every transmit opportunity reads comes first.
+#[repr(C)]
 pub(crate) struct Feedback {
-    pub(crate) ctl: VecDeque<Ctl>,
-    pub(crate) sack_echo: Echo,
     pub(crate) sack_now: bool,
+    pub(crate) ack_pending: bool,
+    /// A SACK owed to a lone packet's A flag waits for the next send or `sack_hold` (spec REL-SACK-4).
+    pub(crate) sack_held: bool,
+    pub(crate) rcv_pen: u8,
     pub(crate) sack_pkts: u16,
     pub(crate) sack_bytes: u32,
     /// Lowest and highest PSN that arrived since the previous SACK (`u64::MAX`, 0 when none).
     pub(crate) sack_lo: u64,
     pub(crate) sack_hi: u64,
+    pub(crate) ctl: VecDeque<Ctl>,
+    pub(crate) sack_echo: Echo,
     pub(crate) cmsn_sent: u64,
-    pub(crate) ack_pending: bool,
-    /// A SACK owed to a lone packet's A flag waits for the next send or `sack_hold` (spec REL-SACK-4).
-    pub(crate) sack_held: bool,
-    pub(crate) rcv_pen: u8,
     /// CE marks per EV, for ALWAYS_SKIP advice.
     pub(crate) ce: ce::CeTrack,
 }

@@ -62,6 +62,8 @@ impl Memory for PatMem {
     }
 }
 
+/// Aligned so that the endpoint's first fields, which every packet reads, start a cache line.
+#[repr(C, align(64))]
 pub(super) struct Host {
     pub(super) ep: Endpoint,
     pub(super) mem: PatMem,
