@@ -353,170 +353,11 @@ impl Sim {
         let planes = topo.shape.planes;
         let frame =
             u64::from(tr.mtu + tr.frame_overhead) + mrc::wire::MAX_DATA_HEADER_LEN as u64 + 4;
-        let buffer_of = |p: &crate::topo::PortSpec| {
-            if p.kind != PortKind::HostUp {
-                p.buffer
-            } else {
-                u64::MAX / 4
-            }
-        };
-        let cold: Vec<PortCold> = topo
-            .ports
-            .iter()
-            .map(|p| PortCold {
-                base_rate_bps: p.rate_bps,
-                base_buffer: buffer_of(p),
-                loss: 0.0,
-                last_down: None,
-            })
-            .collect();
-        let ports: Vec<Port> = topo
-            .ports
-            .iter()
-            .map(|p| {
-                let switch = p.kind != PortKind::HostUp;
-                let buffer = buffer_of(p);
-                Port {
-                    to: p.to,
-                    host: if switch { NONE } else { p.from },
-                    ps_per_byte_q16: q16(p.rate_bps),
-                    latency_ps: p.latency_ps,
-                    buffer,
-                    hbuffer: if switch {
-                        rs.header_buffer.unwrap_or(2 * p.buffer)
-                    } else {
-                        u64::MAX / 4
-                    },
-                    kmin: (p.buffer as f64 * rs.kmin) as u64,
-                    kmax: (p.buffer as f64 * rs.kmax) as u64,
-                    low_bytes: 0,
-                    high_bytes: 0,
-                    low: List::EMPTY,
-                    high: List::EMPTY,
-                    wire: List::EMPTY,
-                    tx: NONE,
-                    down_refs: 0,
-                    doomed: false,
-                    ecn: rs.ecn && switch && (rs.ecn_last_hop || p.kind != PortKind::T0Down),
-                    trim: rs.trimming && switch,
-                    kind: p.kind,
-                    dest: par::LOCAL,
-                    draws: 0,
-                    lossy: false,
-                    last_up: 0,
-                }
-            })
-            .collect();
-        let base_rtt_ns = tr
-            .base_rtt_ns
-            .unwrap_or(topo.base_rtt_ps.div_ceil(1000))
-            .max(1);
-        let paths = topo.shape.paths_per_plane();
-        let per_plane = crate::plan::evs_per_plane(tr, paths, planes).max(1);
-        let mut evc = EvConfig::with_planes(planes as u8, per_plane);
-        evc.backup_per_plane = tr.backup_evs_per_plane;
-        // A plane retired for silence is probed from one base RTT on (doubling up to the engine's 10 ms): with
-        // the engine's 100 µs a job of a few hundred µs would not see a plane come back within its lifetime.
-        evc.plane_probe_min = Some(mrc::Duration::from_nanos(base_rtt_ns));
-        evc.min_active_per_plane = (per_plane / 4).max(1);
-        // Reports are per plane and per flow: per-EV counters would cost 64 bytes × EVs × QPs (64 MiB at 8K).
-        evc.counters = false;
-        let plane_bits = evc.plane_bits;
-        let rate = topo.host_rate_bps * u64::from(planes);
-        let base_rtt = mrc::Duration::from_nanos(base_rtt_ns);
-        let bdp = (u128::from(base_rtt_ns) * u128::from(rate) / 8_000_000_000) as u64;
-        let cc = match tr.cc {
-            CcKind::Nscc => CcConfig::Nscc({
-                let mut c = NsccConfig::for_path(u64::from(tr.mtu), base_rtt, rate);
-                let f = tr
-                    .max_cwnd_bdp
-                    .unwrap_or(crate::scenario::DEFAULT_MAX_CWND_BDP);
-                c.max_cwnd = Some(((c.bdp() as f64 * f) as u64).max(u64::from(tr.mtu)));
-                c
-            }),
-            CcKind::Fixed => CcConfig::Fixed {
-                window: bdp.max(u64::from(tr.mtu)),
-            },
-        };
-        let mpr = (bdp / u64::from(tr.mtu) * 4 / 128).clamp(8, 255) as u8;
-        let qcfg = QpConfig {
-            mtu: tr.mtu,
-            base_rtt,
-            ev: evc,
-            cc,
-            mpr,
-            icrc: false,
-            reorder_min: tr.reorder_ns.map(mrc::Duration::from_nanos),
-            ev_burst: tr.ev_burst,
-            ..QpConfig::default()
-        };
-        qcfg.validate().map_err(|e| {
-            crate::scenario::ScenarioError::new(format!("transport ({})", e.field), e.problem)
-        })?;
-        let evs_per_qp = usize::from(per_plane + tr.backup_evs_per_plane) * planes as usize;
-        let mut hosts = Vec::with_capacity(topo.hosts as usize);
-        for _ in 0..topo.hosts {
-            let mut ep = Endpoint::new(EndpointConfig {
-                ports: planes as u8,
-                caps: Caps::MRC_1_0,
-                ..EndpointConfig::default()
-            })
-            .map_err(|e| crate::scenario::ScenarioError::new(e.field, e.problem))?;
-            let pd = ep.alloc_pd();
-            let cq = ep.create_cq(1024);
-            hosts.push(Host {
-                ep,
-                mem: PatMem {
-                    check: tr.check_placement,
-                    ..PatMem::default()
-                },
-                cq,
-                pd,
-                timer_at: u64::MAX,
-                qps: Vec::new(),
-            });
-        }
-        // One QP pair per ordered (src, dst) pair that has transfers.
-        let mut pairs: Vec<(u32, u32, u32)> = xfers
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.src, t.dst, i as u32))
-            .collect();
-        pairs.sort_unstable();
-        let mut conns: Vec<Conn> = Vec::new();
-        let mut xconn = vec![0u32; xfers.len()];
-        let mut last: Option<(u32, u32)> = None;
-        let mut ev_rng = Xoshiro256PlusPlus::seed_from_u64(rs.seed ^ 0x4556_5321);
-        for &(s, d, i) in &pairs {
-            if last != Some((s, d)) {
-                last = Some((s, d));
-                // Each QP starts its EVs at its own random path index, so QPs spread over all T1s/T2s.
-                let mut cfg = qcfg.clone();
-                cfg.ev.first_index = (ev_rng.next_u64() % u64::from(paths.max(1))) as u32;
-                let (sq, rq) = connect(&mut hosts, s, d, &cfg).map_err(|e| {
-                    crate::scenario::ScenarioError::new(
-                        "transport",
-                        format!("QP setup failed: {e}"),
-                    )
-                })?;
-                let c = conns.len() as u32;
-                hosts[s as usize].qps.push((sq, c));
-                hosts[d as usize].qps.push((rq, c));
-                conns.push(Conn {
-                    src: s,
-                    dst: d,
-                    sq,
-                    rq,
-                    expect: PSN0,
-                    backlog: Vec::new(),
-                    posted: 0,
-                });
-            }
-            xconn[i as usize] = conns.len() as u32 - 1;
-        }
-        for h in &mut hosts {
-            h.qps.sort_unstable();
-        }
+        let (ports, cold) = build_ports(&topo, rs);
+        let (qcfg, paths, evs_per_qp) = qp_config(&topo, tr)?;
+        let plane_bits = qcfg.ev.plane_bits;
+        let mut hosts = build_hosts(&topo, tr)?;
+        let (conns, xconn) = connect_pairs(&mut hosts, &xfers, &qcfg, paths, rs.seed)?;
         let fired = vec![0; triggers.len()];
         let n = xfers.len();
         let total_bytes: u64 = xfers.iter().map(|t| t.bytes).sum();
@@ -875,4 +716,199 @@ fn takes_down(topo: &Topology, actions: &[(u64, Action)]) -> Vec<bool> {
         }
     }
     out
+}
+
+/// The ports of `topo` as the simulator keeps them: what a hop reads, and what only failures read.
+fn build_ports(topo: &Topology, rs: &RunSettings) -> (Vec<Port>, Vec<PortCold>) {
+    let buffer_of = |p: &crate::topo::PortSpec| {
+        if p.kind != PortKind::HostUp {
+            p.buffer
+        } else {
+            u64::MAX / 4
+        }
+    };
+    let cold: Vec<PortCold> = topo
+        .ports
+        .iter()
+        .map(|p| PortCold {
+            base_rate_bps: p.rate_bps,
+            base_buffer: buffer_of(p),
+            loss: 0.0,
+            last_down: None,
+        })
+        .collect();
+    let ports: Vec<Port> = topo
+        .ports
+        .iter()
+        .map(|p| {
+            let switch = p.kind != PortKind::HostUp;
+            let buffer = buffer_of(p);
+            Port {
+                to: p.to,
+                host: if switch { NONE } else { p.from },
+                ps_per_byte_q16: q16(p.rate_bps),
+                latency_ps: p.latency_ps,
+                buffer,
+                hbuffer: if switch {
+                    rs.header_buffer.unwrap_or(2 * p.buffer)
+                } else {
+                    u64::MAX / 4
+                },
+                kmin: (p.buffer as f64 * rs.kmin) as u64,
+                kmax: (p.buffer as f64 * rs.kmax) as u64,
+                low_bytes: 0,
+                high_bytes: 0,
+                low: List::EMPTY,
+                high: List::EMPTY,
+                wire: List::EMPTY,
+                tx: NONE,
+                down_refs: 0,
+                doomed: false,
+                ecn: rs.ecn && switch && (rs.ecn_last_hop || p.kind != PortKind::T0Down),
+                trim: rs.trimming && switch,
+                kind: p.kind,
+                dest: par::LOCAL,
+                draws: 0,
+                lossy: false,
+                last_up: 0,
+            }
+        })
+        .collect();
+    (ports, cold)
+}
+
+/// Every QP's configuration (but for its first EV index), the paths per plane and the EVs per QP.
+fn qp_config(
+    topo: &Topology,
+    tr: &TransportCfg,
+) -> Result<(QpConfig, u32, usize), crate::scenario::ScenarioError> {
+    let planes = topo.shape.planes;
+    let base_rtt_ns = tr
+        .base_rtt_ns
+        .unwrap_or(topo.base_rtt_ps.div_ceil(1000))
+        .max(1);
+    let paths = topo.shape.paths_per_plane();
+    let per_plane = crate::plan::evs_per_plane(tr, paths, planes).max(1);
+    let mut evc = EvConfig::with_planes(planes as u8, per_plane);
+    evc.backup_per_plane = tr.backup_evs_per_plane;
+    // A plane retired for silence is probed from one base RTT on (doubling up to the engine's 10 ms): with
+    // the engine's 100 µs a job of a few hundred µs would not see a plane come back within its lifetime.
+    evc.plane_probe_min = Some(mrc::Duration::from_nanos(base_rtt_ns));
+    evc.min_active_per_plane = (per_plane / 4).max(1);
+    // Reports are per plane and per flow: per-EV counters would cost 64 bytes × EVs × QPs (64 MiB at 8K).
+    evc.counters = false;
+    let rate = topo.host_rate_bps * u64::from(planes);
+    let base_rtt = mrc::Duration::from_nanos(base_rtt_ns);
+    let bdp = (u128::from(base_rtt_ns) * u128::from(rate) / 8_000_000_000) as u64;
+    let cc = match tr.cc {
+        CcKind::Nscc => CcConfig::Nscc({
+            let mut c = NsccConfig::for_path(u64::from(tr.mtu), base_rtt, rate);
+            let f = tr
+                .max_cwnd_bdp
+                .unwrap_or(crate::scenario::DEFAULT_MAX_CWND_BDP);
+            c.max_cwnd = Some(((c.bdp() as f64 * f) as u64).max(u64::from(tr.mtu)));
+            c
+        }),
+        CcKind::Fixed => CcConfig::Fixed {
+            window: bdp.max(u64::from(tr.mtu)),
+        },
+    };
+    let mpr = (bdp / u64::from(tr.mtu) * 4 / 128).clamp(8, 255) as u8;
+    let qcfg = QpConfig {
+        mtu: tr.mtu,
+        base_rtt,
+        ev: evc,
+        cc,
+        mpr,
+        icrc: false,
+        reorder_min: tr.reorder_ns.map(mrc::Duration::from_nanos),
+        ev_burst: tr.ev_burst,
+        ..QpConfig::default()
+    };
+    qcfg.validate().map_err(|e| {
+        crate::scenario::ScenarioError::new(format!("transport ({})", e.field), e.problem)
+    })?;
+    let evs_per_qp = usize::from(per_plane + tr.backup_evs_per_plane) * planes as usize;
+    Ok((qcfg, paths, evs_per_qp))
+}
+
+/// One endpoint per host, with its protection domain and completion queue.
+fn build_hosts(
+    topo: &Topology,
+    tr: &TransportCfg,
+) -> Result<Vec<Host>, crate::scenario::ScenarioError> {
+    let planes = topo.shape.planes;
+    let mut hosts = Vec::with_capacity(topo.hosts as usize);
+    for _ in 0..topo.hosts {
+        let mut ep = Endpoint::new(EndpointConfig {
+            ports: planes as u8,
+            caps: Caps::MRC_1_0,
+            ..EndpointConfig::default()
+        })
+        .map_err(|e| crate::scenario::ScenarioError::new(e.field, e.problem))?;
+        let pd = ep.alloc_pd();
+        let cq = ep.create_cq(1024);
+        hosts.push(Host {
+            ep,
+            mem: PatMem {
+                check: tr.check_placement,
+                ..PatMem::default()
+            },
+            cq,
+            pd,
+            timer_at: u64::MAX,
+            qps: Vec::new(),
+        });
+    }
+    Ok(hosts)
+}
+
+/// Connects one QP pair per ordered (source, destination) pair with transfers; returns the pairs and each
+/// transfer's pair.
+fn connect_pairs(
+    hosts: &mut [Host],
+    xfers: &[Transfer],
+    qcfg: &QpConfig,
+    paths: u32,
+    seed: u64,
+) -> Result<(Vec<Conn>, Vec<u32>), crate::scenario::ScenarioError> {
+    // One QP pair per ordered (src, dst) pair that has transfers.
+    let mut pairs: Vec<(u32, u32, u32)> = xfers
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.src, t.dst, i as u32))
+        .collect();
+    pairs.sort_unstable();
+    let mut conns: Vec<Conn> = Vec::new();
+    let mut xconn = vec![0u32; xfers.len()];
+    let mut last: Option<(u32, u32)> = None;
+    let mut ev_rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x4556_5321);
+    for &(s, d, i) in &pairs {
+        if last != Some((s, d)) {
+            last = Some((s, d));
+            // Each QP starts its EVs at its own random path index, so QPs spread over all T1s/T2s.
+            let mut cfg = qcfg.clone();
+            cfg.ev.first_index = (ev_rng.next_u64() % u64::from(paths.max(1))) as u32;
+            let (sq, rq) = connect(hosts, s, d, &cfg).map_err(|e| {
+                crate::scenario::ScenarioError::new("transport", format!("QP setup failed: {e}"))
+            })?;
+            let c = conns.len() as u32;
+            hosts[s as usize].qps.push((sq, c));
+            hosts[d as usize].qps.push((rq, c));
+            conns.push(Conn {
+                src: s,
+                dst: d,
+                sq,
+                rq,
+                expect: PSN0,
+                backlog: Vec::new(),
+                posted: 0,
+            });
+        }
+        xconn[i as usize] = conns.len() as u32 - 1;
+    }
+    for h in hosts.iter_mut() {
+        h.qps.sort_unstable();
+    }
+    Ok((conns, xconn))
 }
