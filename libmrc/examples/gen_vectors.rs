@@ -485,8 +485,9 @@ fn auth_vectors() -> Vec<Vector> {
     let payload = pattern(16);
     vectors.push(auth_vector(
         "auth_write_only",
-        "A WRITE_ONLY of a keyed connection: BTH.AT set, the 8-byte AUTH tag (SipHash-1-3 under auth_key of the \
-         40 header bytes before it) between the RETH and the payload, then the ICRC over everything.",
+        "A WRITE_ONLY of a keyed connection: BTH.AT set, the 8-byte AUTH tag (a request's: the request token, \
+         SipHash-1-3 of the empty message under auth_key) between the RETH and the payload, then the ICRC over \
+         everything.",
         Packet {
             bth: bth(Opcode::WriteOnly, 0x10),
             body: data(

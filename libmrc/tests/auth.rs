@@ -142,6 +142,63 @@ fn a_sack_that_proves_the_key_is_taken() {
     finish_verified(&mut net, &posted);
 }
 
+/// `write_only` with an AUTH tag made with `key` between its headers and its 64 payload bytes, sealed again.
+fn tagged_write(plain: &[u8], key: &AuthKey) -> Vec<u8> {
+    let hlen = plain.len() - 4 - 64;
+    let mut pkt = plain[..hlen].to_vec();
+    pkt.extend_from_slice(&[0; 8]);
+    pkt.extend_from_slice(&plain[hlen..hlen + 64]);
+    pkt.extend_from_slice(&[0; 4]);
+    let n = key.seal_headers(&mut pkt, hlen).unwrap() + 64;
+    let crc = icrc(&pkt[..n]);
+    pkt[n..].copy_from_slice(&crc.to_be_bytes());
+    pkt
+}
+
+/// A request carries the direction's request token (spec WIRE-AUTH-1); an attacker who knows the QPN, the next
+/// PSN, the region and its key but not the token places nothing, whatever it tags the WRITE with: no tag, the
+/// token of a guessed key, the token of the other direction, or the MAC of the WRITE's headers under the right
+/// key (a request's tag is the token, not a MAC).
+#[test]
+fn forged_writes_without_the_request_token_place_nothing() {
+    let (mut net, qa, qb) = keyed_pair(2, 13);
+    let (dst, kd) = net.alloc_mr(B, 256, Access::REMOTE_WRITE);
+    let psn = net.first_psn(A, qa).unwrap();
+    let genuine = net.keys(A, qa).unwrap().tx;
+    let other_direction = net.keys(B, qb).unwrap().tx;
+    let plain = write_only(qb, psn, dst, kd.rkey, 64, &[0xEE; 64]);
+    let mut mac = tagged_write(&plain, &genuine);
+    let hlen = plain.len() - 4 - 64;
+    let headers_mac = genuine.tag(&mac[..hlen]);
+    mac[hlen..hlen + 8].copy_from_slice(&headers_mac);
+    let crc_at = mac.len() - 4;
+    let crc = icrc(&mac[..crc_at]);
+    mac[crc_at..].copy_from_slice(&crc.to_be_bytes());
+    let forged = [
+        plain.clone(),
+        tagged_write(&plain, &AuthKey::new([0x5A; 16])),
+        tagged_write(&plain, &other_direction),
+        mac,
+    ];
+    for f in &forged {
+        inject(&mut net, B, A, 0, f);
+    }
+    assert_eq!(
+        net.nodes[B].ep.stats().rx_bad_auth,
+        4,
+        "each forgery is counted and dropped"
+    );
+    assert_eq!(net.nodes[B].ep.qp_stats(qb).unwrap().rx_data_packets, 0);
+    assert!(
+        net.nodes[B].mem.slice(dst, 64).iter().all(|&b| b == 0),
+        "nothing placed"
+    );
+    // The genuine requester's token makes the same WRITE acceptable.
+    inject(&mut net, B, A, 0, &tagged_write(&plain, &genuine));
+    assert_eq!(net.nodes[B].ep.stats().rx_bad_auth, 4);
+    assert_eq!(net.nodes[B].mem.slice(dst, 64), &[0xEE; 64]);
+}
+
 fn port_status(mask: u32) -> Vec<u8> {
     forge(
         Opcode::EpRequest,

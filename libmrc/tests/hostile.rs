@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use mrc::testing::{Net, NetConfig, PlaneConfig};
-use mrc::wire::{Ack, Body, Data, Meth, Nack, NackReason, Opcode, PSN_MASK, Reth, Sack, SackMark};
+use mrc::wire::{Ack, Body, Nack, NackReason, Opcode, PSN_MASK, Sack, SackMark};
 use mrc::*;
 
 fn nack(dest_qp: u32, reason: NackReason, psn: u32, cack_psn: u32, ts_echo: u32) -> Vec<u8> {
@@ -244,26 +244,6 @@ fn forged_ack_with_a_stale_cumulative_point_releases_no_immediate_credit() {
     );
     assert_eq!(net.nodes[A].ep.qp_stats(qa).unwrap().rx_bad_acks, 1);
     let _ = qb;
-}
-
-/// A genuine-looking WRITE_ONLY from A to B.
-fn write_only(dest_qp: u32, psn: u32, va: u64, rkey: u32, dma_len: u32, payload: &[u8]) -> Vec<u8> {
-    forge(
-        Opcode::WriteOnly,
-        dest_qp,
-        psn,
-        Body::Data(Data {
-            meth: Meth {
-                ev: 1,
-                msn: 0,
-                rqmsn: 0,
-            },
-            ts: Some(7),
-            reth: Reth { va, rkey, dma_len },
-            imm: None,
-            payload,
-        }),
-    )
 }
 
 #[test]

@@ -5,7 +5,6 @@ mod common;
 
 use common::*;
 use mrc::testing::{Net, PlaneConfig};
-use mrc::wire::{Body, Bth, Data, Meth, Opcode, PSN_MASK, Packet, Reth};
 use mrc::*;
 use proptest::prelude::*;
 
@@ -87,35 +86,7 @@ impl Target {
 
     /// A hand-made WRITE_ONLY from A to B with a valid ICRC.
     fn forge(&self, dest_qp: u32, psn: u32, va: u64, rkey: u32, payload: &[u8]) -> Vec<u8> {
-        let p = Packet {
-            bth: Bth {
-                opcode: Opcode::WriteOnly,
-                se: false,
-                rtx: false,
-                pkey: 0xFFFF,
-                dest_qp,
-                ack_req: false,
-                psn: psn & PSN_MASK,
-            },
-            body: Body::Data(Data {
-                meth: Meth {
-                    ev: 1,
-                    msn: 0,
-                    rqmsn: 0,
-                },
-                ts: Some(7),
-                reth: Reth {
-                    va,
-                    rkey,
-                    dma_len: payload.len() as u32,
-                },
-                imm: None,
-                payload,
-            }),
-        };
-        let mut buf = vec![0u8; p.buffer_len()];
-        p.emit(&mut buf).unwrap();
-        buf
+        write_only(dest_qp, psn, va, rkey, payload.len() as u32, payload)
     }
 
     fn inject(&mut self, bytes: &[u8], from: usize) {

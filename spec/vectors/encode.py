@@ -82,6 +82,10 @@ def read_spec(spec_dir):
     assert auth, "wire.md: no AUTH tag vector"
     tag = siphash13(bytes(range(16)), bytes(range(15))).to_bytes(8, "little")
     assert tag == bytes.fromhex(auth.group(1)), f"SipHash-1-3 vector: {tag.hex(' ')}"
+    token = re.search(r"request\s+token is `([0-9a-f ]+)`", text)
+    assert token, "wire.md: no request token vector"
+    tag = siphash13(bytes(range(16)), b"").to_bytes(8, "little")
+    assert tag == bytes.fromhex(token.group(1)), f"request token vector: {tag.hex(' ')}"
     # | 0xC6 | WRITE_FIRST | METH [TSETH] RETH, payload | MRC |
     opcodes = {}
     for value, name, headers in re.findall(
@@ -171,12 +175,13 @@ def neth(f, reasons):
     )
 
 
-def auth_tag(key, headers):
-    """WIRE-AUTH-1: SipHash-1-3 of the headers so far (BTH with AT set onwards) under `key`, little-endian;
-    nothing without a key."""
+def auth_tag(key, opcode, headers):
+    """WIRE-AUTH-1: a request's token (SipHash-1-3 of the empty message) or, for any other packet, SipHash-1-3 of
+    the headers so far (BTH with AT set onwards), under `key`, little-endian; nothing without a key."""
     if key is None:
         return b""
-    return siphash13(bytes.fromhex(key), headers).to_bytes(8, "little")
+    request = opcode.startswith(("WRITE_", "SEND_")) or opcode == "READ_REQUEST"
+    return siphash13(bytes.fromhex(key), b"" if request else headers).to_bytes(8, "little")
 
 
 def mrc_packet(v, spec, extra_len):
@@ -200,7 +205,7 @@ def mrc_packet(v, spec, extra_len):
         elif h == "ImmDt":
             out += be(num(f, "imm"), 4)
         elif h == "payload":
-            out += auth_tag(key, out)
+            out += auth_tag(key, f["opcode"], out)
             key = None
             n = extra_len if v["trimmed"] else num(f, "payload_len")
             out += bytes(i % 256 for i in range(n))
@@ -223,7 +228,7 @@ def mrc_packet(v, spec, extra_len):
         else:
             raise SystemExit(f"{v['name']}: header {h} of {f['opcode']} is unknown to this encoder")
     # A packet without payload: the tag ends the headers.
-    out += auth_tag(key, out)
+    out += auth_tag(key, f["opcode"], out)
     if v["trimmed"]:
         return out
     return out + be(crc32c(out), 4)

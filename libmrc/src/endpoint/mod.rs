@@ -720,7 +720,7 @@ impl Endpoint {
         // Before anything acts on it, answers it or counts it against the QP.
         // spec: SEC-AUTH-1
         if let Some(k) = &qp.auth
-            && !tag.is_some_and(|t| t.proves(&k.rx, data))
+            && !matches!(&tag, Some(t) if t.proves(&k.rx, data))
         {
             self.stats.rx_bad_auth += 1;
             return;

@@ -285,3 +285,30 @@ pub(crate) fn forge(opcode: wire::Opcode, dest_qp: u32, psn: u32, body: wire::Bo
     buf.truncate(n);
     buf
 }
+
+/// A genuine-looking WRITE_ONLY (EV 1, MSN 0, a timestamp) with a valid ICRC.
+pub(crate) fn write_only(
+    dest_qp: u32,
+    psn: u32,
+    va: u64,
+    rkey: u32,
+    dma_len: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    forge(
+        wire::Opcode::WriteOnly,
+        dest_qp,
+        psn,
+        wire::Body::Data(wire::Data {
+            meth: wire::Meth {
+                ev: 1,
+                msn: 0,
+                rqmsn: 0,
+            },
+            ts: Some(7),
+            reth: wire::Reth { va, rkey, dma_len },
+            imm: None,
+            payload,
+        }),
+    )
+}
