@@ -6,7 +6,8 @@ It shares no code with the Rust implementation (libmrc/src/wire): the opcode tab
 opcode, the NACK reasons, the SACK marks and the endpoint ops are read from the tables and text of
 spec/wire.md; the header layouts are written here from the spec's byte diagrams; CRC32C is computed bit by
 bit from the spec's parameters (and checked against its check value first); the AUTH tag (WIRE-AUTH-1) is
-SipHash-1-3 written here from the algorithm's definition (and checked against the spec's tag vector first). So a vector that the Rust code
+SipHash-1-3 written here from the algorithm's definition (and checked against the spec's tag and request
+token vectors first). So a vector that the Rust code
 wrote wrongly (a field in the wrong place, the wrong width, the ICRC over the wrong bytes) disagrees with this
 encoder even though the Rust code reads its own output back.
 
