@@ -180,11 +180,8 @@ impl AuthTag {
     /// Whether this tag, found in the packet `buf`, proves `key` (one 64-bit compare: no early exit).
     #[inline(always)]
     pub fn proves(&self, key: &AuthKey, buf: &[u8]) -> bool {
-        let tag = u64::from_le_bytes(self.tag);
-        match buf.first() {
-            Some(&op) if is_request(op) => tag == key.token,
-            _ => buf.get(..self.covered).is_some_and(|c| key.mac(c) == tag),
-        }
+        buf.get(..self.covered)
+            .is_some_and(|c| key.packet_tag(c) == u64::from_le_bytes(self.tag))
     }
 }
 
