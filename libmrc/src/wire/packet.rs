@@ -71,7 +71,11 @@ impl<'a> Packet<'a> {
 
     /// [`parse`](Self::parse), and where the AUTH tag is when BTH.AT says one follows the headers (spec
     /// WIRE-AUTH-1): the caller checks it against the connection's key before acting on anything.
-    #[inline]
+    ///
+    /// Always inlined, with the header parser under it: the packet is then built where the caller reads it,
+    /// not moved out through memory (the endpoint's receive path ran 1.6% fewer instructions and about 5% less
+    /// time per data packet, `benches/README.md`).
+    #[inline(always)]
     pub fn parse_auth(buf: &'a [u8], opts: ParseOptions) -> Result<(Packet<'a>, Option<AuthTag>)> {
         if opts.trimmed {
             // spec: WIRE-ICRC-2
@@ -102,7 +106,7 @@ impl<'a> Packet<'a> {
     }
 
     /// Parses BTH, headers and payload of `buf` (the UDP payload without its ICRC, or what `tail` says).
-    #[inline]
+    #[inline(always)]
     fn parse_headers(buf: &'a [u8], tail: Tail) -> Result<(Packet<'a>, Option<AuthTag>)> {
         let mut r = Reader::new(buf);
         let b = r.take()?;
