@@ -63,12 +63,12 @@ pub struct SentWindow {
     scan: u64,
     /// (send time, PSN) of retransmissions, oldest first.
     retx_times: VecDeque<(Instant, u64)>,
-    /// (due time, PSN, send time) of transmissions that a later-sent packet's acknowledgement made subject to
-    /// the time rule, judged at send time + their path's wait; earliest due first.
-    due: BinaryHeap<Reverse<(Instant, u64, Instant)>>,
-    /// (send time + its path's extra delay, PSN, send time) of transmissions past the plain RTO that the RTO
-    /// gives longer because their path is slow; earliest first.
-    slow: BinaryHeap<Reverse<(Instant, u64, Instant)>>,
+    /// Transmissions that a later-sent packet's acknowledgement made subject to the time rule, due at send time
+    /// + their path's wait; earliest due first.
+    due: BinaryHeap<Reverse<Timed>>,
+    /// Transmissions past the plain RTO that the RTO gives longer because their path is slow, due at send time +
+    /// their path's extra delay; earliest first.
+    slow: BinaryHeap<Reverse<Timed>>,
     inflight_bytes: u64,
 }
 
@@ -273,15 +273,16 @@ impl SentWindow {
     fn heap_live(
         pkts: &VecDeque<SentPkt>,
         una: u64,
-        heap: &mut BinaryHeap<Reverse<(Instant, u64, Instant)>>,
+        heap: &mut BinaryHeap<Reverse<Timed>>,
     ) -> Option<(Instant, u64)> {
-        while let Some(&Reverse((key, psn, sent))) = heap.peek() {
-            let live = psn
+        while let Some(&Reverse(e)) = heap.peek() {
+            let live = e
+                .psn()
                 .checked_sub(una)
                 .and_then(|i| pkts.get(usize::try_from(i).ok()?))
-                .is_some_and(|p| p.state == PktState::InFlight && p.sent_at == sent);
+                .is_some_and(|p| e.times(p));
             if live {
-                return Some((key, psn));
+                return Some((e.due(), e.psn()));
             }
             heap.pop();
         }
@@ -352,21 +353,26 @@ impl SentWindow {
                 break;
             }
             self.take_front(psn, front);
-            let ev = self.get(psn)?.ev;
-            let due = Instant::from_nanos(t.as_nanos().saturating_add(wait(ev, t)));
-            self.due.push(Reverse((due, psn, t)));
+            let p = self.get(psn)?;
+            let due = Instant::from_nanos(t.as_nanos().saturating_add(wait(p.ev, t)));
+            self.due.push(Reverse(Timed::new(due, psn, p)));
         }
         if !self.slow.is_empty() {
             // Past the plain RTO on a slow path, and now a later packet was acknowledged: the time rule decides.
-            let mut all = std::mem::take(&mut self.slow).into_vec();
-            all.retain(|&Reverse((_, psn, sent))| {
-                if sent > acked_xmit {
+            let (pkts, una, due) = (&self.pkts, self.una, &mut self.due);
+            self.slow.retain(|&Reverse(e)| {
+                let Some(p) = e.psn().checked_sub(una).and_then(|i| pkts.get(i as usize)) else {
+                    return false;
+                };
+                if !e.times(p) {
+                    return false;
+                }
+                if p.sent_at > acked_xmit {
                     return true;
                 }
-                self.due.push(Reverse((sent, psn, sent)));
+                due.push(Reverse(Timed::new(p.sent_at, e.psn(), p)));
                 false
             });
-            self.slow = BinaryHeap::from(all);
         }
         loop {
             let (due, psn) = Self::heap_live(&self.pkts, self.una, &mut self.due)?;
@@ -375,12 +381,12 @@ impl SentWindow {
             }
             self.due.pop();
             let p = self.get(psn)?;
-            let (ev, sent) = (p.ev, p.sent_at);
-            let due = Instant::from_nanos(sent.as_nanos().saturating_add(wait(ev, sent)));
+            let due =
+                Instant::from_nanos(p.sent_at.as_nanos().saturating_add(wait(p.ev, p.sent_at)));
             if due <= now {
                 return Some(psn);
             }
-            self.due.push(Reverse((due, psn, sent)));
+            self.due.push(Reverse(Timed::new(due, psn, p)));
         }
     }
 
@@ -425,12 +431,12 @@ impl SentWindow {
                 (None, None) => return None,
             };
             let p = self.get(psn)?;
-            let (ev, sent) = (p.ev, p.sent_at);
-            let due = Instant::from_nanos(sent.as_nanos().saturating_add(extra(ev, sent)));
+            let due =
+                Instant::from_nanos(p.sent_at.as_nanos().saturating_add(extra(p.ev, p.sent_at)));
             if due <= cutoff {
                 return Some(psn);
             }
-            self.slow.push(Reverse((due, psn, sent)));
+            self.slow.push(Reverse(Timed::new(due, psn, p)));
         }
     }
 
@@ -440,6 +446,36 @@ impl SentWindow {
             .iter()
             .enumerate()
             .map(move |(i, p)| (self.una + i as u64, p))
+    }
+}
+
+/// A transmission waiting for a loss rule: when it is due, its PSN and which transmission of it, as one integer
+/// (due ns, then PSN in 48 bits, then the transmission count), so that the queues compare and move 16 bytes.
+/// Later transmissions of a PSN count higher, so entries order as (due, PSN, send time) would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Timed(u128);
+
+impl Timed {
+    /// PSNs are unwrapped from 24 bits and count up from the first: 2^48 is decades of packets.
+    const PSN_BITS: u32 = 48;
+
+    fn new(due: Instant, psn: u64, p: &SentPkt) -> Self {
+        debug_assert!(psn >> Self::PSN_BITS == 0);
+        let low = (psn & ((1 << Self::PSN_BITS) - 1)) << 16 | u64::from(p.tx_count);
+        Timed(u128::from(due.as_nanos()) << 64 | u128::from(low))
+    }
+
+    fn due(self) -> Instant {
+        Instant::from_nanos((self.0 >> 64) as u64)
+    }
+
+    fn psn(self) -> u64 {
+        (self.0 as u64) >> 16
+    }
+
+    /// Whether this entry is `p`'s transmission in flight (not one acknowledged, lost or sent again since).
+    fn times(self, p: &SentPkt) -> bool {
+        p.state == PktState::InFlight && p.tx_count == self.0 as u16
     }
 }
 
