@@ -621,6 +621,33 @@ mod tests {
         assert_eq!((w.una(), w.nxt(), w.inflight_bytes()), (102, 104, 20));
     }
 
+    /// A queue entry gives back its due time and PSN, orders as (due, PSN, transmission) would, and stops
+    /// standing for its packet once the packet is sent again.
+    #[test]
+    fn timed_entries_pack_due_psn_and_transmission() {
+        let mut w = SentWindow::new((1 << 47) + 5);
+        let psn = w.push(0, 0, 10, 3, t(1));
+        let p = *w.get(psn).unwrap();
+        let e = Timed::new(t(9), psn, &p);
+        assert_eq!((e.due(), e.psn()), (t(9), psn));
+        assert!(e.times(&p));
+        let keys = [(t(2), 7, 1), (t(2), 7, 2), (t(2), 8, 1), (t(3), 0, 1)];
+        for pair in keys.windows(2) {
+            let [(d0, q0, x0), (d1, q1, x1)] = [pair[0], pair[1]];
+            let mk = |d, q, x| Timed::new(d, q, &SentPkt { tx_count: x, ..p });
+            assert!(
+                mk(d0, q0, x0) < mk(d1, q1, x1),
+                "{:?} before {:?}",
+                pair[0],
+                pair[1]
+            );
+        }
+        w.mark_lost(psn);
+        assert!(!e.times(w.get(psn).unwrap()), "lost");
+        w.retransmitted(psn, 4, t(5));
+        assert!(!e.times(w.get(psn).unwrap()), "sent again");
+    }
+
     /// The RTO takes the oldest transmission still in flight, skipping acknowledged and retransmitted ones.
     #[test]
     fn rto_queue_skips_stale_entries() {
