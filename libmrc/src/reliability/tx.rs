@@ -277,12 +277,12 @@ impl SentWindow {
     ) -> Option<(Instant, u64)> {
         while let Some(&Reverse(e)) = heap.peek() {
             let live = e
-                .psn()
+                .psn(una)
                 .checked_sub(una)
                 .and_then(|i| pkts.get(usize::try_from(i).ok()?))
                 .is_some_and(|p| e.times(p));
             if live {
-                return Some((e.due(), e.psn()));
+                return Some((e.due(), e.psn(una)));
             }
             heap.pop();
         }
@@ -361,7 +361,11 @@ impl SentWindow {
             // Past the plain RTO on a slow path, and now a later packet was acknowledged: the time rule decides.
             let (pkts, una, due) = (&self.pkts, self.una, &mut self.due);
             self.slow.retain(|&Reverse(e)| {
-                let Some(p) = e.psn().checked_sub(una).and_then(|i| pkts.get(i as usize)) else {
+                let Some(p) = e
+                    .psn(una)
+                    .checked_sub(una)
+                    .and_then(|i| pkts.get(i as usize))
+                else {
                     return false;
                 };
                 if !e.times(p) {
@@ -370,7 +374,7 @@ impl SentWindow {
                 if p.sent_at > acked_xmit {
                     return true;
                 }
-                due.push(Reverse(Timed::new(p.sent_at, e.psn(), p)));
+                due.push(Reverse(Timed::new(p.sent_at, e.psn(una), p)));
                 false
             });
         }
@@ -450,18 +454,19 @@ impl SentWindow {
 }
 
 /// A transmission waiting for a loss rule: when it is due, its PSN and which transmission of it, as one integer
-/// (due ns, then PSN in 48 bits, then the transmission count), so that the queues compare and move 16 bytes.
-/// Later transmissions of a PSN count higher, so entries order as (due, PSN, send time) would.
+/// (due ns, then the PSN's low 48 bits, then the transmission count), so that the queues compare and move 16
+/// bytes. Later transmissions of a PSN count higher, so entries order as (due, PSN, send time) would; only two
+/// entries due in the same nanosecond on either side of a multiple of 2^48 PSNs (one such pair in 2^48 packets
+/// of a QP) swap places.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Timed(u128);
 
 impl Timed {
-    /// PSNs are unwrapped from 24 bits and count up from the first: 2^48 is decades of packets.
-    const PSN_BITS: u32 = 48;
+    /// A live entry's PSN is within the window above `una`, far less than 2^47 PSNs, so 48 bits find it.
+    const PSN_MASK: u64 = (1 << 48) - 1;
 
     fn new(due: Instant, psn: u64, p: &SentPkt) -> Self {
-        debug_assert!(psn >> Self::PSN_BITS == 0);
-        let low = (psn & ((1 << Self::PSN_BITS) - 1)) << 16 | u64::from(p.tx_count);
+        let low = (psn & Self::PSN_MASK) << 16 | u64::from(p.tx_count);
         Timed(u128::from(due.as_nanos()) << 64 | u128::from(low))
     }
 
@@ -469,8 +474,11 @@ impl Timed {
         Instant::from_nanos((self.0 >> 64) as u64)
     }
 
-    fn psn(self) -> u64 {
-        (self.0 as u64) >> 16
+    /// The PSN, taken as the one at or above `una` with these low bits (an entry left from below `una` then
+    /// lands far above the window, where nothing is in flight).
+    fn psn(self, una: u64) -> u64 {
+        let low = (self.0 as u64) >> 16;
+        una.wrapping_add(low.wrapping_sub(una) & Self::PSN_MASK)
     }
 
     /// Whether this entry is `p`'s transmission in flight (not one acknowledged, lost or sent again since).
@@ -629,7 +637,7 @@ mod tests {
         let psn = w.push(0, 0, 10, 3, t(1));
         let p = *w.get(psn).unwrap();
         let e = Timed::new(t(9), psn, &p);
-        assert_eq!((e.due(), e.psn()), (t(9), psn));
+        assert_eq!((e.due(), e.psn(w.una())), (t(9), psn));
         assert!(e.times(&p));
         let keys = [(t(2), 7, 1), (t(2), 7, 2), (t(2), 8, 1), (t(3), 0, 1)];
         for pair in keys.windows(2) {
@@ -646,6 +654,22 @@ mod tests {
         assert!(!e.times(w.get(psn).unwrap()), "lost");
         w.retransmitted(psn, 4, t(5));
         assert!(!e.times(w.get(psn).unwrap()), "sent again");
+
+        // Across a multiple of 2^48 PSNs the window still finds each entry's PSN; one left from below `una`
+        // lands above the window.
+        let mut w = SentWindow::new((1 << 48) - 2);
+        let psns: Vec<u64> = (0..4).map(|i| w.push(0, 0, 10, 0, t(i))).collect();
+        let entries: Vec<Timed> = psns
+            .iter()
+            .map(|&q| Timed::new(t(9), q, w.get(q).unwrap()))
+            .collect();
+        for (q, e) in psns.iter().zip(&entries) {
+            assert_eq!(e.psn(w.una()), *q);
+        }
+        w.ack(psns[0]);
+        w.advance();
+        assert!(entries[0].psn(w.una()) >= w.nxt(), "below una");
+        assert_eq!(entries[3].psn(w.una()), psns[3]);
     }
 
     /// The RTO takes the oldest transmission still in flight, skipping acknowledged and retransmitted ones.
