@@ -276,12 +276,7 @@ impl SentWindow {
         heap: &mut BinaryHeap<Reverse<Timed>>,
     ) -> Option<(Instant, u64)> {
         while let Some(&Reverse(e)) = heap.peek() {
-            let live = e
-                .psn(una)
-                .checked_sub(una)
-                .and_then(|i| pkts.get(usize::try_from(i).ok()?))
-                .is_some_and(|p| e.times(p));
-            if live {
+            if e.live_in(pkts, una).is_some() {
                 return Some((e.due(), e.psn(una)));
             }
             heap.pop();
@@ -361,16 +356,9 @@ impl SentWindow {
             // Past the plain RTO on a slow path, and now a later packet was acknowledged: the time rule decides.
             let (pkts, una, due) = (&self.pkts, self.una, &mut self.due);
             self.slow.retain(|&Reverse(e)| {
-                let Some(p) = e
-                    .psn(una)
-                    .checked_sub(una)
-                    .and_then(|i| pkts.get(i as usize))
-                else {
+                let Some(p) = e.live_in(pkts, una) else {
                     return false;
                 };
-                if !e.times(p) {
-                    return false;
-                }
                 if p.sent_at > acked_xmit {
                     return true;
                 }
@@ -477,8 +465,19 @@ impl Timed {
     /// The PSN, taken as the one at or above `una` with these low bits (an entry left from below `una` then
     /// lands far above the window, where nothing is in flight).
     fn psn(self, una: u64) -> u64 {
-        let low = (self.0 as u64) >> 16;
-        una.wrapping_add(low.wrapping_sub(una) & Self::PSN_MASK)
+        una.wrapping_add(self.offset(una))
+    }
+
+    /// The entry's place in a window starting at PSN `una`.
+    fn offset(self, una: u64) -> u64 {
+        ((self.0 as u64) >> 16).wrapping_sub(una) & Self::PSN_MASK
+    }
+
+    /// The packet of window `pkts` (starting at PSN `una`) this entry stands for, while it is still this
+    /// transmission in flight.
+    fn live_in(self, pkts: &VecDeque<SentPkt>, una: u64) -> Option<&SentPkt> {
+        pkts.get(usize::try_from(self.offset(una)).ok()?)
+            .filter(|p| self.times(p))
     }
 
     /// Whether this entry is `p`'s transmission in flight (not one acknowledged, lost or sent again since).
