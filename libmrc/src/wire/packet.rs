@@ -115,7 +115,7 @@ impl<'a> Packet<'a> {
         let ts = Bth::ts(b);
         let at = b[1] & AT != 0;
         // spec: WIRE-AUTH-1
-        let take_tag = |r: &mut Reader<'a>| -> Result<Option<AuthTag>> {
+        let take_tag = |r: &mut Reader<'a>, request: bool| -> Result<Option<AuthTag>> {
             if !at {
                 return Ok(None);
             }
@@ -123,13 +123,14 @@ impl<'a> Packet<'a> {
             Ok(Some(AuthTag {
                 covered,
                 tag: *r.take()?,
+                request,
             }))
         };
         if tail == Tail::Trimmed && !op.is_data() {
             return Err(Error::Malformed);
         }
         let body = match op.kind() {
-            OpKind::Write | OpKind::Send | OpKind::ReadRequest | OpKind::ReadResponse => {
+            kind @ (OpKind::Write | OpKind::Send | OpKind::ReadRequest | OpKind::ReadResponse) => {
                 let meth = Meth::decode(r.take()?);
                 // spec: WIRE-BTH-2
                 let ts = if ts {
@@ -143,7 +144,7 @@ impl<'a> Packet<'a> {
                 } else {
                     None
                 };
-                let auth = take_tag(&mut r)?;
+                let auth = take_tag(&mut r, kind != OpKind::ReadResponse)?;
                 // spec: WIRE-PAY-1
                 let payload = if tail == Tail::Whole { r.rest() } else { &[] };
                 if op == Opcode::ReadRequest && !payload.is_empty() {
@@ -170,7 +171,7 @@ impl<'a> Packet<'a> {
             OpKind::EpRequest => Body::EpRequest(EpRequest::read(&mut r, ts)?),
             OpKind::EpResponse => Body::EpResponse(EpResponse::decode(r.take()?)),
         };
-        let auth = take_tag(&mut r)?;
+        let auth = take_tag(&mut r, false)?;
         // Control packets are exactly their headers.
         if tail == Tail::Whole && !r.rest().is_empty() {
             return Err(Error::Malformed);
@@ -514,58 +515,69 @@ mod tests {
         }
     }
 
+    /// One packet body of each control opcode, with its opcode.
+    fn control_bodies() -> [(Opcode, Body<'static>); 6] {
+        [
+            (
+                Opcode::Sack,
+                Body::Sack(Sack {
+                    mark: SackMark::SkipOnce,
+                    probe_reply: false,
+                    mpr: 8,
+                    ev: 1,
+                    cack_psn: 2,
+                    sack_base: 4,
+                    bitmap: 5,
+                    ts_echo: None,
+                    cwnd_pen: 0,
+                    ooo_count: 1,
+                }),
+            ),
+            (
+                Opcode::Nack,
+                Body::Nack(Nack {
+                    reason: NackReason::Trimmed,
+                    psn: 3,
+                    ev: 1,
+                    ts_echo: 9,
+                    mpr: 8,
+                    cack_psn: 2,
+                }),
+            ),
+            (Opcode::Probe, Body::Probe(Probe { ev: 1, ts: 2 })),
+            (
+                Opcode::Ack,
+                Body::Ack(Ack {
+                    cack_psn: 2,
+                    cmsn: 1,
+                }),
+            ),
+            (
+                Opcode::EpRequest,
+                Body::EpRequest(EpRequest {
+                    op: EpOp::EvProbe,
+                    req_id: 1,
+                    port_mask: 3,
+                    ev: 4,
+                    ts: Some(5),
+                }),
+            ),
+            (
+                Opcode::EpResponse,
+                Body::EpResponse(EpResponse {
+                    op: EpOp::PortStatus,
+                    rx_port: 1,
+                    req_id: 1,
+                    ev: 4,
+                    ts_echo: 5,
+                }),
+            ),
+        ]
+    }
+
     #[test]
     fn control_packets_have_exact_lengths() {
-        let bodies = [
-            Body::Sack(Sack {
-                mark: SackMark::SkipOnce,
-                probe_reply: false,
-                mpr: 8,
-                ev: 1,
-                cack_psn: 2,
-                sack_base: 4,
-                bitmap: 5,
-                ts_echo: None,
-                cwnd_pen: 0,
-                ooo_count: 1,
-            }),
-            Body::Nack(Nack {
-                reason: NackReason::Trimmed,
-                psn: 3,
-                ev: 1,
-                ts_echo: 9,
-                mpr: 8,
-                cack_psn: 2,
-            }),
-            Body::Probe(Probe { ev: 1, ts: 2 }),
-            Body::Ack(Ack {
-                cack_psn: 2,
-                cmsn: 1,
-            }),
-            Body::EpRequest(EpRequest {
-                op: EpOp::EvProbe,
-                req_id: 1,
-                port_mask: 3,
-                ev: 4,
-                ts: Some(5),
-            }),
-            Body::EpResponse(EpResponse {
-                op: EpOp::PortStatus,
-                rx_port: 1,
-                req_id: 1,
-                ev: 4,
-                ts_echo: 5,
-            }),
-        ];
-        let ops = [
-            Opcode::Sack,
-            Opcode::Nack,
-            Opcode::Probe,
-            Opcode::Ack,
-            Opcode::EpRequest,
-            Opcode::EpResponse,
-        ];
-        for (body, op) in bodies.into_iter().zip(ops) {
+        for (op, body) in control_bodies() {
             let p = Packet {
                 bth: Bth::new(op, 2),
                 body,
@@ -583,6 +595,54 @@ mod tests {
             assert_eq!(Packet::parse(&shorter[..m], FULL), Err(Error::Truncated));
             // Control packets are never trimmed.
             assert_eq!(Packet::parse(&buf[..n], TRIM), Err(Error::Malformed));
+        }
+    }
+
+    /// The parser says which tags are request tokens (spec WIRE-AUTH-1): only WRITE, SEND and READ request
+    /// packets may carry the token, every other packet the MAC of its headers.
+    #[test]
+    fn parsed_tags_take_the_token_only_on_requests() {
+        use crate::wire::{AuthKey, OpKind};
+        let key = AuthKey::new(*b"0123456789abcdef");
+        let token: [u8; AUTH_LEN] = key.tag(&[]);
+        for op in Opcode::ALL {
+            let body = match op.kind() {
+                OpKind::ReadRequest => Body::Data(data(&[], None, None)),
+                OpKind::Write | OpKind::Send | OpKind::ReadResponse => {
+                    Body::Data(data(&[1, 2, 3, 4], None, op.has_imm().then_some(9)))
+                }
+                _ => match control_bodies().into_iter().find(|(o, _)| *o == op) {
+                    Some((_, b)) => b,
+                    None => panic!("{op:?} has no sample body"),
+                },
+            };
+            let p = Packet { bth: bth(op), body };
+            let request = matches!(
+                op.kind(),
+                OpKind::Write | OpKind::Send | OpKind::ReadRequest
+            );
+            // The tag the sender's key computes (token or MAC), then the token in its place.
+            let mut buf = [0u8; 128];
+            let stub = AuthTag {
+                covered: 0,
+                tag: [0; AUTH_LEN],
+                request: false,
+            };
+            let n = p.emit_tagged(Some(&stub), &mut buf).unwrap();
+            let h = p.header_len();
+            key.seal_headers(&mut buf, h).unwrap();
+            seal(&mut buf, n - ICRC_LEN).unwrap();
+            let (back, tag) = Packet::parse_auth(&buf[..n], FULL).unwrap();
+            assert_eq!(back, p, "{op:?}");
+            assert!(tag.unwrap().proves(&key, &buf[..n]), "{op:?}: its own tag");
+            buf[h..h + AUTH_LEN].copy_from_slice(&token);
+            seal(&mut buf, n - ICRC_LEN).unwrap();
+            let (_, tag) = Packet::parse_auth(&buf[..n], FULL).unwrap();
+            assert_eq!(
+                tag.unwrap().proves(&key, &buf[..n]),
+                request,
+                "{op:?} with the token"
+            );
         }
     }
 
