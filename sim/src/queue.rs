@@ -492,6 +492,14 @@ impl EventQueue {
         Some((it.t, it.e))
     }
 
+    /// The payload of the event `d` places after the next one, when the slot being drained holds it: what a
+    /// caller may start fetching early (events at the same time may still be pushed ahead of it).
+    #[inline]
+    pub fn peek_ahead(&self, d: usize) -> Option<u64> {
+        let n = *self.now.get(self.head + d)?;
+        Some(self.drained[n as usize].e)
+    }
+
     /// Drains the next slot into `now` if it starts before `end` (else leaves everything where it is).
     fn refill(&mut self, end: u64) -> bool {
         let s = match self.next_slot() {
@@ -570,6 +578,27 @@ mod tests {
     use rand_xoshiro::Xoshiro256PlusPlus;
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
+
+    /// What `peek_ahead(d)` shows is what pops `d + 1` events later, while nothing is pushed in between; past
+    /// the drained slot it shows nothing.
+    #[test]
+    fn peek_ahead_shows_what_pops_later() {
+        let mut q = EventQueue::new(u64::MAX);
+        for (t, e) in [(500, 7), (300, 1), (300, 2), (400, 5), (301, 3), (302, 4), (900, 8)] {
+            q.push(t, e);
+        }
+        // The first slot (0..256 ps) is empty; 256..512 holds six events; 900 is in a later slot.
+        assert_eq!(q.pop(), Some((300, 1)));
+        let ahead: Vec<_> = (0..6).map(|d| q.peek_ahead(d)).collect();
+        let mut popped = Vec::new();
+        while popped.len() < 5 {
+            popped.push(q.pop().map(|(_, e)| e));
+        }
+        assert_eq!(&ahead[..5], &popped[..]);
+        assert_eq!(ahead[5], None, "the next slot is not drained yet");
+        assert_eq!(q.peek_ahead(0), None);
+        assert_eq!(q.pop(), Some((900, 8)));
+    }
 
     /// Same order as a binary heap on (time, cause, key) under random monotone use, ties included (few keys
     /// and causes, so equal times meet equal and unequal ranks often), with pushes at the current time
