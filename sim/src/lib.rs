@@ -8,6 +8,7 @@ pub mod metrics;
 pub mod output;
 pub mod plan;
 pub mod plots;
+mod prefetch;
 pub mod queue;
 pub mod report;
 pub mod run;

@@ -584,7 +584,15 @@ mod tests {
     #[test]
     fn peek_ahead_shows_what_pops_later() {
         let mut q = EventQueue::new(u64::MAX);
-        for (t, e) in [(500, 7), (300, 1), (300, 2), (400, 5), (301, 3), (302, 4), (900, 8)] {
+        for (t, e) in [
+            (500, 7),
+            (300, 1),
+            (300, 2),
+            (400, 5),
+            (301, 3),
+            (302, 4),
+            (900, 8),
+        ] {
             q.push(t, e);
         }
         // The first slot (0..256 ps) is empty; 256..512 holds six events; 900 is in a later slot.

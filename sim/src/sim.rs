@@ -21,6 +21,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::capture::{Seen, SimCapture};
 use crate::drill::FlowCounters;
+use crate::prefetch::prefetch;
 use crate::queue::EventQueue;
 use crate::scenario::{CcKind, Recovery, TransportCfg};
 use crate::topo::{PortKind, Topology};
@@ -286,24 +287,6 @@ const KEY_MASK: u64 = !(HINT_MASK << 32);
 /// a wasted fetch, never a wrong result).
 fn ev_pkt(kind: u64, pi: u32, pkt: u32) -> u64 {
     (kind << 61) | ((u64::from(pkt) & HINT_MASK) << 32) | u64::from(pi)
-}
-
-/// Starts fetching the first line of `v[i]` (nothing when `i` is out of range): an arrival or an end of
-/// serialization reads its port and then its packet, misses in a row at 8K hosts unless fetched ahead.
-#[inline]
-fn prefetch<T>(v: &[T], i: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(p) = v.get(i) {
-        // SAFETY: a prefetch is only a hint to the cache: it reads nothing into the program and cannot fault;
-        // `_mm_prefetch` needs SSE, which every x86_64 CPU has. The pointer comes from a live reference.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                (p as *const T).cast(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (v, i);
 }
 
 /// Settings of one run besides topology and workload.
