@@ -289,6 +289,11 @@ fn ev_pkt(kind: u64, pi: u32, pkt: u32) -> u64 {
     (kind << 61) | ((u64::from(pkt) & HINT_MASK) << 32) | u64::from(pi)
 }
 
+/// The packet slot an event made by [`ev_pkt`] carries as its hint.
+fn hint(e: u64) -> usize {
+    ((e >> 32) & HINT_MASK) as usize
+}
+
 /// Settings of one run besides topology and workload.
 #[derive(Debug, Clone)]
 pub struct RunSettings {
@@ -496,7 +501,7 @@ impl Sim {
             let id = e as u32;
             let kind = e >> 61;
             if kind <= EV_ARRIVE {
-                prefetch(&self.arena.pkts, ((e >> 32) & HINT_MASK) as usize);
+                prefetch(&self.arena.pkts, hint(e));
             }
             self.prefetch_ahead();
             match kind {
@@ -526,9 +531,15 @@ impl Sim {
             && f >> 61 <= EV_ARRIVE
         {
             prefetch(&self.ports, f as u32 as usize);
-            prefetch(&self.arena.pkts, ((f >> 32) & HINT_MASK) as usize);
+            prefetch(&self.arena.pkts, hint(f));
         }
-        let Some(f) = self.q.peek_ahead(AHEAD_NEAR) else {
+        // Only these two kinds name a port: a timer's or a start's id is not one, and reading it would be a
+        // wasted load.
+        let Some(f) = self
+            .q
+            .peek_ahead(AHEAD_NEAR)
+            .filter(|f| f >> 61 <= EV_ARRIVE)
+        else {
             return;
         };
         let Some(port) = self.ports.get(f as u32 as usize) else {
@@ -536,7 +547,7 @@ impl Sim {
         };
         match f >> 61 {
             EV_ARRIVE if port.to >= self.topo.hosts => {
-                if let Some(p) = self.arena.pkts.get(((f >> 32) & HINT_MASK) as usize) {
+                if let Some(p) = self.arena.pkts.get(hint(f)) {
                     prefetch(
                         &self.ports,
                         self.topo.forward_to(port.to, p.dloc, p.path) as usize,
