@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# CPU time per event at 1,024 and 8,192 hosts (scale-1024-perm and scale-8192-perm, --threads 1), and their
+# ratio, for one or more mrc-sim binaries run alternately round by round: on a shared machine only figures
+# taken side by side compare, and the fastest round of each is the one noise touched least (sim/README.md,
+# "Speed and scale").
+#
+#   sim/cpu-per-event.sh [ROUNDS] [MRC_SIM_BINARY...]
+#
+# Defaults: 3 rounds; the release binary `cargo build --release -p mrc-sim` makes. Prints, per binary and
+# scale, ns of user+sys CPU per event (fastest and median round), peak RSS and the report's md5.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+shift $(( $# > 0 ? 1 : 0 ))
+bins=("$@")
+if [ ${#bins[@]} -eq 0 ]; then
+    cargo build -q --release -p mrc-sim
+    bins=("$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/release/mrc-sim")
+fi
+raw=$(mktemp)
+work=$(mktemp -d)
+trap 'rm -rf "$raw" "$work"' EXIT
+for _ in $(seq "$ROUNDS"); do
+    for b in "${bins[@]}"; do
+        for s in 1024 8192; do
+            rm -rf "$work/o"
+            /usr/bin/time -f "%U %S %M" -o "$work/t" "$b" run "sim/scenarios/scale-$s-perm.toml" --threads 1 \
+                --out "$work/o" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+            read -r u sy rss <"$work/t"
+            echo "$b $s $u $sy $rss $(md5sum <"$work/o/report.json" | cut -c1-8)" \
+                "$(python3 -c "import json; print(json.load(open('$work/o/report.json'))['run']['counters']['events'])")" >>"$raw"
+        done
+    done
+done
+python3 - "$raw" <<'PY'
+import collections, statistics as st, sys
+ns, rss, md5 = collections.defaultdict(list), collections.defaultdict(int), collections.defaultdict(set)
+for line in open(sys.argv[1]):
+    b, s, u, sy, m, h, ev = line.split()
+    ns[(b, s)].append((float(u) + float(sy)) * 1e9 / int(ev))
+    rss[(b, s)] = max(rss[(b, s)], int(m))
+    md5[(b, s)].add(h)
+print("user+sys CPU per event, fastest and median round")
+for (b, s), v in sorted(ns.items()):
+    print(f"{b}\n  {s:>5} hosts  {min(v):6.1f} ns (median {st.median(v):6.1f})  peak RSS {rss[(b, s)] / 1024:6.1f} MiB"
+          f"  report md5 {' '.join(sorted(md5[(b, s)]))}")
+for b in dict.fromkeys(b for b, _ in ns):
+    print(f"{b}: 8K/1K of the fastest rounds {min(ns[(b, '8192')]) / min(ns[(b, '1024')]):.2f}")
+PY
