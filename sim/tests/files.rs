@@ -3,16 +3,17 @@
 //! regular file of at most 64 MiB is read, checked before the first byte, and no byte of it is quoted (spec
 //! SEC-FILE-1). Each test fails on the code before the fix (commit 7220f85).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mrc_sim::{Plan, Scenario, ScenarioError};
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mrc-sim-files-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch folder, removed when the test ends (pass or fail).
+fn temp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("mrc-sim-files-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Loads a scenario in `dir` whose htsim topology (`topo`) or workload (`cm`) is the given path, and plans it.
@@ -36,9 +37,10 @@ const TOPO: &str = "Nodes 8\nTiers 2\nPodsize 8\nTier 0\nDownlink_speed_Gbps 100
 
 #[test]
 fn a_device_is_refused_before_a_byte_is_read() {
-    let dir = temp("dev");
+    let tmp = temp("dev");
+    let dir = tmp.path();
     let start = Instant::now();
-    let e = plan(&dir, "/dev/zero", "/dev/zero").unwrap_err();
+    let e = plan(dir, "/dev/zero", "/dev/zero").unwrap_err();
     assert!(
         start.elapsed() < Duration::from_secs(5),
         "read before refusing"
@@ -49,23 +51,25 @@ fn a_device_is_refused_before_a_byte_is_read() {
 
 #[test]
 fn a_file_over_the_cap_is_refused_before_it_is_read() {
-    let dir = temp("big");
+    let tmp = temp("big");
+    let dir = tmp.path();
     std::fs::write(dir.join("fabric.topo"), TOPO).unwrap();
     let big = std::fs::File::create(dir.join("jobs.cm")).unwrap();
     big.set_len((64 << 20) + 1).unwrap();
-    let e = plan(&dir, "fabric.topo", "jobs.cm").unwrap_err();
+    let e = plan(dir, "fabric.topo", "jobs.cm").unwrap_err();
     assert_eq!(e.field, "workload.file", "{e}");
     assert!(e.problem.contains("at most"), "{e}");
 }
 
 #[test]
 fn no_byte_of_a_file_is_quoted_in_an_error() {
-    let dir = temp("quote");
+    let tmp = temp("quote");
+    let dir = tmp.path();
     let secret = "s3cr3t-root:$6$hash:19000:0:99999:7:::";
     std::fs::write(dir.join("fabric.topo"), TOPO).unwrap();
     std::fs::write(dir.join("passwd"), format!("{secret}\nroot 1\n")).unwrap();
     for (topo, cm) in [("passwd", "passwd"), ("fabric.topo", "passwd")] {
-        let e = plan(&dir, topo, cm).unwrap_err();
+        let e = plan(dir, topo, cm).unwrap_err();
         let shown = e.to_string();
         assert!(
             !shown.contains("s3cr3t") && !shown.contains("$6$"),
@@ -75,6 +79,6 @@ fn no_byte_of_a_file_is_quoted_in_an_error() {
     }
     // Numbers where a key wants one are not echoed either.
     std::fs::write(dir.join("t2"), TOPO.replace("Nodes 8", "Nodes s3cr3t")).unwrap();
-    let shown = plan(&dir, "t2", "passwd").unwrap_err().to_string();
+    let shown = plan(dir, "t2", "passwd").unwrap_err().to_string();
     assert!(!shown.contains("s3cr3t"), "{shown}");
 }
