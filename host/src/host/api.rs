@@ -10,7 +10,7 @@ use super::state::{Core, EVENT_QUEUE, Handle, Host, Inner, lock};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv6Addr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as WallClock};
 
@@ -126,6 +126,7 @@ impl<P: PlaneIo> Host<P> {
             sleeping: AtomicBool::new(false),
             deep_until: AtomicU64::new(0),
             driven: AtomicBool::new(false),
+            app_cpu: AtomicUsize::new(usize::MAX),
             epoch: WallClock::now(),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -138,10 +139,11 @@ impl<P: PlaneIo> Host<P> {
             ProgressMode::Manual => None,
             mode => {
                 let i = Arc::clone(&inner);
+                let steer = super::affinity::Steer::new();
                 Some(
                     std::thread::Builder::new()
                         .name("mrc-progress".into())
-                        .spawn(move || run(&i, mode == ProgressMode::BusyPoll))?,
+                        .spawn(move || run(&i, mode == ProgressMode::BusyPoll, steer))?,
                 )
             }
         };
@@ -205,6 +207,11 @@ impl<P: PlaneIo> Host<P> {
         if self.bandwidth_bound() {
             return Ok(false);
         }
+        // A latency-bound caller spins: the progress thread keeps off its CPU (`affinity.rs`).
+        let cpu = super::affinity::current_cpu().unwrap_or(usize::MAX);
+        if i.app_cpu.load(Ordering::Relaxed) != cpu {
+            i.app_cpu.store(cpu, Ordering::Relaxed);
+        }
         self.progress()
     }
 
@@ -212,8 +219,7 @@ impl<P: PlaneIo> Host<P> {
     /// [`Host::drive`] leaves rounds to it): a caller that spins on an empty CQ may as well sleep briefly.
     pub fn bandwidth_bound(&self) -> bool {
         let i = self.inner();
-        i.mode != ProgressMode::Manual
-            && (i.epoch.elapsed().as_nanos() as u64) < i.deep_until.load(Ordering::Relaxed)
+        i.mode != ProgressMode::Manual && i.deep()
     }
 
     /// Manual mode's application loop: one round, and when nothing has happened for a while (the datapath's

@@ -7,6 +7,7 @@
 //! a thread that never sleeps ([`ProgressMode::BusyPoll`]), or in the caller ([`ProgressMode::Manual`]:
 //! [`Host::progress`]).
 
+mod affinity;
 mod api;
 mod capture;
 mod config;

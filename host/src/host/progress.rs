@@ -1,5 +1,6 @@
 //! The progress loop: submissions into the engine, sockets and timers, completions and events out.
 
+use super::affinity::Steer;
 use super::info::AsyncEvent;
 use super::state::{
     Core, DEEP_EVERY, DEEP_HOLD, DEEP_INFLIGHT, Inner, MAX_SLEEP, QpShared, SPIN_ROUNDS, ST_ERROR,
@@ -17,7 +18,9 @@ use crate::error::HostError;
 use crate::plane::PlaneIo;
 use crate::socket::wait;
 
-pub(super) fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool) {
+/// The progress thread's loop; `steer` is the affinity of the thread that started the host (which this one
+/// inherited), if there is more than one CPU in it.
+pub(super) fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool, mut steer: Option<Steer>) {
     let mut idle = 0u32;
     let spin_for = lock(&i.core).busy_poll;
     let mut last_busy = WallClock::now();
@@ -59,6 +62,11 @@ pub(super) fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool) {
             continue;
         }
         idle += 1;
+        if let Some(s) = steer.as_mut() {
+            // A bandwidth-bound application naps between polls: the progress thread may share its CPU again.
+            let app = i.app_cpu.load(Ordering::Relaxed);
+            s.check((app != usize::MAX && !i.deep()).then_some(app));
+        }
         // Spin (yielding) for the datapath's busy-poll time after the last busy round, as mrc-perf's poll mode
         // does: a reply due within it then needs no wake-up from ppoll.
         if idle < SPIN_ROUNDS || last_busy.elapsed() < spin_for {
@@ -99,6 +107,11 @@ pub(super) fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool) {
 }
 
 impl<P: PlaneIo> Inner<P> {
+    /// Whether a QP had many bytes in flight at the last look (within [`DEEP_HOLD`]).
+    pub(super) fn deep(&self) -> bool {
+        (self.epoch.elapsed().as_nanos() as u64) < self.deep_until.load(Ordering::Relaxed)
+    }
+
     /// Notes a QP with many bytes in flight: [`Host::drive`](super::Host::drive)'s callers then leave the
     /// rounds to the progress thread for a while.
     pub(super) fn note_depth(&self, c: &mut Core<P>) {
