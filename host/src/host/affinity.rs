@@ -9,15 +9,56 @@
 //! nothing, because that one spins in `ibv_poll_cq`, which yields. So when the progress thread finds itself on
 //! the CPU its application last drove it from, it leaves that CPU out of its own affinity mask.
 //!
-//! On the 2-core development VM this took `ib_write_lat`'s average under the shim from 23 to 18 µs and its worst
-//! iteration from 2–4 ms to 0.1–0.7 ms, p50 unchanged (shim/README.md, "Latency").
+//! On the 2-core development VM this took `ib_write_lat`'s average under the shim from 36 to 18 µs and its worst
+//! iteration from 4.1 to 0.46 ms (medians of 12 runs), p50 unchanged (shim/README.md, "Latency").
 
 use std::mem::size_of;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-/// The CPUs the progress thread may run on, and the one it keeps off.
+/// How long an application must keep driving from one CPU before the progress thread leaves it: a bandwidth-bound
+/// caller drives only until its first deep look (under 1 ms), and a progress thread moved off its CPU for that
+/// lands beside the peer's progress thread (2 cores: ib_write_bw 0.90 instead of 0.95 of mrc-perf).
+const SETTLE: Duration = Duration::from_millis(5);
+/// How recent the last drive must be to say the application spins now (a latency-bound one drives every round
+/// trip, tens of µs).
+const FRESH_US: u64 = 1_000;
+/// How stale the record may get before a drive from the same CPU writes it again (one store per 100 µs, not per
+/// poll: the progress thread reads the line).
+const REFRESH_US: u64 = 100;
+
+/// Where and when a latency-bound application last drove the host: µs since the host's epoch above the low
+/// 16 bits, the CPU in them; 0 before the first drive.
+#[derive(Default)]
+pub(super) struct AppCpu(AtomicU64);
+
+impl AppCpu {
+    /// A drive from the calling thread at `now` (since the host's epoch).
+    pub(super) fn note(&self, now: Duration) {
+        let Some(cpu) = current_cpu().filter(|&c| c < 0xFFFF) else {
+            return;
+        };
+        let us = now.as_micros() as u64;
+        let old = self.0.load(Ordering::Relaxed);
+        if old & 0xFFFF != cpu as u64 || us.saturating_sub(old >> 16) >= REFRESH_US {
+            self.0.store(us << 16 | cpu as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The CPU of a drive within the last millisecond before `now`.
+    pub(super) fn recent(&self, now: Duration) -> Option<usize> {
+        let v = self.0.load(Ordering::Relaxed);
+        let fresh = v != 0 && (now.as_micros() as u64).saturating_sub(v >> 16) <= FRESH_US;
+        fresh.then_some((v & 0xFFFF) as usize)
+    }
+}
+
+/// The CPUs the progress thread may run on, the one it keeps off, and the one the application has been driving
+/// from since when.
 pub(super) struct Steer {
     allowed: libc::cpu_set_t,
     avoiding: Option<usize>,
+    settling: Option<(usize, Duration)>,
 }
 
 impl Steer {
@@ -31,19 +72,41 @@ impl Steer {
         (r == 0 && cpus(&allowed) >= 2).then_some(Self {
             allowed,
             avoiding: None,
+            settling: None,
         })
     }
 
-    /// Moves the calling (progress) thread off `app`, the CPU a spinning application last drove from, if it
-    /// runs there; with no such CPU (`None`: the application naps), gives it back every allowed CPU.
-    pub(super) fn check(&mut self, app: Option<usize>) {
+    /// Whether the thread keeps off a CPU now.
+    pub(super) fn avoiding(&self) -> bool {
+        self.avoiding.is_some()
+    }
+
+    /// At `now` (since the host's epoch): moves the calling (progress) thread off `app`, the CPU a spinning
+    /// application has driven from for [`SETTLE`], if it runs there; with no such CPU (`None`: the application
+    /// naps or stopped driving), gives it back every allowed CPU.
+    pub(super) fn check(&mut self, app: Option<usize>, now: Duration) {
         let Some(app) = app else {
+            self.settling = None;
             if self.avoiding.take().is_some() {
                 set_affinity(&self.allowed);
             }
             return;
         };
-        if self.avoiding == Some(app) || current_cpu() != Some(app) {
+        if self.avoiding == Some(app) {
+            return;
+        }
+        match self.settling {
+            Some((cpu, since)) if cpu == app => {
+                if now.saturating_sub(since) < SETTLE {
+                    return;
+                }
+            }
+            _ => {
+                self.settling = Some((app, now));
+                return;
+            }
+        }
+        if current_cpu() != Some(app) {
             return;
         }
         let Some(set) = without(&self.allowed, app) else {
@@ -124,7 +187,8 @@ mod tests {
         list(&s)
     }
 
-    /// On the application's CPU the thread leaves it; once the application naps it may use every CPU again.
+    /// On the CPU the application has driven from for [`SETTLE`], the thread leaves it; once the application
+    /// naps it may use every CPU again.
     #[test]
     fn a_thread_on_the_application_cpu_leaves_it_and_comes_back_when_it_naps() {
         let name = "a_thread_on_the_application_cpu_leaves_it_and_comes_back_when_it_naps";
@@ -138,14 +202,34 @@ mod tests {
             let app = all[0];
             assert!(set_affinity(&set(&[app])));
             assert_eq!(current_cpu(), Some(app));
-            steer.check(Some(app));
+            let t0 = Duration::from_secs(1);
+            steer.check(Some(app), t0);
+            steer.check(Some(app), t0 + SETTLE / 2);
+            assert_eq!(
+                mine(),
+                vec![app],
+                "a bandwidth-bound start does not move it"
+            );
+            steer.check(Some(app), t0 + SETTLE);
             let off: Vec<usize> = all.iter().copied().filter(|&c| c != app).collect();
             assert_eq!(mine(), off, "off the application's CPU");
-            steer.check(None);
+            steer.check(None, t0 + SETTLE * 2);
             assert_eq!(mine(), all, "every CPU again");
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_drive_is_recent_for_a_millisecond() {
+        let a = AppCpu::default();
+        let t = Duration::from_secs(3);
+        assert_eq!(a.recent(t), None, "never driven");
+        a.note(t);
+        let cpu = current_cpu();
+        assert!(cpu.is_some());
+        assert_eq!(a.recent(t + Duration::from_micros(FRESH_US)), cpu);
+        assert_eq!(a.recent(t + Duration::from_micros(FRESH_US + 1)), None);
     }
 
     #[test]

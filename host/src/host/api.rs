@@ -10,7 +10,7 @@ use super::state::{Core, EVENT_QUEUE, Handle, Host, Inner, lock};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv6Addr;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as WallClock};
 
@@ -126,7 +126,7 @@ impl<P: PlaneIo> Host<P> {
             sleeping: AtomicBool::new(false),
             deep_until: AtomicU64::new(0),
             driven: AtomicBool::new(false),
-            app_cpu: AtomicUsize::new(usize::MAX),
+            app_cpu: Default::default(),
             epoch: WallClock::now(),
             stop: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -208,10 +208,7 @@ impl<P: PlaneIo> Host<P> {
             return Ok(false);
         }
         // A latency-bound caller spins: the progress thread keeps off its CPU (`affinity.rs`).
-        let cpu = super::affinity::current_cpu().unwrap_or(usize::MAX);
-        if i.app_cpu.load(Ordering::Relaxed) != cpu {
-            i.app_cpu.store(cpu, Ordering::Relaxed);
-        }
+        i.app_cpu.note(i.epoch.elapsed());
         self.progress()
     }
 

@@ -52,6 +52,16 @@ pub(super) fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool, mut steer: Opt
             }
             busy
         };
+        // After an idle round, or while the thread keeps off a CPU: a bandwidth-bound application naps between
+        // polls, so the progress thread may share its CPU again (and needs to, where the peer's progress thread
+        // has the other one).
+        if let Some(s) = steer.as_mut()
+            && (!busy || s.avoiding())
+        {
+            let now = i.epoch.elapsed();
+            let app = i.app_cpu.recent(now).filter(|_| !i.deep());
+            s.check(app, now);
+        }
         if busy {
             idle = 0;
             last_busy = WallClock::now();
@@ -62,11 +72,6 @@ pub(super) fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool, mut steer: Opt
             continue;
         }
         idle += 1;
-        if let Some(s) = steer.as_mut() {
-            // A bandwidth-bound application naps between polls: the progress thread may share its CPU again.
-            let app = i.app_cpu.load(Ordering::Relaxed);
-            s.check((app != usize::MAX && !i.deep()).then_some(app));
-        }
         // Spin (yielding) for the datapath's busy-poll time after the last busy round, as mrc-perf's poll mode
         // does: a reply due within it then needs no wake-up from ppoll.
         if idle < SPIN_ROUNDS || last_busy.elapsed() < spin_for {

@@ -5,7 +5,7 @@ use super::config::{ProgressMode, QpProfile};
 use super::info::{AsyncEvent, LocalInfo};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddrV6;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration as StdDuration, Instant as WallClock};
@@ -220,9 +220,9 @@ pub(super) struct Inner<P: PlaneIo> {
     pub(super) deep_until: AtomicU64,
     /// Whether anyone called [`Host::drive`]: only then does the progress thread look at bytes in flight.
     pub(super) driven: AtomicBool,
-    /// The CPU of the last [`Host::drive`] call (`usize::MAX` before one): the progress thread keeps off it
+    /// Where and when a latency-bound [`Host::drive`] call last ran: the progress thread keeps off that CPU
     /// (`affinity.rs`).
-    pub(super) app_cpu: AtomicUsize,
+    pub(super) app_cpu: super::affinity::AppCpu,
     pub(super) epoch: WallClock,
     pub(super) stop: AtomicBool,
     pub(super) failed: AtomicBool,
