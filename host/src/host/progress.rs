@@ -59,7 +59,7 @@ pub(super) fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool, mut steer: Opt
             && (!busy || s.avoiding())
         {
             let now = i.epoch.elapsed();
-            let app = i.app_cpu.recent(now).filter(|_| !i.deep());
+            let app = i.app_cpu.recent(now).filter(|_| !i.deep_at(now));
             s.check(app, now);
         }
         if busy {
@@ -114,7 +114,12 @@ pub(super) fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool, mut steer: Opt
 impl<P: PlaneIo> Inner<P> {
     /// Whether a QP had many bytes in flight at the last look (within [`DEEP_HOLD`]).
     pub(super) fn deep(&self) -> bool {
-        (self.epoch.elapsed().as_nanos() as u64) < self.deep_until.load(Ordering::Relaxed)
+        self.deep_at(self.epoch.elapsed())
+    }
+
+    /// [`deep`](Self::deep) at `now` (since the host's epoch), for a caller that has read the clock already.
+    pub(super) fn deep_at(&self, now: StdDuration) -> bool {
+        (now.as_nanos() as u64) < self.deep_until.load(Ordering::Relaxed)
     }
 
     /// Notes a QP with many bytes in flight: [`Host::drive`](super::Host::drive)'s callers then leave the
