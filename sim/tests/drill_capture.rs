@@ -2,7 +2,7 @@
 //! a capture at a host and a link holds what crossed them in the window, with simulated timestamps, and
 //! changes nothing in the run (same report with and without it, the same bytes twice).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use mrc_sim::capture::CaptureSpec;
 use mrc_sim::scenario::{LinkRef, LinkTier};
@@ -19,20 +19,21 @@ fn scenario(name: &str) -> Scenario {
     s
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mrc-sim-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("mrc-sim-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
 fn flows_csv_drill_down_adds_up_and_shows_the_failed_plane() {
     let s = scenario("plane-failure");
     let r = run_scenario_captured(&s, false, None, &mut |_, _| true).expect("runs");
-    let dir = scratch("drill");
-    r.write(&dir).unwrap();
+    let tmp = scratch("drill");
+    let dir = tmp.path();
+    r.write(dir).unwrap();
     let text = std::fs::read_to_string(dir.join("flows.csv")).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     let col = |name: &str| {
@@ -125,7 +126,8 @@ fn read(path: &Path) -> Read {
 #[test]
 fn a_capture_holds_the_window_and_changes_nothing() {
     let s = scenario("plane-return-8host");
-    let dir = scratch("capture");
+    let tmp = scratch("capture");
+    let dir = tmp.path();
     let spec = |file: &str| CaptureSpec {
         path: dir.join(file),
         hosts: vec![0],
@@ -155,7 +157,6 @@ fn a_capture_holds_the_window_and_changes_nothing() {
     assert_eq!(fa, fb, "the same run, the same capture");
     assert_eq!(a.to_json(), b.to_json());
     let (ifaces, pkts) = read(&dir.join("a.pcapng"));
-    let _ = std::fs::remove_dir_all(&dir);
     let mut want: Vec<String> = (0..8).map(|p| format!("h0.p{p}")).collect();
     want.extend(["p3.t0-0-t1-0".to_string(), "p3.t1-0-t0-0".to_string()]);
     assert_eq!(ifaces, want);

@@ -53,7 +53,11 @@ fn scenarios() -> Vec<PathBuf> {
 
 #[test]
 fn every_shipped_scenario_is_the_same_on_1_2_and_4_threads() {
-    let tmp = std::env::temp_dir().join(format!("mrc-sim-parallel-{}", std::process::id()));
+    let scratch = tempfile::Builder::new()
+        .prefix("mrc-sim-parallel-")
+        .tempdir()
+        .unwrap();
+    let tmp = scratch.path();
     let files = scenarios();
     assert!(files.len() >= 15, "found only {files:?}");
     for f in files {
@@ -68,9 +72,9 @@ fn every_shipped_scenario_is_the_same_on_1_2_and_4_threads() {
             s.name
         );
         let t = std::time::Instant::now();
-        let one = outputs(&s, 1, &tmp);
+        let one = outputs(&s, 1, tmp);
         for n in [2, 4] {
-            let other = outputs(&s, n, &tmp);
+            let other = outputs(&s, n, tmp);
             assert!(
                 one.0 == other.0,
                 "{}: report.json differs between 1 and {n} threads",
@@ -84,5 +88,4 @@ fn every_shipped_scenario_is_the_same_on_1_2_and_4_threads() {
         }
         eprintln!("{}: same on 1, 2, 4 threads ({:.1?})", s.name, t.elapsed());
     }
-    let _ = std::fs::remove_dir_all(&tmp);
 }

@@ -25,7 +25,11 @@ fn memory_estimate_is_close() {
         ("fairwater-8plane", Some("4")),
     ] {
         let scen = format!("{}/scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
-        let out = std::env::temp_dir().join(format!("mrc-sim-plan-{}-{name}", std::process::id()));
+        let tmp = tempfile::Builder::new()
+            .prefix("mrc-sim-plan-")
+            .tempdir()
+            .unwrap();
+        let out = tmp.path().join(name);
         let mut args = vec!["run", &scen, "--out"];
         let out_s = out.display().to_string();
         args.push(&out_s);
@@ -64,6 +68,5 @@ fn memory_estimate_is_close() {
             (0.8..=2.0).contains(&(est / peak)),
             "{name}: estimated {est:.3e} B for a peak of {peak:.3e} B"
         );
-        let _ = std::fs::remove_dir_all(&out);
     }
 }

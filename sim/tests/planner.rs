@@ -15,11 +15,11 @@ fn mrc_sim(args: &[&str]) -> Output {
         .expect("run mrc-sim")
 }
 
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mrc-sim-planner-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn temp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("mrc-sim-planner-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn text(o: &Output) -> String {
@@ -76,8 +76,9 @@ fn failure_sets_add_to_the_scenarios_failures_and_run_refuses_them() {
         "an item replays as one run"
     );
     assert_eq!(items[1].scenario(&s).failures.len(), 1);
-    let d = temp("sets");
-    let p = write(&d, "s.toml", &body);
+    let tmp = temp("sets");
+    let d = tmp.path();
+    let p = write(d, "s.toml", &body);
     let o = mrc_sim(&[
         "run",
         p.to_str().unwrap(),
@@ -90,7 +91,6 @@ fn failure_sets_add_to_the_scenarios_failures_and_run_refuses_them() {
         t.contains("sweep.failure_sets") && t.contains("mrc-sim sweep"),
         "{t}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// `sweep` writes its plan, a summary per failure set (CSV and SVG: slowdown by set, seeds as the spread),
@@ -104,8 +104,9 @@ fn sweep_says_which_runs_failed_and_summarises_each_set() {
          failures = [{{ kind = \"switch_down\", at_us = 2, switch = {{ tier = 1, plane = 0, index = 1 }} }}]\n\
          [[validate]]\nmetric = \"jct_slowdown\"\nmax = 0.0\nwhy = \"no failure is free\"\n"
     );
-    let d = temp("sweep");
-    let p = write(&d, "s.toml", &body);
+    let tmp = temp("sweep");
+    let d = tmp.path();
+    let p = write(d, "s.toml", &body);
     let out = d.join("o");
     let o = mrc_sim(&[
         "sweep",
@@ -133,7 +134,6 @@ fn sweep_says_which_runs_failed_and_summarises_each_set() {
     assert!(rows[1].starts_with("plane1-down,2,0,"), "{summary}");
     let svg = std::fs::read_to_string(out.join("sweep-summary.svg")).unwrap();
     assert!(svg.contains("plane1-down") && svg.contains("slowdown"));
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// The summary is the median over the seeds and their range, per set, from `sweep.csv`'s rows.
@@ -225,9 +225,10 @@ fn plots_label_real_times_shade_flaps_and_start_at_the_traffic() {
 /// `compare` says which run each event total belongs to.
 #[test]
 fn compare_names_each_runs_events() {
-    let d = temp("compare");
+    let tmp = temp("compare");
+    let d = tmp.path();
     let p = write(
-        &d,
+        d,
         "s.toml",
         &format!("{SMALL}\n[[failures]]\nkind = \"plane_down\"\nplane = 1\nat_us = 3\n"),
     );
@@ -242,16 +243,16 @@ fn compare_names_each_runs_events() {
         t.contains("2 runs (the run and its healthy baseline)"),
         "{t}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// `validate` over several scenarios says the peak memory after the first is the process's so far.
 #[test]
 fn validate_says_whose_peak_memory_it_prints() {
-    let d = temp("validate");
-    let a = write(&d, "a.toml", SMALL);
+    let tmp = temp("validate");
+    let d = tmp.path();
+    let a = write(d, "a.toml", SMALL);
     let b = write(
-        &d,
+        d,
         "b.toml",
         &SMALL.replace("name = \"small\"", "name = \"small-b\""),
     );
@@ -268,7 +269,6 @@ fn validate_says_whose_peak_memory_it_prints() {
         lines[1].contains("peak RSS of this process so far (earlier scenarios included)"),
         "{t}"
     );
-    let _ = std::fs::remove_dir_all(&d);
 }
 
 /// Every range an error names is written one way, inclusive (`0..=7`), never `0..8`.

@@ -60,11 +60,13 @@ fn loss_sack_checks_fail_for_go_back_n() {
         .replace("recovery = \"sack\"", "recovery = \"go_back_n\"")
         .replace("limit_us = 20000", "limit_us = 3000");
     assert_ne!(gbn, text);
-    let path =
-        std::env::temp_dir().join(format!("mrc-sim-sack-as-gbn-{}.toml", std::process::id()));
-    std::fs::write(&path, gbn).expect("write the scenario");
-    let (ok, report) = run_validate(&path.display().to_string());
-    let _ = std::fs::remove_file(&path);
+    let file = tempfile::Builder::new()
+        .prefix("mrc-sim-sack-as-gbn-")
+        .suffix(".toml")
+        .tempfile()
+        .expect("a scratch file");
+    std::fs::write(file.path(), gbn).expect("write the scenario");
+    let (ok, report) = run_validate(&file.path().display().to_string());
     assert!(!ok, "{report}");
     for metric in ["waste_fraction", "needless_send_fraction"] {
         assert!(

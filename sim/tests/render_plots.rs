@@ -10,11 +10,11 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("render-plots.sh")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mrc-sim-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("mrc-sim-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn on_path(tool: &str) -> bool {
@@ -38,10 +38,11 @@ fn every_svg_of_a_run_becomes_a_png() {
     let mut s = Scenario::load(path.as_ref()).expect("scenario loads");
     s.run.baseline = false;
     let r = run_scenario_captured(&s, false, None, &mut |_, _| true).expect("runs");
-    let dir = scratch("render");
-    r.write(&dir).unwrap();
+    let tmp = scratch("render");
+    let dir = tmp.path();
+    r.write(dir).unwrap();
     let out = Command::new(script())
-        .arg(&dir)
+        .arg(dir)
         .output()
         .expect("run the script");
     assert!(
@@ -49,7 +50,7 @@ fn every_svg_of_a_run_becomes_a_png() {
         "render-plots.sh failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut svgs: Vec<PathBuf> = std::fs::read_dir(&dir)
+    let mut svgs: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
@@ -67,17 +68,16 @@ fn every_svg_of_a_run_becomes_a_png() {
             bytes.len()
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_folder_without_plots_is_refused() {
-    let dir = scratch("render-empty");
+    let tmp = scratch("render-empty");
+    let dir = tmp.path();
     let out = Command::new(script())
-        .arg(&dir)
+        .arg(dir)
         .output()
         .expect("run the script");
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no .svg in"),

@@ -239,9 +239,12 @@ fn slurm_job_array_runs_end_to_end() {
         return;
     }
     let bin: [PathBuf; 6] = std::array::from_fn(|i| found[i].clone().unwrap());
-    let dir = std::env::temp_dir().join(format!("mrc-sim-slurm-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    // Declared before the cluster, so dropped after it: the daemons stop before their folder goes.
+    let scratch = tempfile::Builder::new()
+        .prefix("mrc-sim-slurm-")
+        .tempdir()
+        .unwrap();
+    let dir = scratch.path();
     let cluster = match Cluster::start(&dir.join("slurm"), bin) {
         Ok(c) => c,
         Err(e) => {
@@ -338,5 +341,4 @@ fn slurm_job_array_runs_end_to_end() {
         assert!(out.join(folder).join("report.json").exists(), "{folder}");
     }
     drop(cluster);
-    let _ = std::fs::remove_dir_all(&dir);
 }
