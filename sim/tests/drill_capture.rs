@@ -2,6 +2,8 @@
 //! a capture at a host and a link holds what crossed them in the window, with simulated timestamps, and
 //! changes nothing in the run (same report with and without it, the same bytes twice).
 
+mod common;
+
 use std::path::Path;
 
 use mrc_sim::capture::CaptureSpec;
@@ -19,18 +21,11 @@ fn scenario(name: &str) -> Scenario {
     s
 }
 
-fn scratch(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("mrc-sim-{name}-"))
-        .tempdir()
-        .unwrap()
-}
-
 #[test]
 fn flows_csv_drill_down_adds_up_and_shows_the_failed_plane() {
     let s = scenario("plane-failure");
     let r = run_scenario_captured(&s, false, None, &mut |_, _| true).expect("runs");
-    let tmp = scratch("drill");
+    let tmp = common::scratch("drill");
     let dir = tmp.path();
     r.write(dir).unwrap();
     let text = std::fs::read_to_string(dir.join("flows.csv")).unwrap();
@@ -126,7 +121,7 @@ fn read(path: &Path) -> Read {
 #[test]
 fn a_capture_holds_the_window_and_changes_nothing() {
     let s = scenario("plane-return-8host");
-    let tmp = scratch("capture");
+    let tmp = common::scratch("capture");
     let dir = tmp.path();
     let spec = |file: &str| CaptureSpec {
         path: dir.join(file),

@@ -3,17 +3,15 @@
 //! regular file of at most 64 MiB is read, checked before the first byte, and no byte of it is quoted (spec
 //! SEC-FILE-1). Each test fails on the code before the fix (commit 7220f85).
 
+mod common;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mrc_sim::{Plan, Scenario, ScenarioError};
 
-/// A scratch folder, removed when the test ends (pass or fail).
 fn temp(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("mrc-sim-files-{name}-"))
-        .tempdir()
-        .unwrap()
+    common::scratch(&format!("files-{name}"))
 }
 
 /// Loads a scenario in `dir` whose htsim topology (`topo`) or workload (`cm`) is the given path, and plans it.

@@ -1,7 +1,9 @@
 //! Issue 16: every input that used to give a confident wrong answer now fails fast, with a message that names
 //! the field and says what to write instead. One test per misread found, plus the rules behind them.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output};
 
 use mrc_sim::{Plan, Scenario, ScenarioError};
@@ -49,27 +51,8 @@ fn mrc_sim(args: &[&str]) -> Output {
         .expect("run mrc-sim")
 }
 
-/// A scratch folder, removed when the test ends.
-struct Temp(PathBuf);
-
-impl std::ops::Deref for Temp {
-    type Target = Path;
-    fn deref(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn temp(name: &str) -> Temp {
-    let d = std::env::temp_dir().join(format!("mrc-sim-misreads-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Temp(d)
+fn temp(name: &str) -> tempfile::TempDir {
+    common::scratch(&format!("misreads-{name}"))
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -134,9 +117,10 @@ fn validate_honours_baseline_false() {
         "validate[0].metric",
         &["run.baseline = false", "set run.baseline = true"],
     );
-    let dir = temp("baseline");
+    let tmp = temp("baseline");
+    let dir = tmp.path();
     let scen = write(
-        &dir,
+        dir,
         "s.toml",
         &format!(
             "{}baseline = false\n[[failures]]\nkind = \"plane_down\"\nat_us = 5\nplane = 3\n\
@@ -158,9 +142,10 @@ fn validate_honours_baseline_false() {
 /// estimate refuses it before anything is built, naming the fields and the override.
 #[test]
 fn a_fabric_that_cannot_fit_is_refused_before_allocating() {
-    let dir = temp("huge");
+    let tmp = temp("huge");
+    let dir = tmp.path();
     let scen = write(
-        &dir,
+        dir,
         "s.toml",
         &BASE
             .replace("planes = 8", "planes = 1")
@@ -196,9 +181,10 @@ fn a_fabric_that_cannot_fit_is_refused_before_allocating() {
 /// `--out` naming a file (or a folder that cannot be made) used to be reported only after the simulation.
 #[test]
 fn out_that_is_a_file_is_refused_before_running() {
-    let dir = temp("out");
-    let scen = write(&dir, "s.toml", BASE);
-    let file = write(&dir, "taken", "not a folder");
+    let tmp = temp("out");
+    let dir = tmp.path();
+    let scen = write(dir, "s.toml", BASE);
+    let file = write(dir, "taken", "not a folder");
     let o = mrc_sim(&["run", &scen, "--out", &file]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
@@ -310,7 +296,8 @@ fn inconsistent_references_are_refused() {
 /// run replays from its output folder alone.
 #[test]
 fn htsim_import_refuses_unknown_syntax_and_replays() {
-    let dir = temp("htsim");
+    let tmp = temp("htsim");
+    let dir = tmp.path();
     let topo = "Nodes 8\nTiers 2\nPodsize 8\nTier 0\nDownlink_speed_Gbps 100\nRadix_Down 4\nRadix_Up 4\n\
                 Downlink_Latency_ns 1000\nQueue_Up 60000\nOversubscribed 1\nTier 1\nDownlink_speed_Gbps 100\n\
                 Radix_Down 2\nDownlink_Latency_ns 1000\n";
@@ -322,7 +309,7 @@ fn htsim_import_refuses_unknown_syntax_and_replays() {
     write(&sub, "fabric.topo", topo);
     write(&sub, "jobs.cm", cm);
     let scen = write(
-        &dir,
+        dir,
         "s.toml",
         "name = \"imp\"\n[topology]\nkind = \"htsim\"\nplanes = 2\nfile = \"inputs/fabric.topo\"\n\
          [workload]\nkind = \"htsim\"\nfile = \"inputs/jobs.cm\"\n[run]\nlimit_us = 2000\n",

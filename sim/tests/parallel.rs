@@ -3,6 +3,8 @@
 //! 16 hosts and 32 T1 per plane, every plane kept, explicit sources outside dropped, runs cut at 400 µs) to keep
 //! CI short; a sweep scenario runs with its first failure set.
 
+mod common;
+
 use mrc_sim::plan::Plan;
 use mrc_sim::{Scenario, run_scenario};
 use std::path::{Path, PathBuf};
@@ -53,10 +55,7 @@ fn scenarios() -> Vec<PathBuf> {
 
 #[test]
 fn every_shipped_scenario_is_the_same_on_1_2_and_4_threads() {
-    let scratch = tempfile::Builder::new()
-        .prefix("mrc-sim-parallel-")
-        .tempdir()
-        .unwrap();
+    let scratch = common::scratch("parallel");
     let tmp = scratch.path();
     let files = scenarios();
     assert!(files.len() >= 15, "found only {files:?}");

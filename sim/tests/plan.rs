@@ -1,6 +1,8 @@
 //! The memory estimate that refuses oversized scenarios (and sizes Slurm's `--mem`) is close to what runs
 //! really use: measured as the process's peak resident set, which `mrc-sim run` prints beside the estimate.
 
+mod common;
+
 use std::process::Command;
 
 fn bytes(s: &str) -> f64 {
@@ -25,10 +27,7 @@ fn memory_estimate_is_close() {
         ("fairwater-8plane", Some("4")),
     ] {
         let scen = format!("{}/scenarios/{name}.toml", env!("CARGO_MANIFEST_DIR"));
-        let tmp = tempfile::Builder::new()
-            .prefix("mrc-sim-plan-")
-            .tempdir()
-            .unwrap();
+        let tmp = common::scratch("plan");
         let out = tmp.path().join(name);
         let mut args = vec!["run", &scen, "--out"];
         let out_s = out.display().to_string();

@@ -2,6 +2,8 @@
 //! failures, what `sweep` says and writes, failures outside the traffic, the plots' labels and axis, the run
 //! totals `compare` and `validate` print, one range notation, and the progress bar's measure.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -16,10 +18,7 @@ fn mrc_sim(args: &[&str]) -> Output {
 }
 
 fn temp(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("mrc-sim-planner-{name}-"))
-        .tempdir()
-        .unwrap()
+    common::scratch(&format!("planner-{name}"))
 }
 
 fn text(o: &Output) -> String {

@@ -1,6 +1,8 @@
 //! `sim/render-plots.sh` (named by the READMEs for the PNG plots) turns every SVG plot of a run's folder into a
 //! PNG beside it, and says what to install when no converter is found.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -8,13 +10,6 @@ use mrc_sim::{Scenario, run_scenario_captured};
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("render-plots.sh")
-}
-
-fn scratch(name: &str) -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix(&format!("mrc-sim-{name}-"))
-        .tempdir()
-        .unwrap()
 }
 
 fn on_path(tool: &str) -> bool {
@@ -38,7 +33,7 @@ fn every_svg_of_a_run_becomes_a_png() {
     let mut s = Scenario::load(path.as_ref()).expect("scenario loads");
     s.run.baseline = false;
     let r = run_scenario_captured(&s, false, None, &mut |_, _| true).expect("runs");
-    let tmp = scratch("render");
+    let tmp = common::scratch("render");
     let dir = tmp.path();
     r.write(dir).unwrap();
     let out = Command::new(script())
@@ -72,7 +67,7 @@ fn every_svg_of_a_run_becomes_a_png() {
 
 #[test]
 fn a_folder_without_plots_is_refused() {
-    let tmp = scratch("render-empty");
+    let tmp = common::scratch("render-empty");
     let dir = tmp.path();
     let out = Command::new(script())
         .arg(dir)

@@ -8,6 +8,8 @@
 //! installs slurm-wlm when it runs as root. The daemons are stopped (scontrol shutdown, then killed) however
 //! the test ends.
 
+mod common;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -240,10 +242,7 @@ fn slurm_job_array_runs_end_to_end() {
     }
     let bin: [PathBuf; 6] = std::array::from_fn(|i| found[i].clone().unwrap());
     // Declared before the cluster, so dropped after it: the daemons stop before their folder goes.
-    let scratch = tempfile::Builder::new()
-        .prefix("mrc-sim-slurm-")
-        .tempdir()
-        .unwrap();
+    let scratch = common::scratch("slurm");
     let dir = scratch.path();
     let cluster = match Cluster::start(&dir.join("slurm"), bin) {
         Ok(c) => c,

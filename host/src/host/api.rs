@@ -204,11 +204,13 @@ impl<P: PlaneIo> Host<P> {
         if !i.driven.load(Ordering::Relaxed) {
             i.driven.store(true, Ordering::Relaxed);
         }
-        if self.bandwidth_bound() {
+        // One clock read for both uses: this is the latency-bound caller's hot path.
+        let now = i.epoch.elapsed();
+        if i.bandwidth_bound_at(now) {
             return Ok(false);
         }
         // A latency-bound caller spins: the progress thread keeps off its CPU (`affinity.rs`).
-        i.app_cpu.note(i.epoch.elapsed());
+        i.app_cpu.note(now);
         self.progress()
     }
 
@@ -216,7 +218,7 @@ impl<P: PlaneIo> Host<P> {
     /// [`Host::drive`] leaves rounds to it): a caller that spins on an empty CQ may as well sleep briefly.
     pub fn bandwidth_bound(&self) -> bool {
         let i = self.inner();
-        i.mode != ProgressMode::Manual && i.deep()
+        i.bandwidth_bound_at(i.epoch.elapsed())
     }
 
     /// Manual mode's application loop: one round, and when nothing has happened for a while (the datapath's

@@ -112,14 +112,16 @@ pub(super) fn run<P: PlaneIo>(i: &Arc<Inner<P>>, busy_poll: bool, mut steer: Opt
 }
 
 impl<P: PlaneIo> Inner<P> {
-    /// Whether a QP had many bytes in flight at the last look (within [`DEEP_HOLD`]).
-    pub(super) fn deep(&self) -> bool {
-        self.deep_at(self.epoch.elapsed())
-    }
-
-    /// [`deep`](Self::deep) at `now` (since the host's epoch), for a caller that has read the clock already.
+    /// Whether a QP had many bytes in flight at the last look (within [`DEEP_HOLD`]) before `now` (since the
+    /// host's epoch).
     pub(super) fn deep_at(&self, now: StdDuration) -> bool {
         (now.as_nanos() as u64) < self.deep_until.load(Ordering::Relaxed)
+    }
+
+    /// [`Host::bandwidth_bound`](super::Host::bandwidth_bound) at `now`: a progress thread runs and saw a
+    /// deep QP.
+    pub(super) fn bandwidth_bound_at(&self, now: StdDuration) -> bool {
+        self.mode != super::config::ProgressMode::Manual && self.deep_at(now)
     }
 
     /// Notes a QP with many bytes in flight: [`Host::drive`](super::Host::drive)'s callers then leave the
