@@ -84,6 +84,7 @@ fn drive(
     let mut bytes = 0u64;
     let mut out = [Completion::default(); 32];
     let mut idle = 0u32;
+    let mut armed = false;
     let post = |k: usize, q: &Qp, idx: usize, wr_id: u64| {
         let slot = (idx * depth + (wr_id as usize % depth)) * SIZE;
         let sge = [Sge {
@@ -133,6 +134,7 @@ fn drive(
         }
         if did {
             idle = 0;
+            armed = false;
             continue;
         }
         idle += 1;
@@ -141,11 +143,17 @@ fn drive(
             std::thread::yield_now();
             continue;
         }
-        // Nothing for a while: sleep on the CQs' completion channels, as a verbs application on
-        // ibv_get_cq_event does, so 8 idle threads do not take 2 CPUs from the progress threads.
-        for (_, _, cq) in qps {
-            cq.req_notify(false);
+        if !armed {
+            // Nothing for a while: arm the CQs, then poll them once more before sleeping, as verbs requires: a
+            // completion that arrived before the arm raises no event.
+            for (_, _, cq) in qps {
+                cq.req_notify(false);
+            }
+            armed = true;
+            continue;
         }
+        // Still nothing: sleep on the CQs' completion channels, as a verbs application on ibv_get_cq_event
+        // does, so 8 idle threads do not take 2 CPUs from the progress threads.
         let mut fds: Vec<libc::pollfd> = qps
             .iter()
             .map(|(_, _, cq)| libc::pollfd {
@@ -160,6 +168,7 @@ fn drive(
             cq.ack_events();
         }
         idle = 0;
+        armed = false;
     }
     // Drain what is still in flight (uncounted), so the next case starts from empty queues.
     let end = Instant::now() + Duration::from_secs(10);
