@@ -377,8 +377,8 @@ fn fabric_link_flapping_at_10hz() {
         .unwrap_or_else(|| panic!("no \"flapped N times\" in the flap's report: {report}"));
     assert!(cuts >= 20, "only {cuts} cuts in 4 s at 10 Hz: {report}");
     // It bit: plane 5 was retired and carried clearly less than every other plane. It is retired again and
-    // again, or once for good when its probes, 100 ms apart at the software datapath's cap, keep landing in the
-    // cut half of the 100 ms flap. Losses and retransmissions alone prove nothing on a busy machine: an idle flap
+    // again, or once and kept out while its probes, 100 ms apart at the software datapath's cap, keep landing in
+    // the cut half of the 100 ms flap. Losses and retransmissions alone prove nothing on a busy machine: an idle flap
     // has shown some. The link is down half of the flapping time, so plane 5 can carry about half of what the
     // others do, no less: a busy machine that runs the transfer slowly (0.7 Gbit/s) saw 0.59 of the others; an
     // idle one sees under 0.5.
