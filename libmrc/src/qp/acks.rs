@@ -3,7 +3,7 @@
 use super::{Qp, QpState, Timer};
 use crate::cc::AckSample;
 use crate::completion::WcStatus;
-use crate::reliability::{PktState, unwrap_msn, unwrap_psn};
+use crate::reliability::{PktState, SendOrder, unwrap_msn, unwrap_psn};
 use crate::time::{Duration, Instant};
 use crate::wire::{Ack, Nack, NackReason, PSN_MASK, Sack, SackMark};
 
@@ -20,8 +20,8 @@ impl Qp {
             .req
             .sent
             .ack_below_with(epsn, |p| paths.on_clean_ack(p.ev, p.sent_at, now));
-        if let Some(t) = newest {
-            self.req.rack_xmit = self.req.rack_xmit.max(t);
+        if let Some(o) = newest {
+            self.req.rack = self.req.rack.max(o);
         }
         let mut bits = bitmap;
         while bits != 0 {
@@ -40,7 +40,7 @@ impl Qp {
             Some(p) => {
                 if p.tx_count == 1 {
                     // Only unambiguous acknowledgements advance the time-based loss reference.
-                    self.req.rack_xmit = self.req.rack_xmit.max(p.sent_at);
+                    self.req.rack = self.req.rack.max(SendOrder::new(p.sent_at, psn));
                     self.paths.on_clean_ack(p.ev, p.sent_at, now);
                 }
                 u64::from(p.len)

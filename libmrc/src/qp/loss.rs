@@ -3,7 +3,7 @@
 
 use super::{Qp, QpState, Requester, Timer};
 use crate::io::Transmit;
-use crate::reliability::PktState;
+use crate::reliability::{PktState, SendOrder};
 use crate::time::{Duration, Instant};
 
 /// A slow path's delay lengthens the RTO of its packets by at most this many RTOs: one wrong delay sample (an
@@ -35,12 +35,12 @@ impl Qp {
         let min = self.min_rtt_ns();
         loop {
             let (paths, rtt) = (&self.paths, &self.req.rtt);
-            let Some(psn) =
-                self.req
-                    .sent
-                    .pop_lost_by_time(self.req.rack_xmit, now, min, |ev, t| {
-                        loss_wait_ns(paths, rtt, min, ev, t)
-                    })
+            let Some(psn) = self
+                .req
+                .sent
+                .pop_lost_by_time(self.req.rack, now, min, |ev, t| {
+                    loss_wait_ns(paths, rtt, min, ev, t)
+                })
             else {
                 break;
             };
@@ -81,16 +81,17 @@ impl Qp {
             .req
             .tail
             .outstanding
-            .is_some_and(|(_, at)| at <= self.req.rack_xmit)
+            .is_some_and(|(_, at)| at <= self.req.rack.at)
         {
             // A packet sent after the probe was acknowledged: the probe's answer has nothing more to tell.
             self.req.tail.outstanding = None;
             self.req.tail.count = 0;
         }
-        let (t, ev) = self.req.sent.tail_front()?;
-        if t <= self.req.rack_xmit {
+        let (front, ev) = self.req.sent.tail_front()?;
+        if front <= self.req.rack {
             return None;
         }
+        let t = front.at;
         let wait = self.loss_wait_ns(ev, t);
         let mut due = Instant::from_nanos(t.as_nanos().saturating_add(wait));
         if let Some((_, at)) = self.req.tail.outstanding {
@@ -129,7 +130,8 @@ impl Qp {
         {
             self.req.tail.outstanding = None;
             self.req.tail.count = 0;
-            self.req.rack_xmit = self.req.rack_xmit.max(at);
+            // Sent after every packet of its instant: the answer stands for all of them.
+            self.req.rack = self.req.rack.max(SendOrder::new(at, u64::MAX));
         }
     }
 
@@ -164,7 +166,7 @@ impl Qp {
             // spec: PATH-EV-8
             // Timed out with nothing sent at or after it acknowledged since: the peer (or this host) went quiet
             // on every path at once, as a descheduled process does, which says nothing about this path.
-            let peer_quiet = by_rto && self.req.rack_xmit < p.sent_at;
+            let peer_quiet = by_rto && self.req.rack < SendOrder::new(p.sent_at, psn);
             // spec: PATH-EV-4
             // While the receiver trims at its own last hop, a packet missing for long most likely waits in that
             // queue or its NACK behind others on the receiver's link: the receiver's congestion, which says

@@ -30,7 +30,7 @@ use crate::config::{Caps, QpConfig};
 use crate::error::ConfigError;
 use crate::mem::{Access, AccessError, MrTable, Pd, Sge};
 use crate::path::{EvChange, PathSet};
-use crate::reliability::{PsnTracker, RttEstimator, SentWindow};
+use crate::reliability::{PsnTracker, RttEstimator, SendOrder, SentWindow};
 use crate::time::Instant;
 use crate::wire::AuthKey;
 pub(crate) use timers::{Timer, TimerTable};
@@ -291,7 +291,8 @@ pub(crate) struct Requester {
     pub(crate) last_nack_rnr: bool,
     pub(crate) peer_mpr: u8,
     pub(crate) tail: TailProbe,
-    pub(crate) rack_xmit: Instant,
+    /// The latest acknowledged transmission, in send order: the time rule's reference.
+    pub(crate) rack: SendOrder,
     pub(crate) sq: VecDeque<SendWqe>,
     pub(crate) retx: VecDeque<u64>,
     /// PSNs in flight on an EV when a loss retired it: resent once nothing new is left to send.
@@ -389,7 +390,7 @@ impl Qp {
                 suspects: VecDeque::new(),
                 delayed: VecDeque::new(),
                 rtt: RttEstimator::new(cfg.base_rtt, cfg.rto_min(), cfg.reorder_min()),
-                rack_xmit: Instant::ZERO,
+                rack: SendOrder::default(),
                 tail: TailProbe::default(),
                 lasthop_trim_until: Instant::ZERO,
                 cc: CachedCc::new(cc),
@@ -674,7 +675,7 @@ impl Qp {
             self.timers
                 .set(Timer::PathProbe, self.paths.probe_deadline());
             let min = self.min_rtt_ns();
-            let loss = self.req.sent.time_deadline(self.req.rack_xmit, min);
+            let loss = self.req.sent.time_deadline(self.req.rack, min);
             self.timers
                 .set(Timer::LossTime, loss.unwrap_or(Instant::MAX));
             let tail = self.tail_probe_due();

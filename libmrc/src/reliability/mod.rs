@@ -4,4 +4,4 @@ mod rx;
 mod tx;
 
 pub use rx::{PsnCheck, PsnTracker, unwrap_msn, unwrap_psn};
-pub use tx::{PktState, RttEstimator, SentWindow};
+pub use tx::{PktState, RttEstimator, SendOrder, SentWindow};

@@ -2,8 +2,8 @@
 //!
 //! Every transmitted PSN has an entry in a window indexed by `psn - snd_una`. The loss rules need the oldest
 //! transmissions still in flight:
-//! - time-based (RACK-like, per path): a packet is lost once a packet sent at or after it was acknowledged and
-//!   its own path's expected round trip plus a reorder allowance has passed since it was sent;
+//! - time-based (RACK-like, per path): a packet is lost once a packet after it in send order (time, then PSN) was
+//!   acknowledged and its own path's expected round trip plus a reorder allowance has passed since it was sent;
 //! - tail probe: when nothing sent after the oldest packet in flight has been acknowledged by that time, the
 //!   caller sends a probe whose answer stands for such an acknowledgement;
 //! - per-packet RTO (the backstop): a packet is lost once it has been unacknowledged for an RTO.
@@ -23,6 +23,21 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use crate::time::{Duration, Instant, nanos};
+
+/// A transmission's place in send order: its time, then its PSN, the order RACK gives segments sent in the same
+/// instant (RFC 8985, section 6.2). A burst leaves in one `now`; by time alone every packet of it would count as
+/// sent before whichever one was acknowledged first, and wait on the time rule until acknowledged in turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct SendOrder {
+    pub at: Instant,
+    pub psn: u64,
+}
+
+impl SendOrder {
+    pub const fn new(at: Instant, psn: u64) -> Self {
+        SendOrder { at, psn }
+    }
+}
 
 /// State of one PSN at the sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,10 +192,10 @@ impl SentWindow {
     }
 
     /// Acknowledges every PSN below `epsn` in one pass. Returns the payload bytes newly acknowledged and the
-    /// latest send time among newly acknowledged packets that were never retransmitted (an unambiguous sample
-    /// for time-based loss detection), if any.
+    /// latest in send order among newly acknowledged packets that were never retransmitted (an unambiguous
+    /// sample for time-based loss detection), if any.
     #[cfg(test)]
-    pub fn ack_below(&mut self, epsn: u64) -> (u64, Option<Instant>) {
+    pub fn ack_below(&mut self, epsn: u64) -> (u64, Option<SendOrder>) {
         self.ack_below_with(epsn, |_| {})
     }
 
@@ -190,11 +205,11 @@ impl SentWindow {
         &mut self,
         epsn: u64,
         mut clean: impl FnMut(&SentPkt),
-    ) -> (u64, Option<Instant>) {
+    ) -> (u64, Option<SendOrder>) {
         let n = epsn.saturating_sub(self.una).min(self.pkts.len() as u64) as usize;
         let mut bytes = 0;
-        let mut newest: Option<Instant> = None;
-        for p in self.pkts.range_mut(..n) {
+        let mut newest: Option<SendOrder> = None;
+        for (psn, p) in (self.una..).zip(self.pkts.range_mut(..n)) {
             match p.state {
                 PktState::Acked => continue,
                 PktState::InFlight => {
@@ -206,7 +221,8 @@ impl SentWindow {
             }
             p.state = PktState::Acked;
             if p.tx_count == 1 {
-                newest = Some(newest.map_or(p.sent_at, |t| t.max(p.sent_at)));
+                let o = SendOrder::new(p.sent_at, psn);
+                newest = Some(newest.map_or(o, |t| t.max(o)));
                 clean(p);
             }
         }
@@ -307,20 +323,20 @@ impl SentWindow {
     /// The oldest transmission in flight that no acknowledgement has made subject to the time rule yet:
     /// its send time and EV. The caller probes the tail when it is overdue.
     #[inline]
-    pub fn tail_front(&mut self) -> Option<(Instant, u16)> {
+    pub fn tail_front(&mut self) -> Option<(SendOrder, u16)> {
         let (t, psn, _) = self.front_live()?;
-        Some((t, self.get(psn)?.ev))
+        Some((SendOrder::new(t, psn), self.get(psn)?.ev))
     }
 
     /// When the time rule next has something to decide: the earliest due transmission, or the oldest one a
-    /// later-sent packet's acknowledgement (at or before `acked_xmit`) made subject to the rule, once it is
-    /// `min_wait` old.
+    /// later-sent packet's acknowledgement (at or before `acked` in send order) made subject to the rule, once
+    /// it is `min_wait` old.
     #[inline]
-    pub fn time_deadline(&mut self, acked_xmit: Instant, min_wait: u64) -> Option<Instant> {
+    pub fn time_deadline(&mut self, acked: SendOrder, min_wait: u64) -> Option<Instant> {
         let due = Self::heap_live(&self.pkts, self.una, &mut self.due).map(|(d, _)| d);
         let next = self
             .front_live()
-            .filter(|&(t, _, _)| t <= acked_xmit)
+            .filter(|&(t, psn, _)| SendOrder::new(t, psn) <= acked)
             .map(|(t, _, _)| Instant::from_nanos(t.as_nanos().saturating_add(min_wait)));
         match (due, next) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -329,7 +345,7 @@ impl SentWindow {
     }
 
     /// The time rule (spec REL-LOSS-1): takes a transmission still in flight that was sent at or before
-    /// `acked_xmit` (the latest send time of an acknowledged packet) and is due at `now`, i.e. sent at least
+    /// `acked` (the latest acknowledged packet in send order) and is due at `now`, i.e. sent at least
     /// `wait(ev, sent_at)` ns ago, and returns its PSN. `wait` is its path's expected round trip plus the
     /// reorder allowance; `min_wait` (no larger than any `wait`) lets younger transmissions stay where they are.
     /// A transmission not yet due waits in due-time order and is asked again when due, as its path's delay may
@@ -337,14 +353,14 @@ impl SentWindow {
     // spec: REL-LOSS-1
     pub fn pop_lost_by_time(
         &mut self,
-        acked_xmit: Instant,
+        acked: SendOrder,
         now: Instant,
         min_wait: u64,
         mut wait: impl FnMut(u16, Instant) -> u64,
     ) -> Option<u64> {
         let gate = now.as_nanos().saturating_sub(min_wait);
         while let Some((t, psn, front)) = self.front_live() {
-            if t > acked_xmit || t.as_nanos() > gate {
+            if SendOrder::new(t, psn) > acked || t.as_nanos() > gate {
                 break;
             }
             self.take_front(psn, front);
@@ -359,7 +375,7 @@ impl SentWindow {
                 let Some(p) = e.live_in(pkts, una) else {
                     return false;
                 };
-                if p.sent_at > acked_xmit {
+                if SendOrder::new(p.sent_at, e.psn(una)) > acked {
                     return true;
                 }
                 due.push(Reverse(Timed::new(p.sent_at, e.psn(una), p)));
@@ -613,6 +629,11 @@ mod tests {
         Instant::from_nanos(us * 1000)
     }
 
+    /// The place in send order of PSN `psn`, sent at `psn` µs (as the tests below send).
+    fn o(psn: u64) -> SendOrder {
+        SendOrder::new(t(psn), psn)
+    }
+
     #[test]
     fn ack_advance_and_inflight() {
         let mut w = SentWindow::new(100);
@@ -703,28 +724,51 @@ mod tests {
         // EV 0 delivers in 10 µs, EV 1 in 30 µs.
         let wait = |ev: u16, _| if ev == 1 { 30_000 } else { 10_000 };
         assert_eq!(
-            w.pop_lost_by_time(t(1), t(5), 10_000, wait),
+            w.pop_lost_by_time(o(1), t(5), 10_000, wait),
             None,
             "PSN 0 and 1 may be judged (a packet sent at 1 µs was acknowledged), but neither has waited its path's time"
         );
-        assert_eq!(w.pop_lost_by_time(t(3), t(12), 10_000, wait), Some(1));
+        assert_eq!(w.pop_lost_by_time(o(3), t(12), 10_000, wait), Some(1));
         assert_eq!(
-            w.pop_lost_by_time(t(3), t(12), 10_000, wait),
+            w.pop_lost_by_time(o(3), t(12), 10_000, wait),
             None,
             "PSN 0 and 2 are on the slow path, PSN 3 not yet due"
         );
-        assert_eq!(w.time_deadline(t(3), 10_000), Some(t(13)));
-        assert_eq!(w.pop_lost_by_time(t(3), t(13), 10_000, wait), Some(3));
-        assert_eq!(w.time_deadline(t(3), 10_000), Some(t(30)));
+        assert_eq!(w.time_deadline(o(3), 10_000), Some(t(13)));
+        assert_eq!(w.pop_lost_by_time(o(3), t(13), 10_000, wait), Some(3));
+        assert_eq!(w.time_deadline(o(3), 10_000), Some(t(30)));
         w.ack(2);
-        assert_eq!(w.pop_lost_by_time(t(3), t(30), 10_000, wait), Some(0));
+        assert_eq!(w.pop_lost_by_time(o(3), t(30), 10_000, wait), Some(0));
         assert!(w.mark_lost(0).is_some());
         assert_eq!(
-            w.pop_lost_by_time(t(3), t(100), 10_000, wait),
+            w.pop_lost_by_time(o(3), t(100), 10_000, wait),
             None,
             "PSN 2 was acknowledged while it waited"
         );
-        assert_eq!(w.time_deadline(t(3), 10_000), None);
+        assert_eq!(w.time_deadline(o(3), 10_000), None);
+    }
+
+    /// A burst leaves in one instant: the acknowledgement of one packet of it makes the packets before it in
+    /// PSN order subject to the time rule, not those after it (RFC 8985's tie-break), which wait for their own.
+    #[test]
+    fn same_instant_orders_by_psn() {
+        let mut w = SentWindow::new(0);
+        for _ in 0..4 {
+            w.push(0, 0, 1, 0, t(0));
+        }
+        w.ack(1);
+        let acked = SendOrder::new(t(0), 1);
+        let wait = |_, _| 10_000;
+        assert_eq!(w.time_deadline(acked, 1000), Some(t(1)), "PSN 0 waits");
+        assert_eq!(w.pop_lost_by_time(acked, t(10), 1000, wait), Some(0));
+        assert!(w.mark_lost(0).is_some());
+        assert_eq!(
+            w.pop_lost_by_time(acked, t(100), 1000, wait),
+            None,
+            "PSN 2 and 3 left with PSN 1 but after it"
+        );
+        assert_eq!(w.time_deadline(acked, 1000), None);
+        assert_eq!(w.tail_front(), Some((SendOrder::new(t(0), 2), 0)));
     }
 
     /// The oldest transmission no acknowledgement has made subject to the time rule is the tail probe's
@@ -735,10 +779,10 @@ mod tests {
         for i in 0..3u64 {
             w.push(0, 0, 1, i as u16, t(i));
         }
-        assert_eq!(w.tail_front(), Some((t(0), 0)));
+        assert_eq!(w.tail_front(), Some((o(0), 0)));
         w.ack(2);
         // PSN 0 and 1 become subject to the rule once they are old enough to be judged.
-        assert_eq!(w.pop_lost_by_time(t(2), t(5), 1000, |_, _| 10_000), None);
+        assert_eq!(w.pop_lost_by_time(o(2), t(5), 1000, |_, _| 10_000), None);
         assert_eq!(
             w.tail_front(),
             None,
@@ -769,7 +813,7 @@ mod tests {
         assert_eq!(bytes, want);
         assert_eq!(
             newest,
-            Some(t(5)),
+            Some(SendOrder::new(t(5), 15)),
             "PSN 12 was retransmitted: not a clean sample"
         );
         assert_eq!(a.inflight_bytes(), b.inflight_bytes());
@@ -815,7 +859,7 @@ mod tests {
         fn loss_rules_match_a_scan(ops in proptest::collection::vec((0u8..7, 0u64..40, 0u64..3), 1..200)) {
             let mut w = SentWindow::new(1000);
             let mut now = 0u64;
-            let mut acked_xmit = Instant::ZERO;
+            let mut acked = SendOrder::default();
             let wait = |ev: u16, _| 1000 * (1 + u64::from(ev % 3));
             for (op, x, dt) in ops {
                 now += dt;
@@ -832,7 +876,7 @@ mod tests {
                     }
                     2 => {
                         if let Some(p) = w.ack(psn) && p.tx_count == 1 {
-                            acked_xmit = acked_xmit.max(p.sent_at);
+                            acked = acked.max(SendOrder::new(p.sent_at, psn));
                         }
                         w.advance();
                     }
@@ -842,9 +886,9 @@ mod tests {
                     4 => w.retransmitted(psn, 1, Instant::from_nanos(now * 1000)),
                     5 => {
                         let n = Instant::from_nanos(now * 1000);
-                        if let Some(q) = w.pop_lost_by_time(acked_xmit, n, 1000, wait) {
+                        if let Some(q) = w.pop_lost_by_time(acked, n, 1000, wait) {
                             let p = *w.get(q).unwrap();
-                            proptest::prop_assert!(p.sent_at <= acked_xmit, "PSN {} judged with nothing later acknowledged", q);
+                            proptest::prop_assert!(SendOrder::new(p.sent_at, q) <= acked, "PSN {} judged with nothing later acknowledged", q);
                             proptest::prop_assert!(p.sent_at.as_nanos() + wait(p.ev, p.sent_at) <= n.as_nanos(), "PSN {} taken before its wait", q);
                             proptest::prop_assert!(w.mark_lost(q).is_some(), "popped PSN {} was in flight", q);
                         }
