@@ -19,13 +19,6 @@ impl Qp {
             .map_or(crate::time::nanos(self.cfg().base_rtt), crate::time::nanos)
     }
 
-    /// How long after sending it the time rule waits for a packet on EV `ev` sent at `sent` before calling it
-    /// lost, ns: its path's expected round trip plus the reorder allowance, or only the fastest round trip
-    /// when a later packet on the same EV was acknowledged (one path delivers in order: it was overtaken).
-    fn loss_wait_ns(&self, ev: u16, sent: Instant) -> u64 {
-        loss_wait_ns(&self.paths, &self.req.rtt, self.min_rtt_ns(), ev, sent)
-    }
-
     /// Time-based loss detection (spec REL-LOSS-1): a packet still in flight is lost once a packet sent at or
     /// after it was acknowledged and its path's expected round trip plus the reorder window has passed. A packet
     /// on a slow path (a long queue, a link below its rate) is expected later than one on a fast path, so it is
@@ -74,6 +67,17 @@ impl Qp {
 
     /// When the tail probe is due, if one may go out (none wanted or unanswered within its own wait).
     pub(crate) fn tail_probe_due(&mut self) -> Option<Instant> {
+        let oldest = self.req.sent.tail_front();
+        self.tail_probe_due_after(oldest, self.min_rtt_ns())
+    }
+
+    /// [`tail_probe_due`](Self::tail_probe_due) for `oldest`, what [`SentWindow::tail_front`] says now, with the
+    /// fastest round trip `min` (both already at hand in [`next_deadline`](Self::next_deadline)).
+    pub(crate) fn tail_probe_due_after(
+        &mut self,
+        oldest: Option<(SendOrder, u16)>,
+        min: u64,
+    ) -> Option<Instant> {
         if self.req.tail.wanted || self.state != QpState::Rts {
             return None;
         }
@@ -87,12 +91,12 @@ impl Qp {
             self.req.tail.outstanding = None;
             self.req.tail.count = 0;
         }
-        let (front, ev) = self.req.sent.tail_front()?;
+        let (front, ev) = oldest?;
         if front <= self.req.rack {
             return None;
         }
         let t = front.at;
-        let wait = self.loss_wait_ns(ev, t);
+        let wait = loss_wait_ns(&self.paths, &self.req.rtt, min, ev, t);
         let mut due = Instant::from_nanos(t.as_nanos().saturating_add(wait));
         if let Some((_, at)) = self.req.tail.outstanding {
             // One probe at a time; an unanswered one is repeated after twice the wait, doubling.
@@ -273,7 +277,9 @@ impl Qp {
 const CONGESTED_PATH_RTTS: u64 = 16;
 
 /// How long after sending it the time rule waits for a packet on EV `ev` sent at `sent` (see
-/// [`Qp::detect_losses_rack`]), ns.
+/// [`Qp::detect_losses_rack`]), ns: its path's expected round trip plus the reorder allowance, or only the
+/// fastest round trip `min` when a later packet on the same EV was acknowledged (one path delivers in order: it
+/// was overtaken).
 fn loss_wait_ns(
     paths: &crate::path::PathSet,
     rtt: &crate::reliability::RttEstimator,

@@ -675,14 +675,16 @@ impl Qp {
             self.timers
                 .set(Timer::PathProbe, self.paths.probe_deadline());
             let min = self.min_rtt_ns();
-            let loss = self.req.sent.time_deadline(self.req.rack, min);
+            let d = self
+                .req
+                .sent
+                .deadlines(self.req.rack, min, self.req.rtt.rto_ns());
             self.timers
-                .set(Timer::LossTime, loss.unwrap_or(Instant::MAX));
-            let tail = self.tail_probe_due();
+                .set(Timer::LossTime, d.loss.unwrap_or(Instant::MAX));
+            let tail = self.tail_probe_due_after(d.oldest, min);
             self.timers
                 .set(Timer::TailProbe, tail.unwrap_or(Instant::MAX));
-            let rto = self.req.sent.rto_deadline(self.req.rtt.rto_ns());
-            self.timers.set(Timer::Rto, rto.unwrap_or(Instant::MAX));
+            self.timers.set(Timer::Rto, d.rto.unwrap_or(Instant::MAX));
         }
         self.timers.next(requester)
     }

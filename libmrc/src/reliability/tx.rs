@@ -39,6 +39,24 @@ impl SendOrder {
     }
 }
 
+/// What [`SentWindow::deadlines`] finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    /// The oldest transmission in flight that neither loss rule has taken up yet, and its EV.
+    pub oldest: Option<(SendOrder, u16)>,
+    /// When the time rule next has something to decide.
+    pub loss: Option<Instant>,
+    /// When the RTO next has something to decide.
+    pub rto: Option<Instant>,
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// State of one PSN at the sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PktState {
@@ -328,20 +346,34 @@ impl SentWindow {
         Some((SendOrder::new(t, psn), self.get(psn)?.ev))
     }
 
-    /// When the time rule next has something to decide: the earliest due transmission, or the oldest one a
-    /// later-sent packet's acknowledgement (at or before `acked` in send order) made subject to the rule, once
-    /// it is `min_wait` old.
+    /// When each loss rule next has something to decide, and the tail probe's reference, in one pass over the
+    /// fronts (a QP asks after every acknowledgement and every burst it sends):
+    /// - the time rule: the earliest due transmission, or the oldest one a later-sent packet's acknowledgement
+    ///   (at or before `acked` in send order) made subject to the rule, once it is `min_wait` old;
+    /// - the RTO, for transmissions the time rule has not taken up: `rto` ns after the oldest one was sent, or
+    ///   when a slow one's extra time runs out;
+    /// - the oldest of those transmissions and its EV ([`tail_front`](Self::tail_front)).
     #[inline]
-    pub fn time_deadline(&mut self, acked: SendOrder, min_wait: u64) -> Option<Instant> {
+    pub fn deadlines(&mut self, acked: SendOrder, min_wait: u64, rto: u64) -> Deadlines {
+        let front = self.front_live();
         let due = Self::heap_live(&self.pkts, self.una, &mut self.due).map(|(d, _)| d);
-        let next = self
-            .front_live()
+        let slow = Self::heap_live(&self.pkts, self.una, &mut self.slow).map(|(d, _)| d);
+        let after = |t: Instant, ns: u64| Instant::from_nanos(t.as_nanos().saturating_add(ns));
+        let next = front
             .filter(|&(t, psn, _)| SendOrder::new(t, psn) <= acked)
-            .map(|(t, _, _)| Instant::from_nanos(t.as_nanos().saturating_add(min_wait)));
-        match (due, next) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+            .map(|(t, _, _)| after(t, min_wait));
+        let oldest =
+            front.and_then(|(t, psn, _)| Some((SendOrder::new(t, psn), self.get(psn)?.ev)));
+        Deadlines {
+            oldest,
+            loss: earliest(due, next),
+            rto: earliest(front.map(|(t, _, _)| t), slow).map(|t| after(t, rto)),
         }
+    }
+
+    #[cfg(test)]
+    fn time_deadline(&mut self, acked: SendOrder, min_wait: u64) -> Option<Instant> {
+        self.deadlines(acked, min_wait, 0).loss
     }
 
     /// The time rule (spec REL-LOSS-1): takes a transmission still in flight that was sent at or before
@@ -398,17 +430,9 @@ impl SentWindow {
         }
     }
 
-    /// When the RTO next has something to decide, for transmissions the time rule has not taken up: `rto` ns
-    /// after the oldest one was sent, or when a slow one's extra time runs out.
-    #[inline]
-    pub fn rto_deadline(&mut self, rto: u64) -> Option<Instant> {
-        let front = self.front_live().map(|(t, _, _)| t);
-        let slow = Self::heap_live(&self.pkts, self.una, &mut self.slow).map(|(d, _)| d);
-        let t = match (front, slow) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b)?,
-        };
-        Some(Instant::from_nanos(t.as_nanos().saturating_add(rto)))
+    #[cfg(test)]
+    fn rto_deadline(&mut self, rto: u64) -> Option<Instant> {
+        self.deadlines(SendOrder::default(), 0, rto).rto
     }
 
     /// The RTO (spec REL-LOSS-2): takes a transmission the time rule has not taken up that was sent at or
@@ -526,6 +550,8 @@ pub struct RttEstimator {
     nack_var: u32,
     /// The latest such time: while NACKs queue up it grows faster than the smoothed value follows.
     nack_last: u32,
+    /// What [`nack_wait_ns`](Self::nack_wait_ns) says, derived when a NACK sample arrives: every loss wait asks.
+    nack_wait: u64,
 }
 
 impl RttEstimator {
@@ -545,6 +571,7 @@ impl RttEstimator {
             nack_srtt: 0,
             nack_var: 0,
             nack_last: 0,
+            nack_wait: 0,
         };
         e.derive();
         e
@@ -562,8 +589,7 @@ impl RttEstimator {
     /// NACK may still be on its way.
     #[inline]
     pub fn nack_wait_ns(&self) -> u64 {
-        (u64::from(self.nack_srtt) + 4 * u64::from(self.nack_var))
-            .max(2 * u64::from(self.nack_last))
+        self.nack_wait
     }
 
     /// Adds the time a NACK took to answer a transmission. It bounds the RTO from below (a receiver that trims
@@ -581,6 +607,8 @@ impl RttEstimator {
             self.nack_var = ((3 * u64::from(self.nack_var) + u64::from(err)) / 4) as u32;
             self.nack_srtt = ((7 * u64::from(self.nack_srtt) + u64::from(r)) / 8) as u32;
         }
+        self.nack_wait = (u64::from(self.nack_srtt) + 4 * u64::from(self.nack_var))
+            .max(2 * u64::from(self.nack_last));
         self.derive();
     }
 
