@@ -438,7 +438,7 @@ impl PathSet {
                     ev.probe_interval = (ev.probe_interval * 2).min(self.probe_max);
                 }
                 ev.probe_ts = Some(now.ts32());
-                ev.next_probe = now + ev.probe_interval;
+                ev.next_probe = now + probe_wait(ev.probe_interval, now, ev.value);
                 count(&mut self.counters, i, |c| {
                     c.probes += 1;
                     c.sent += 1;
@@ -572,6 +572,25 @@ fn probe_plane(
         }
     }
     plane.probe_outstanding = found.is_some();
-    plane.probe_at = now + plane.probe_interval;
+    let salt = found.map_or(0, |i| evs[usize::from(i)].value);
+    plane.probe_at = now + probe_wait(plane.probe_interval, now, salt);
     found
+}
+
+/// The wait after a probe: `interval` and up to a quarter more, drawn from the clock and `salt` (the probed EV's
+/// value, which differs between QPs). A path that fails periodically, a link flapping at the period of the
+/// probe cap, would otherwise take every probe in a down phase once the backoff reaches the cap, and stay
+/// retired while it is up half the time. Deterministic: the same clock and EV give the same wait.
+// spec: PATH-PROBE-1
+fn probe_wait(interval: Duration, now: Instant, salt: u32) -> Duration {
+    let quarter = crate::time::nanos(interval) / 4;
+    if quarter == 0 {
+        return interval;
+    }
+    // SplitMix64's finaliser: every bit of the clock and the salt moves the draw.
+    let mut x = now.as_nanos() ^ u64::from(salt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    interval + Duration::from_nanos(x % quarter)
 }

@@ -188,9 +188,42 @@ fn unanswered_probes_back_off() {
         }
         last = Some(t);
     }
-    assert_eq!(gaps[..4], [100, 200, 400, 800]);
-    assert_eq!(*gaps.last().unwrap(), 10_000, "capped at probe_max");
+    for (g, base) in gaps.iter().zip([100, 200, 400, 800]) {
+        assert!(
+            (base..base + base / 4).contains(g),
+            "{g} µs: doubling from probe_min, lengthened by under a quarter"
+        );
+    }
+    let capped = &gaps[gaps.len() - 4..];
+    assert!(
+        capped.iter().all(|g| (10_000..12_500).contains(g)),
+        "{capped:?}: capped at probe_max, lengthened by under a quarter"
+    );
+    assert!(
+        capped.windows(2).any(|w| w[0] != w[1]),
+        "{capped:?}: the waits at the cap are drawn, not one period"
+    );
     let _ = t;
+}
+
+/// A link down 7 ms in every 10 (the probe cap): without drawn waits every probe after the backoff reaches the
+/// cap lands 2.7 ms into a down phase, and the EV stays retired for good although its path is up 30% of the time.
+#[test]
+fn probes_find_a_link_flapping_at_the_cap_period() {
+    let mut s = PathSet::new(&cfg(1, 2, 0, 0));
+    s.on_loss(0, Instant::ZERO, Instant::ZERO, false);
+    let up = |t: Instant| t.as_nanos() % 10_000_000 >= 7_000_000;
+    for _ in 0..200 {
+        let t = s.probe_deadline();
+        let i = s.poll_probe(t).expect("probe due");
+        if up(t) {
+            s.on_probe_reply(i, t.ts32(), SackMark::None, t);
+        }
+        if s.state(0) == EvState::Good {
+            return;
+        }
+    }
+    panic!("200 probes and none answered in an up phase");
 }
 
 #[test]
