@@ -133,6 +133,20 @@ pub struct Plan {
     pub batches: Vec<[Vec<String>; 3]>,
 }
 
+/// A locally administered MAC address, one per veth end: the plan knows both ends of every link.
+fn mac(n: u32) -> String {
+    let b = n.to_be_bytes();
+    format!("02:00:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3])
+}
+
+/// A permanent neighbour entry for the far end of a link. A fabric link knows its neighbour for good: with
+/// neighbour discovery instead, an entry made or probed during a silent cut (`flap`, `cut`) stays unresolved
+/// and retries once a second, so at 10 Hz every retry lands in a cut again and the link stays dead one way for
+/// the whole flap, which says nothing of the transport over it.
+fn neighbour(addr: &str, mac: &str, dev: &str) -> String {
+    format!("neigh replace {addr} lladdr {mac} dev {dev} nud permanent")
+}
+
 /// `block:usid::` as an address.
 pub fn usid_addr(usid: u16) -> Ipv6Addr {
     Ipv6Addr::from(((BLOCK as u128) << 96) | ((usid as u128) << 80))
@@ -329,6 +343,11 @@ impl Topology {
         let mut add = |ns: &str, phase: usize, line: String| batches[index(ns)][phase].push(line);
         let mut veths = Vec::new();
         let mtu = self.mtu;
+        let mut macs = 0u32;
+        let mut mac_pair = || {
+            macs += 1;
+            (mac(2 * macs), mac(2 * macs + 1))
+        };
 
         for (ns, role) in &namespaces {
             add(ns, 1, "link set dev lo up".into());
@@ -349,9 +368,12 @@ impl Topology {
                     format!("fd0f:{p:x}:{hu:x}::1"),
                     format!("fd0f:{p:x}:{hu:x}::2"),
                 );
+                let (hm, tm) = mac_pair();
                 veths.push(format!(
-                    "link add name p{p} netns {h} mtu {mtu} type veth peer name h{k} netns {t0} mtu {mtu}"
+                    "link add name p{p} netns {h} mtu {mtu} address {hm} type veth peer name h{k} netns {t0} mtu {mtu} address {tm}"
                 ));
+                add(&h, 1, neighbour(&ta, &tm, &format!("p{p}")));
+                add(&t0, 1, neighbour(&ha, &hm, &format!("h{k}")));
                 // Host side: my plane-p uSID address, everything after it local, first uSID picks the NIC.
                 add(&h, 0, format!("address add {}/128 dev lo", usid_addr(hu)));
                 add(&h, 0, format!("address add {ha}/64 dev p{p} nodad"));
@@ -423,9 +445,12 @@ impl Topology {
                         format!("fd0f:{p:x}:{t0u:x}:{t1u:x}::1"),
                         format!("fd0f:{p:x}:{t0u:x}:{t1u:x}::2"),
                     );
+                    let (m0, m1) = mac_pair();
                     veths.push(format!(
-                        "link add name t1-{j} netns {t0} mtu {mtu} type veth peer name t0-{i} netns {t1} mtu {mtu}"
+                        "link add name t1-{j} netns {t0} mtu {mtu} address {m0} type veth peer name t0-{i} netns {t1} mtu {mtu} address {m1}"
                     ));
+                    add(&t0, 1, neighbour(&a1, &m1, &format!("t1-{j}")));
+                    add(&t1, 1, neighbour(&a0, &m0, &format!("t0-{i}")));
                     add(&t0, 0, format!("address add {a0}/64 dev t1-{j} nodad"));
                     add(&t0, 1, format!("link set dev t1-{j} up"));
                     add(
