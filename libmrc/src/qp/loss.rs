@@ -40,7 +40,6 @@ impl Qp {
             self.stats.losses_rack += 1;
             self.declare_lost(psn, now, false);
         }
-        self.check_tail(now);
     }
 
     /// The tail loss probe (spec REL-TLP-1): when the oldest packet in flight has waited its path's round trip
@@ -48,7 +47,7 @@ impl Qp {
     /// nothing behind it to overtake it), one probe goes out on a path that delivers; its answer stands for an
     /// acknowledgement of a packet sent then, so the time rule can judge everything sent before it.
     // spec: REL-TLP-1
-    fn check_tail(&mut self, now: Instant) {
+    pub(super) fn check_tail(&mut self, now: Instant) {
         let Some(due) = self.tail_probe_due() else {
             return;
         };

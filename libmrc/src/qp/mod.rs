@@ -715,6 +715,9 @@ impl Qp {
             return;
         }
         self.detect_losses_rack(now);
+        // Only here, not after every SACK: a tail probe that an acknowledgement makes due is filed as a deadline
+        // already passed, so the timer fires at once; asking on every SACK cost as much as the time rule did.
+        self.check_tail(now);
         self.detect_losses_rto(now);
         if self.timers.is_expired(Timer::Retry, now) {
             self.on_retry_timeout(now);
