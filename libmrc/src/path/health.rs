@@ -364,6 +364,11 @@ impl PathSet {
         self.probe_deadline = self.probe_deadline.min(ev.next_probe);
     }
 
+    /// Names this QP in the draw of its probe waits (spec PATH-PROBE-1): its peer and both QP numbers.
+    pub fn set_probe_salt(&mut self, salt: u64) {
+        self.probe_salt = salt;
+    }
+
     /// When the next probe is due (`Instant::MAX` when none is).
     #[inline]
     pub fn probe_deadline(&self) -> Instant {
@@ -397,6 +402,7 @@ impl PathSet {
                         &mut self.evs,
                         &mut self.counters,
                         self.probe_max,
+                        self.probe_salt,
                         now,
                         |s| s != EvState::Denied,
                     );
@@ -415,6 +421,7 @@ impl PathSet {
                         &mut self.evs,
                         &mut self.counters,
                         self.probe_max,
+                        self.probe_salt,
                         now,
                         |s| s == EvState::AssumedBad,
                     );
@@ -438,7 +445,12 @@ impl PathSet {
                     ev.probe_interval = (ev.probe_interval * 2).min(self.probe_max);
                 }
                 ev.probe_ts = Some(now.ts32());
-                ev.next_probe = now + probe_wait(ev.probe_interval, now, ev.value);
+                ev.next_probe = now
+                    + probe_wait(
+                        ev.probe_interval,
+                        now,
+                        self.probe_salt ^ u64::from(ev.value),
+                    );
                 count(&mut self.counters, i, |c| {
                     c.probes += 1;
                     c.sent += 1;
@@ -549,6 +561,7 @@ fn probe_plane(
     evs: &mut [Ev],
     counters: &mut [EvStats],
     probe_max: Duration,
+    salt: u64,
     now: Instant,
     probe_it: impl Fn(EvState) -> bool,
 ) -> Option<u16> {
@@ -572,23 +585,23 @@ fn probe_plane(
         }
     }
     plane.probe_outstanding = found.is_some();
-    let salt = found.map_or(0, |i| evs[usize::from(i)].value);
-    plane.probe_at = now + probe_wait(plane.probe_interval, now, salt);
+    let ev = found.map_or(0, |i| evs[usize::from(i)].value);
+    plane.probe_at = now + probe_wait(plane.probe_interval, now, salt ^ u64::from(ev));
     found
 }
 
-/// The wait after a probe: `interval` and up to a quarter more, drawn from the clock and `salt` (the probed EV's
-/// value, which differs between QPs). A path that fails periodically, a link flapping at the period of the
-/// probe cap, would otherwise take every probe in a down phase once the backoff reaches the cap, and stay
-/// retired while it is up half the time. Deterministic: the same clock and EV give the same wait.
+/// The wait after a probe: `interval` and up to a quarter more, drawn from the clock and `salt` (the QP's probe
+/// salt and the probed EV's value). A path that fails periodically, a link flapping at the period of the probe
+/// cap, would otherwise take every probe in a down phase once the backoff reaches the cap, and stay retired
+/// while it is up half the time. Deterministic: the same clock, QP and EV give the same wait.
 // spec: PATH-PROBE-1
-fn probe_wait(interval: Duration, now: Instant, salt: u32) -> Duration {
+fn probe_wait(interval: Duration, now: Instant, salt: u64) -> Duration {
     let quarter = crate::time::nanos(interval) / 4;
     if quarter == 0 {
         return interval;
     }
     // SplitMix64's finaliser: every bit of the clock and the salt moves the draw.
-    let mut x = now.as_nanos() ^ u64::from(salt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut x = now.as_nanos() ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;

@@ -437,6 +437,9 @@ pub struct PathSet {
     plane_probe_min: Duration,
     probe_max: Duration,
     probe_clean: u8,
+    /// Mixed into the draw of each probe wait: QPs whose EVs are numbered alike and that were retired in the
+    /// same instant (a fabric failure in the simulator) then still probe apart.
+    probe_salt: u64,
     suppressed_retirements: u64,
 
     /// Low EV bits that name the plane (for EVs put in by [`PathSet::replace_ev`]).
@@ -538,6 +541,7 @@ impl PathSet {
             plane_probe_min: cfg.plane_probe_min.unwrap_or(cfg.probe_min),
             probe_max: cfg.probe_max,
             probe_clean: cfg.probe_clean,
+            probe_salt: 0,
             probe_deadline: Instant::MAX,
             changes: Vec::new(),
             suppressed_retirements: 0,

@@ -206,6 +206,26 @@ fn unanswered_probes_back_off() {
     let _ = t;
 }
 
+/// Two QPs whose EVs are numbered alike, retired in the same instant (a fabric failure in the simulator), probe
+/// apart: their salts enter the draw.
+#[test]
+fn qps_retired_together_probe_apart() {
+    let retired = |salt| {
+        let mut s = PathSet::new(&cfg(1, 2, 0, 0));
+        s.set_probe_salt(salt);
+        s.on_loss(0, Instant::ZERO, Instant::ZERO, false);
+        (0..8)
+            .map(|_| {
+                let t = s.probe_deadline();
+                assert!(s.poll_probe(t).is_some());
+                t
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(retired(7), retired(7), "the same QP draws the same waits");
+    assert_ne!(retired(7), retired(8));
+}
+
 /// A link down 7 ms in every 10 (the probe cap): without drawn waits every probe after the backoff reaches the
 /// cap lands 2.7 ms into a down phase, and the EV stays retired for good although its path is up 30% of the time.
 #[test]

@@ -460,6 +460,11 @@ impl Qp {
             ) => {
                 self.peer = Some(peer);
                 self.remote_qpn = remote_qpn & crate::wire::PSN_MASK;
+                self.paths.set_probe_salt(
+                    u64::from(peer.0) << 48
+                        ^ u64::from(self.qpn) << 24
+                        ^ u64::from(self.remote_qpn),
+                );
                 // spec: WIRE-OP-2
                 self.caps = self.local_caps.intersect(remote_caps);
                 let start = PSN_BASE + u64::from(rq_psn & crate::wire::PSN_MASK);
