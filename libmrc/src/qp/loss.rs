@@ -19,8 +19,8 @@ impl Qp {
             .map_or(crate::time::nanos(self.cfg().base_rtt), crate::time::nanos)
     }
 
-    /// Time-based loss detection (spec REL-LOSS-1): a packet still in flight is lost once a packet sent at or
-    /// after it was acknowledged and its path's expected round trip plus the reorder window has passed. A packet
+    /// Time-based loss detection (spec REL-LOSS-1): a packet still in flight is lost once a packet after it in
+    /// send order was acknowledged and its path's expected round trip plus the reorder window has passed. A packet
     /// on a slow path (a long queue, a link below its rate) is expected later than one on a fast path, so it is
     /// given that much more time: resending it would waste the capacity the slow path still has. A packet on a
     /// path that died is found as soon as its path's round trip is over, not after an RTO.
@@ -167,7 +167,7 @@ impl Qp {
         if let Some(p) = self.req.sent.mark_lost(psn) {
             self.req.retx.push_back(psn);
             // spec: PATH-EV-8
-            // Timed out with nothing sent at or after it acknowledged since: the peer (or this host) went quiet
+            // Timed out with nothing after it in send order acknowledged since: the peer (or this host) went quiet
             // on every path at once, as a descheduled process does, which says nothing about this path.
             let peer_quiet = by_rto && self.req.rack < SendOrder::new(p.sent_at, psn);
             // spec: PATH-EV-4
