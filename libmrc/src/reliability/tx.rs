@@ -342,7 +342,14 @@ impl SentWindow {
     /// its send time and EV. The caller probes the tail when it is overdue.
     #[inline]
     pub fn tail_front(&mut self) -> Option<(SendOrder, u16)> {
-        let (t, psn, _) = self.front_live()?;
+        let front = self.front_live();
+        self.oldest_of(front)
+    }
+
+    /// A front's place in send order and its EV.
+    #[inline]
+    fn oldest_of(&self, front: Option<(Instant, u64, Front)>) -> Option<(SendOrder, u16)> {
+        let (t, psn, _) = front?;
         Some((SendOrder::new(t, psn), self.get(psn)?.ev))
     }
 
@@ -362,10 +369,8 @@ impl SentWindow {
         let next = front
             .filter(|&(t, psn, _)| SendOrder::new(t, psn) <= acked)
             .map(|(t, _, _)| after(t, min_wait));
-        let oldest =
-            front.and_then(|(t, psn, _)| Some((SendOrder::new(t, psn), self.get(psn)?.ev)));
         Deadlines {
-            oldest,
+            oldest: self.oldest_of(front),
             loss: earliest(due, next),
             rto: earliest(front.map(|(t, _, _)| t), slow).map(|t| after(t, rto)),
         }
