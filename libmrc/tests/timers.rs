@@ -1,7 +1,8 @@
 //! The endpoint learns of a QP timer that a packet starts also on its fast path (a data packet taken with
 //! nothing else to collect): `poll_timeout` reports the delayed SACK that the first packet of a message arms at
 //! the responder (spec REL-SACK-1), and the SACK goes out when it is due, not before; the packet that fills the
-//! oldest hole is SACKed at once.
+//! oldest hole is SACKed at once. A burst that starts a window files its RTO and tail probe even with no QP
+//! timeout running to carry them (spec REL-LOSS-2, REL-TLP-1).
 
 mod common;
 
@@ -119,5 +120,37 @@ fn the_packet_filling_the_oldest_hole_is_sacked_at_once() {
     assert!(
         deliver(&pkts[0], at + Duration::from_nanos(200)) > 0,
         "the oldest hole is filled: SACK at once, not after sack_delay"
+    );
+}
+
+#[test]
+fn a_lost_burst_is_resent_with_no_qp_timeout_running() {
+    let cfg = QpConfig {
+        timeout: 0,
+        ..delayed_sack_config()
+    };
+    let sent_at = Instant::from_nanos(1_000);
+    let (mut a, _b) = posted_write(&cfg, sent_at);
+    let mut buf = vec![0u8; 2048];
+    let mut sent = 0;
+    while a.ep.poll_transmit(sent_at, &mut buf, &mut a.mem).is_some() {
+        sent += 1;
+    }
+    assert_eq!(
+        sent,
+        LEN / MTU,
+        "the whole message in one burst, all of it lost"
+    );
+    let due =
+        a.ep.poll_timeout()
+            .expect("the burst's tail probe or RTO is filed: nothing else would ever wake the QP");
+    assert!(
+        due <= sent_at + cfg.rto_min(),
+        "no later than the RTO: {due:?}"
+    );
+    a.ep.handle_timeout(due);
+    assert!(
+        a.ep.poll_transmit(due, &mut buf, &mut a.mem).is_some(),
+        "the lost burst is probed or resent when the timer fires"
     );
 }

@@ -797,9 +797,10 @@ impl Endpoint {
                 }
             }
         }
-        while let Some(slot) = self.ready.pop_front() {
-            self.slots[slot].queued = false;
+        while let Some(&slot) = self.ready.front() {
             let Some(qp) = self.qps[slot].as_mut() else {
+                self.ready.pop_front();
+                self.slots[slot].queued = false;
                 continue;
             };
             let t = qp.poll_transmit(now, ports_ready, buf, mem, &self.mrs);
@@ -808,24 +809,29 @@ impl Endpoint {
                 let data = t.is_some_and(|t| t.class != TrafficClass::Control);
                 if data && qp.nothing_to_file() {
                     // A data packet changed nothing the endpoint files (no completion, event or earlier deadline)
-                    // and more data usually follows: back to the end of the ready queue, or to its front while
-                    // the QP is in a burst on one EV. If there is none, the next poll finds out.
-                    self.slots[slot].queued = true;
-                    if qp.bursting() {
-                        self.ready.push_front(slot);
-                    } else {
+                    // and more data usually follows: it stays queued, at the front while the QP is in a burst on
+                    // one EV, else behind the others. If there is none, the next poll finds out.
+                    if !qp.bursting() && self.ready.len() > 1 {
+                        self.ready.pop_front();
                         self.ready.push_back(slot);
                     }
                 } else {
+                    self.ready.pop_front();
+                    self.slots[slot].queued = false;
                     self.after_qp(slot, now);
                 }
                 return t;
             }
+            self.ready.pop_front();
+            self.slots[slot].queued = false;
             if std::mem::take(&mut qp.req.port_blocked) {
                 self.port_blocked.push(slot);
             }
-            // Nothing after all: it is looked at again after its next event, timer or port.
-            self.after_qp_quiet(slot, now);
+            // Nothing after all: it is looked at again after its next event, timer or port. The packets it sent
+            // before moved no deadline earlier unless `nothing_to_file` said so, so there may be nothing to file.
+            if !qp.nothing_to_file() {
+                self.after_qp_quiet(slot, now);
+            }
         }
         None
     }

@@ -4,7 +4,7 @@
 use super::{Qp, QpState, Requester, Timer};
 use crate::io::Transmit;
 use crate::reliability::{PktState, SendOrder};
-use crate::time::{Duration, Instant};
+use crate::time::Instant;
 
 /// A slow path's delay lengthens the RTO of its packets by at most this many RTOs: one wrong delay sample (an
 /// echo corrupted on a link without ICRC read as 2 s) held a packet, and with it the QP, for seconds.
@@ -53,14 +53,6 @@ impl Qp {
         };
         if due <= now {
             self.req.tail.wanted = true;
-        }
-    }
-
-    /// The first packet in flight starts the RTO timer (spec REL-LOSS-2).
-    pub(super) fn start_rto(&mut self, now: Instant) {
-        if self.req.sent.inflight_bytes() == 0 {
-            let rto = Duration::from_nanos(self.req.rtt.rto_ns());
-            self.timers.set(Timer::Rto, now.saturating_add(rto));
         }
     }
 

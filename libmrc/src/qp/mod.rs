@@ -654,12 +654,14 @@ impl Qp {
     }
 
     /// Whether the endpoint has nothing to collect from this QP: no completion, no event, no deadline that may
-    /// have moved earlier. Then only its place in the ready queue can need attention.
+    /// have moved earlier (a timer set before the filed one, or a new front of the window for the deadlines
+    /// derived from it). Then only its place in the ready queue can need attention.
     pub(crate) fn nothing_to_file(&self) -> bool {
         self.out.cqes.is_empty()
             && self.out.ev_changes.is_empty()
             && !self.out.went_to_error
             && !self.timers.moved_earlier()
+            && (self.state != QpState::Rts || !self.req.sent.front_moved())
     }
 
     /// Whether the requester has work that is not yet acknowledged.

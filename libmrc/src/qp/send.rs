@@ -172,7 +172,6 @@ impl Qp {
                 self.choose_ev(ports_ready)?
             };
             self.req.retx.pop_front();
-            self.start_rto(now);
             // spec: REL-RETX-1
             let t = self.emit_data(now, psn, p.wqe, p.offset, p.len, ev, true, buf, mem, mrs)?;
             self.req.sent.retransmitted(psn, ev, now);
@@ -200,7 +199,6 @@ impl Qp {
         let psn = self.req.sent.nxt();
         self.start_wqe(seq, psn);
         let t = self.emit_data(now, psn, seq, offset, len, ev, false, buf, mem, mrs)?;
-        self.start_rto(now);
         self.req.sent.push(seq, offset, len, ev, now);
         let w = &self.req.sq[(seq - self.req.sq_base) as usize];
         let done = w.kind == WqeKind::Read || offset + len >= w.len;

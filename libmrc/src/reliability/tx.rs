@@ -103,6 +103,10 @@ pub struct SentWindow {
     /// their path's extra delay; earliest first.
     slow: BinaryHeap<Reverse<Timed>>,
     inflight_bytes: u64,
+    /// A front was found or sent since anything last took one away: a send need not look for one.
+    front_seen: bool,
+    /// The front may have changed since [`deadlines`](Self::deadlines) last read it.
+    front_moved: bool,
 }
 
 impl SentWindow {
@@ -162,6 +166,7 @@ impl SentWindow {
     #[inline]
     pub fn push(&mut self, wqe: u64, offset: u32, len: u32, ev: u16, now: Instant) -> u64 {
         let psn = self.nxt();
+        self.front_moved |= self.takes_front(now);
         self.pkts.push_back(SentPkt {
             wqe,
             offset,
@@ -172,11 +177,13 @@ impl SentWindow {
             state: PktState::InFlight,
         });
         self.inflight_bytes += u64::from(len);
+        self.front_seen = true;
         psn
     }
 
     /// Records a retransmission of `psn` (which must be `Lost`) on EV `ev`.
     pub fn retransmitted(&mut self, psn: u64, ev: u16, now: Instant) {
+        self.front_moved |= self.takes_front(now);
         if let Some(p) = self.get_mut(psn)
             && p.state == PktState::Lost
         {
@@ -187,11 +194,13 @@ impl SentWindow {
             let len = u64::from(p.len);
             self.inflight_bytes += len;
             self.retx_times.push_back((now, psn));
+            self.front_seen = true;
         }
     }
 
     /// Marks `psn` acknowledged. Returns the entry as it was if this acknowledgement is news.
     pub fn ack(&mut self, psn: u64) -> Option<SentPkt> {
+        self.lose_front();
         let p = self.get_mut(psn)?;
         let before = *p;
         match p.state {
@@ -225,6 +234,7 @@ impl SentWindow {
         mut clean: impl FnMut(&SentPkt),
     ) -> (u64, Option<SendOrder>) {
         let n = epsn.saturating_sub(self.una).min(self.pkts.len() as u64) as usize;
+        self.lose_front();
         let mut bytes = 0;
         let mut newest: Option<SendOrder> = None;
         for (psn, p) in (self.una..).zip(self.pkts.range_mut(..n)) {
@@ -239,8 +249,8 @@ impl SentWindow {
             }
             p.state = PktState::Acked;
             if p.tx_count == 1 {
-                let o = SendOrder::new(p.sent_at, psn);
-                newest = Some(newest.map_or(o, |t| t.max(o)));
+                // First transmissions leave in PSN order, so the last one here is the latest sent.
+                newest = Some(SendOrder::new(p.sent_at, psn));
                 clean(p);
             }
         }
@@ -249,6 +259,7 @@ impl SentWindow {
 
     /// Marks `psn` lost (if in flight). Returns its entry.
     pub fn mark_lost(&mut self, psn: u64) -> Option<SentPkt> {
+        self.lose_front();
         let p = self.get_mut(psn)?;
         if p.state != PktState::InFlight {
             return None;
@@ -321,21 +332,53 @@ impl SentWindow {
     /// The oldest transmission in flight that neither rule has taken up yet: (send time, PSN, where it waits).
     #[inline]
     fn front_live(&mut self) -> Option<(Instant, u64, Front)> {
-        match (self.first_live(), self.retx_live()) {
+        let front = match (self.first_live(), self.retx_live()) {
             (Some((a, _)), Some((b, pb))) if b < a => Some((b, pb, Front::Retx)),
             (Some((a, pa)), _) => Some((a, pa, Front::First)),
             (None, Some((b, pb))) => Some((b, pb, Front::Retx)),
             (None, None) => None,
-        }
+        };
+        self.front_seen = front.is_some();
+        front
     }
 
     fn take_front(&mut self, psn: u64, front: Front) {
+        self.lose_front();
         match front {
             Front::Retx => {
                 self.retx_times.pop_front();
             }
             Front::First => self.scan = psn + 1,
         }
+    }
+
+    /// Whether a transmission sent at `now` may become the front: there is none, or the front may be a
+    /// retransmission sent in the same instant (a first transmission goes first on a tie). Any other front is
+    /// older and stays. Inline, as every send asks; the look for a front is not, as few need it.
+    #[inline(always)]
+    fn takes_front(&mut self, now: Instant) -> bool {
+        (!self.front_seen && self.no_front())
+            || self.retx_times.back().is_some_and(|&(t, _)| t == now)
+    }
+
+    #[inline(never)]
+    fn no_front(&mut self) -> bool {
+        self.front_live().is_none()
+    }
+
+    /// Anything that may take the front away may move the deadlines that run from it, earlier too (a later
+    /// front on a faster path).
+    #[inline]
+    fn lose_front(&mut self) {
+        self.front_seen = false;
+        self.front_moved = true;
+    }
+
+    /// Whether the front (what the RTO and the tail probe run from) may have changed since
+    /// [`deadlines`](Self::deadlines) last read it: a send that changed nothing else need not be filed again.
+    #[inline]
+    pub fn front_moved(&self) -> bool {
+        self.front_moved
     }
 
     /// The oldest transmission in flight that no acknowledgement has made subject to the time rule yet:
@@ -362,6 +405,7 @@ impl SentWindow {
     /// - the oldest of those transmissions and its EV ([`tail_front`](Self::tail_front)).
     #[inline]
     pub fn deadlines(&mut self, acked: SendOrder, min_wait: u64, rto: u64) -> Deadlines {
+        self.front_moved = false;
         let front = self.front_live();
         let due = Self::heap_live(&self.pkts, self.una, &mut self.due).map(|(d, _)| d);
         let slow = Self::heap_live(&self.pkts, self.una, &mut self.slow).map(|(d, _)| d);
@@ -821,6 +865,31 @@ mod tests {
             None,
             "PSN 2 is acknowledged, 0 and 1 wait on their paths"
         );
+    }
+
+    /// What a send may move is reported: a front where there was none, or a first transmission that takes the
+    /// place of a retransmission sent in the same instant; a packet behind an older front moves nothing.
+    #[test]
+    fn a_send_reports_a_new_front() {
+        let mut w = SentWindow::new(0);
+        w.push(0, 0, 1, 0, t(0));
+        assert!(w.front_moved(), "the first packet is the front");
+        w.deadlines(SendOrder::default(), 0, 0);
+        assert!(!w.front_moved(), "read by the deadlines");
+        w.push(0, 0, 1, 1, t(1));
+        assert!(!w.front_moved(), "behind PSN 0");
+        w.mark_lost(0);
+        assert!(w.front_moved(), "the front was taken away");
+        w.mark_lost(1);
+        w.retransmitted(0, 2, t(5));
+        assert_eq!(w.tail_front(), Some((SendOrder::new(t(5), 0), 2)));
+        w.deadlines(SendOrder::default(), 0, 0);
+        w.push(0, 0, 1, 3, t(5));
+        assert!(
+            w.front_moved(),
+            "a first transmission goes first on a tie with a retransmission"
+        );
+        assert_eq!(w.tail_front(), Some((SendOrder::new(t(5), 2), 3)));
     }
 
     #[test]
