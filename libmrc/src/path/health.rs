@@ -16,17 +16,16 @@ impl PathSet {
         plane
     }
 
-    /// A SACK or NACK echoed `idx`: the path delivers. `rtt` is the sample it carried, if any.
+    /// A SACK or NACK echoed `idx`: the path delivers. `rtt_ns` is the sample it carried, if any.
     #[inline]
-    pub fn on_delivery(&mut self, idx: u16, rtt: Option<Duration>) {
+    pub fn on_delivery(&mut self, idx: u16, rtt_ns: Option<u64>) {
         count(&mut self.counters, usize::from(idx), |c| c.delivered += 1);
         let plane = usize::from(self.evs[usize::from(idx)].plane);
         self.planes[plane].losses_since_delivery = 0;
-        let Some(rtt) = rtt else {
+        let Some(r) = rtt_ns else {
             return;
         };
         let ev = &mut self.evs[usize::from(idx)];
-        let r = crate::time::nanos(rtt);
         ev.last_rtt_ns = r;
         ev.delay_ns = if ev.delay_ns == 0 {
             r

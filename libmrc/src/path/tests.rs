@@ -17,7 +17,7 @@ fn counters_are_kept_only_when_asked_and_the_rtt_always() {
         });
         let i = s.next_ev().unwrap();
         s.on_sent(i, 1000, false);
-        s.on_delivery(i, Some(Duration::from_micros(7)));
+        s.on_delivery(i, Some(7_000));
         s.on_trim(i, true);
         let info = s.infos().nth(usize::from(i)).unwrap();
         assert_eq!(
@@ -85,10 +85,10 @@ fn skip_is_passed_over_once() {
 fn slow_ev_keeps_its_weight_between_samples() {
     let mut s = PathSet::new(&cfg(1, 4, 0, 1));
     for i in 0..3 {
-        s.on_delivery(i, Some(Duration::from_micros(10)));
+        s.on_delivery(i, Some(10_000));
     }
     // Three times the typical RTT: 4 × 20 / 10 = 8 turns passed over per packet carried.
-    s.on_delivery(3, Some(Duration::from_micros(30)));
+    s.on_delivery(3, Some(30_000));
     assert!(s.weigh_by_delay(3, 10_000));
     let slow = (0..280).filter(|_| s.next_ev() == Some(3)).count();
     assert_eq!(slow, 10, "1 packet per 9 of its turns (28 picks)");

@@ -7,8 +7,8 @@ use crate::reliability::{PktState, SendOrder, unwrap_msn, unwrap_psn};
 use crate::time::{Duration, Instant};
 use crate::wire::{Ack, Nack, NackReason, PSN_MASK, Sack, SackMark};
 
-/// RTT samples above this are treated as garbage (a stale or forged echo).
-const MAX_RTT: Duration = Duration::from_secs(4);
+/// RTT samples above this many ns are treated as garbage (a stale or forged echo).
+const MAX_RTT_NS: u64 = 4_000_000_000;
 
 impl Qp {
     /// Acknowledges `[una, epsn)` and the bitmap bits; returns newly acknowledged bytes.
@@ -80,10 +80,10 @@ impl Qp {
         let acked = self.apply_acks(now, epsn, base, s.bitmap);
         let rtt = s
             .ts_echo
-            .map(|ts| Duration::from_nanos(u64::from(now.ts32().wrapping_sub(ts))))
-            .filter(|r| *r < MAX_RTT);
+            .map(|ts| u64::from(now.ts32().wrapping_sub(ts)))
+            .filter(|&r| r < MAX_RTT_NS);
         if let Some(r) = rtt {
-            self.req.rtt.update(r);
+            self.req.rtt.update_ns(r);
         }
         let mut outlier = false;
         if s.probe_reply
@@ -114,7 +114,11 @@ impl Qp {
         // congestion control's: its delay and marks say that one path is slow, and cutting the whole window
         // for it would idle every fast path. Congestion that reaches the QP's typical path (an incast, a busy
         // receiver) still counts in full.
-        let (rtt, ecn) = if outlier { (None, false) } else { (rtt, ecn) };
+        let (rtt, ecn) = if outlier {
+            (None, false)
+        } else {
+            (rtt.map(Duration::from_nanos), ecn)
+        };
         let progressed = self.req.sent.advance() > 0;
         // spec: CC-API-1
         self.req.cc.on_ack(
@@ -137,7 +141,7 @@ impl Qp {
 
     /// The QP's smoothed RTT over all its paths, ns: what a path is compared with to call it slow.
     pub(super) fn typical_rtt_ns(&self) -> u64 {
-        crate::time::nanos(self.req.rtt.srtt())
+        self.req.rtt.srtt_ns()
     }
 
     /// Processes a NACK (spec REL-NACK-1). It must name a PSN that is outstanding (sent, not yet acknowledged),

@@ -13,10 +13,7 @@ const MAX_EXTRA_RTOS: u64 = 4;
 impl Qp {
     /// The fastest round trip seen (the configured base RTT before any sample), ns.
     pub(crate) fn min_rtt_ns(&self) -> u64 {
-        self.req
-            .rtt
-            .min()
-            .map_or(crate::time::nanos(self.cfg().base_rtt), crate::time::nanos)
+        self.req.rtt.min_or_base_ns()
     }
 
     /// Time-based loss detection (spec REL-LOSS-1): a packet still in flight is lost once a packet after it in
@@ -137,7 +134,7 @@ impl Qp {
             return;
         };
         let min = self.min_rtt_ns();
-        let typical = crate::time::nanos(self.req.rtt.srtt()).max(min);
+        let typical = self.req.rtt.srtt_ns().max(min);
         let cap = self.req.rtt.rto_ns().saturating_mul(MAX_EXTRA_RTOS);
         loop {
             let paths = &self.paths;
@@ -279,7 +276,7 @@ fn loss_wait_ns(
     sent: Instant,
 ) -> u64 {
     use crate::path::PathDelay;
-    let typical = crate::time::nanos(rtt.srtt()).max(min);
+    let typical = rtt.srtt_ns().max(min);
     let reo = rtt.reorder_ns();
     let d = paths.expected_rtt(ev, sent);
     let w = match d {

@@ -676,22 +676,23 @@ impl Qp {
             return Instant::MAX;
         }
         let rnr = self.req.delayed.front().map_or(Instant::MAX, |&(t, _)| t);
-        self.timers.set(Timer::RnrResend, rnr);
+        self.timers.derive(Timer::RnrResend, rnr);
         let requester = self.state == QpState::Rts;
         if requester {
             self.timers
-                .set(Timer::PathProbe, self.paths.probe_deadline());
+                .derive(Timer::PathProbe, self.paths.probe_deadline());
             let min = self.min_rtt_ns();
             let d = self
                 .req
                 .sent
                 .deadlines(self.req.rack, min, self.req.rtt.rto_ns());
             self.timers
-                .set(Timer::LossTime, d.loss.unwrap_or(Instant::MAX));
+                .derive(Timer::LossTime, d.loss.unwrap_or(Instant::MAX));
             let tail = self.tail_probe_due_after(d.oldest, min);
             self.timers
-                .set(Timer::TailProbe, tail.unwrap_or(Instant::MAX));
-            self.timers.set(Timer::Rto, d.rto.unwrap_or(Instant::MAX));
+                .derive(Timer::TailProbe, tail.unwrap_or(Instant::MAX));
+            self.timers
+                .derive(Timer::Rto, d.rto.unwrap_or(Instant::MAX));
         }
         self.timers.next(requester)
     }

@@ -72,6 +72,12 @@ impl TimerTable {
         self.moved_earlier |= at < self.filed;
     }
 
+    /// Sets a timer derived from the QP's state while the endpoint files it: the filing reads every timer
+    /// anyway, so there is nothing to flag.
+    pub(crate) fn derive(&mut self, t: Timer, at: Instant) {
+        self.at[t as usize] = at;
+    }
+
     pub(crate) fn stop(&mut self, t: Timer) {
         self.at[t as usize] = Instant::MAX;
     }

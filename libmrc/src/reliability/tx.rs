@@ -589,6 +589,8 @@ pub struct RttEstimator {
     srtt: u64,
     rttvar: u64,
     min: u64,
+    /// The configured base RTT, what stands for the minimum before the first sample.
+    base: u64,
     samples: u64,
     rto_floor: u64,
     reorder_floor: u64,
@@ -612,6 +614,7 @@ impl RttEstimator {
             srtt: b,
             rttvar: b / 2,
             min: u64::MAX,
+            base: b,
             samples: 0,
             rto_floor: nanos(rto_floor),
             reorder_floor: nanos(reorder_floor),
@@ -662,8 +665,15 @@ impl RttEstimator {
     }
 
     /// Adds a sample.
+    #[cfg(test)]
     pub fn update(&mut self, rtt: Duration) {
-        let r = nanos(rtt);
+        self.update_ns(nanos(rtt));
+    }
+
+    /// Adds a sample of `r` ns (nanoseconds throughout: a SACK's sample is read by several rules, and each
+    /// conversion from and to `Duration` costs a division or a 128-bit product).
+    #[inline]
+    pub fn update_ns(&mut self, r: u64) {
         self.min = self.min.min(r);
         if self.samples == 0 {
             self.srtt = r;
@@ -682,7 +692,24 @@ impl RttEstimator {
         Duration::from_nanos(self.srtt)
     }
 
+    /// Smoothed RTT, ns.
+    #[inline]
+    pub fn srtt_ns(&self) -> u64 {
+        self.srtt
+    }
+
+    /// Smallest sample, ns, or the base RTT before the first.
+    #[inline]
+    pub fn min_or_base_ns(&self) -> u64 {
+        if self.samples > 0 {
+            self.min
+        } else {
+            self.base
+        }
+    }
+
     /// Smallest sample, if any.
+    #[cfg(test)]
     pub fn min(&self) -> Option<Duration> {
         (self.samples > 0).then(|| Duration::from_nanos(self.min))
     }
