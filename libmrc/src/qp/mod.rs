@@ -787,7 +787,12 @@ impl Qp {
     }
 
     /// (Re)arms the QP timeout after progress or when work appears.
+    #[inline]
     pub(crate) fn arm_retry(&mut self, now: Instant, progress: bool) {
+        if !progress && self.timers.is_running(Timer::Retry) {
+            // Every packet sent asks; only work appearing with the timer stopped arms it.
+            return;
+        }
         let Some(timeout) = self.cfg().qp_timeout() else {
             return;
         };

@@ -109,7 +109,7 @@ impl Qp {
         self.req.burst.is_some_and(|(_, left)| left > 0)
     }
 
-    #[inline]
+    #[inline(always)]
     fn choose_ev(&mut self, ports_ready: u32) -> Option<u16> {
         // spec: PATH-EV-6
         if let Some((i, left)) = self.req.burst
@@ -212,13 +212,19 @@ impl Qp {
         Some(t)
     }
 
-    /// Numbers a message when its first packet goes out (spec WIRE-METH-1, WIRE-METH-2).
+    /// Numbers a message when its first packet goes out (spec WIRE-METH-1, WIRE-METH-2). Inline, as every
+    /// packet asks and only a message's first needs the work.
+    #[inline(always)]
     fn start_wqe(&mut self, seq: u64, psn: u64) {
-        let mtu = self.cfg().mtu;
         let i = (seq - self.req.sq_base) as usize;
-        if self.req.sq[i].started {
-            return;
+        if !self.req.sq[i].started {
+            self.number_wqe(i, psn);
         }
+    }
+
+    #[inline(never)]
+    fn number_wqe(&mut self, i: usize, psn: u64) {
+        let mtu = self.cfg().mtu;
         let msn = self.req.next_msn;
         let rqmsn = self.req.next_rqmsn;
         let w = &mut self.req.sq[i];
@@ -415,7 +421,7 @@ impl Qp {
     }
 
     /// Appends the ICRC (or four zero bytes when the QP runs without it).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn seal(&self, buf: &mut [u8], len: usize) -> Option<usize> {
         if self.cfg().icrc {
             crate::wire::seal(buf, len).ok()
