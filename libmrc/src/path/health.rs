@@ -5,7 +5,8 @@ use super::*;
 
 impl PathSet {
     /// Counts a packet sent on `idx` (payload `bytes`; `retx` for retransmissions); returns the EV's plane.
-    #[inline]
+    /// Always inline: every packet sent calls it, and the call cost as much as the counting.
+    #[inline(always)]
     pub fn on_sent(&mut self, idx: u16, bytes: u64, retx: bool) -> u8 {
         let plane = self.evs[usize::from(idx)].plane;
         count(&mut self.counters, usize::from(idx), |c| c.sent += 1);

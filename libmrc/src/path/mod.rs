@@ -607,9 +607,9 @@ impl PathSet {
     }
 
     /// Like [`next_ev`](Self::next_ev), but only on planes whose bit is set in `ports_ready` (ports with room to
-    /// transmit; MRC's `GetSendParams`).
+    /// transmit; MRC's `GetSendParams`). Always inline: every packet sent asks.
     // spec: PATH-SEL-2
-    #[inline]
+    #[inline(always)]
     pub fn next_ev_on(&mut self, ports_ready: u32) -> Option<u16> {
         let n = self.planes.len();
         for _ in 0..n {
