@@ -236,7 +236,17 @@ impl PathSet {
     /// (a slowed link's queue), and `idx` takes its place in the rotation again at once instead of after
     /// `probe_clean` probes, its delay weight (from this sample) keeping its share small. Returns whether it did.
     // spec: PATH-EV-7
+    #[inline]
     pub fn on_late_delivery(&mut self, idx: u16, ts: u32) -> bool {
+        // Every SACK asks; only a retired EV needs the rest, so the common answer costs no call.
+        self.evs
+            .get(usize::from(idx))
+            .is_some_and(|ev| ev.state == EvState::AssumedBad)
+            && self.restore_if_late(idx, ts)
+    }
+
+    #[inline(never)]
+    fn restore_if_late(&mut self, idx: u16, ts: u32) -> bool {
         let Some(ev) = self.evs.get_mut(usize::from(idx)) else {
             return false;
         };
