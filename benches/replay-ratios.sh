@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Wall-clock keyed/unkeyed ratios per data packet from the replay example, robust to a noisy machine: the runs
 # of every case (and of every binary given) alternate round by round, and each case's figure is its fastest
-# round, which noise can only make slower (benches/README.md, "AUTH tags").
+# round, which noise can only make slower, and its median round (benches/README.md, "AUTH tags").
 #
 #   benches/replay-ratios.sh [ROUNDS] [REPLAYS] [REPLAY_BINARY...]
 #
@@ -38,11 +38,14 @@ runs = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     b, side, case, auth, ns = line.strip().split("|")
     runs[(int(b), side, case, auth)].append(float(ns))
-print(f"fastest of {len(next(iter(runs.values())))} rounds, ns per data packet: unkeyed -> keyed (ratio)")
+import statistics
+print(f"fastest (median) of {len(next(iter(runs.values())))} rounds, ns per data packet: unkeyed -> keyed (ratio)")
 for b, path in enumerate(sys.argv[2:]):
     print(path)
     for side in ("sender", "receiver"):
         for case in ("nocopy", "copy_icrc"):
-            no, au = min(runs[(b, side, case, "none")]), min(runs[(b, side, case, "auth")])
-            print(f"  {side:8} {case:9} {no:7.1f} -> {au:7.1f} ({au / no:.3f})")
+            no, au = runs[(b, side, case, "none")], runs[(b, side, case, "auth")]
+            fast = f"{min(no):7.1f} -> {min(au):7.1f} ({min(au) / min(no):.3f})"
+            med = f"{statistics.median(no):7.1f} -> {statistics.median(au):7.1f}"
+            print(f"  {side:8} {case:9} {fast}   median {med}")
 PY
