@@ -1,5 +1,7 @@
 //! A QP's timers, one deadline per kind (quinn-proto's timer table): the endpoint files the earliest, and a
-//! timer set before what it filed is how the endpoint learns that it must file the QP again.
+//! timer set before what it filed is how the endpoint learns that it must file the QP again. The timers derived
+//! from the sent window (loss time, tail probe, RTO) are recomputed at each filing ([`TimerTable::derive`]); what
+//! may move them earlier between filings is a new front of the window, which the window itself reports.
 
 use crate::time::Instant;
 
