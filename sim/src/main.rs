@@ -10,6 +10,8 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+mod pages;
+
 use mrc_sim::capture::CaptureSpec;
 use mrc_sim::metrics::METRICS;
 use mrc_sim::plan::{self, Plan, human_bytes};
@@ -390,6 +392,7 @@ fn run_with_progress(
 }
 
 fn main() -> ExitCode {
+    pages::use_huge_pages();
     match real_main() {
         Ok(c) => c,
         Err(e) => {
