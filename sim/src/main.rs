@@ -2,6 +2,8 @@
 //! list metrics. Everything that can be checked before simulating is: the scenario, its references against
 //! the fabric, the memory it needs and the output folder.
 
+mod pages;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -10,8 +12,6 @@ use std::time::Instant;
 
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-mod pages;
-
 use mrc_sim::capture::CaptureSpec;
 use mrc_sim::metrics::METRICS;
 use mrc_sim::plan::{self, Plan, human_bytes};

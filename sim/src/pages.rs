@@ -3,7 +3,7 @@
 //! At 8,192 hosts a run reads about 240 MiB of engine and fabric state at random, and with 4 KiB pages nearly
 //! every such read missed the TLB as well as the cache. glibc backs its heap with transparent huge pages only
 //! when a tunable says so, and reads tunables before `main`; so the binary starts itself again, once, with
-//! them set (scale-8192-perm: 13% less user CPU, 6–10% less wall time, peak RSS +2%; on the firecracker
+//! them set (scale-8192-perm: 13% less user CPU, 4–13% less wall time, peak RSS +2%; on the firecracker
 //! development VM system time rises by about as much as user time falls, zeroing pages its host had not backed
 //! yet; sim/README.md "Speed and scale").
 //! Setting `MRC_SIM_HUGE_PAGES` (to anything, e.g. `off`) or `GLIBC_TUNABLES` yourself keeps one process and
@@ -12,13 +12,16 @@
 
 /// Huge pages for the heap, which is never trimmed: trimming gives pages back and splits huge ones in a run
 /// that frees and allocates all the time (with it, fairwater-8plane's peak RSS was 48 MB instead of 41).
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
 const TUNABLES: &str = "glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=4294967295";
 
 /// Set in the second start, and the user's way to stay in one process with 4 KiB pages.
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
 const MARK: &str = "MRC_SIM_HUGE_PAGES";
 
 /// The `GLIBC_TUNABLES` to start again with, given whether that variable and [`MARK`] are set now: none when
 /// either is (the user's choice, or this process's second start).
+#[cfg_attr(not(all(target_os = "linux", target_env = "gnu")), allow(dead_code))]
 fn tunables_for(tunables_set: bool, mark_set: bool) -> Option<&'static str> {
     (!tunables_set && !mark_set).then_some(TUNABLES)
 }
