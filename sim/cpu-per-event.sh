@@ -7,7 +7,8 @@
 #   sim/cpu-per-event.sh [ROUNDS] [MRC_SIM_BINARY...]
 #
 # Defaults: 3 rounds; the release binary `cargo build --release -p mrc-sim` makes. Prints, per binary and
-# scale, ns of user+sys CPU per event (fastest and median round), peak RSS and the report's md5.
+# scale, ns of user+sys CPU per event (fastest and median round), the fastest round's user and system parts and
+# the median wall time, peak RSS and the report's md5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -24,10 +25,10 @@ for _ in $(seq "$ROUNDS"); do
     for b in "${bins[@]}"; do
         for s in 1024 8192; do
             rm -rf "$work/o"
-            /usr/bin/time -f "%U %S %M" -o "$work/t" "$b" run "sim/scenarios/scale-$s-perm.toml" --threads 1 \
+            /usr/bin/time -f "%U %S %M %e" -o "$work/t" "$b" run "sim/scenarios/scale-$s-perm.toml" --threads 1 \
                 --out "$work/o" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
-            read -r u sy rss <"$work/t"
-            echo "$b $s $u $sy $rss $(md5sum <"$work/o/report.json" | cut -c1-8)" \
+            read -r u sy rss wall <"$work/t"
+            echo "$b $s $u $sy $rss $wall $(md5sum <"$work/o/report.json" | cut -c1-8)" \
                 "$(python3 -c "import json; print(json.load(open('$work/o/report.json'))['run']['counters']['events'])")" >>"$raw"
         done
     done
@@ -35,15 +36,19 @@ done
 python3 - "$raw" <<'PY'
 import collections, statistics as st, sys
 ns, rss, md5 = collections.defaultdict(list), collections.defaultdict(int), collections.defaultdict(set)
+wall = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    b, s, u, sy, m, h, ev = line.split()
-    ns[(b, s)].append((float(u) + float(sy)) * 1e9 / int(ev))
+    b, s, u, sy, m, w, h, ev = line.split()
+    ns[(b, s)].append(((float(u) + float(sy)) * 1e9 / int(ev), float(u) * 1e9 / int(ev), float(sy) * 1e9 / int(ev)))
+    wall[(b, s)].append(float(w))
     rss[(b, s)] = max(rss[(b, s)], int(m))
     md5[(b, s)].add(h)
 print("user+sys CPU per event, fastest and median round")
 for (b, s), v in sorted(ns.items()):
-    print(f"{b}\n  {s:>5} hosts  {min(v):6.1f} ns (median {st.median(v):6.1f})  peak RSS {rss[(b, s)] / 1024:6.1f} MiB"
-          f"  report md5 {' '.join(sorted(md5[(b, s)]))}")
+    best = min(v)
+    print(f"{b}\n  {s:>5} hosts  {best[0]:6.1f} ns (median {st.median(x[0] for x in v):6.1f};"
+          f" fastest: user {best[1]:6.1f}, sys {best[2]:5.1f})  wall median {st.median(wall[(b, s)]):6.2f} s"
+          f"  peak RSS {rss[(b, s)] / 1024:6.1f} MiB  report md5 {' '.join(sorted(md5[(b, s)]))}")
 for b in dict.fromkeys(b for b, _ in ns):
-    print(f"{b}: 8K/1K of the fastest rounds {min(ns[(b, '8192')]) / min(ns[(b, '1024')]):.2f}")
+    print(f"{b}: 8K/1K of the fastest rounds {min(ns[(b, '8192')])[0] / min(ns[(b, '1024')])[0]:.2f}")
 PY

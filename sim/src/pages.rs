@@ -3,7 +3,7 @@
 //! At 8,192 hosts a run reads about 240 MiB of engine and fabric state at random, and with 4 KiB pages nearly
 //! every such read missed the TLB as well as the cache. glibc backs its heap with transparent huge pages only
 //! when a tunable says so, and reads tunables before `main`; so the binary starts itself again, once, with
-//! them set (scale-8192-perm: 13% less user CPU, 4–13% less wall time, peak RSS +2%; on the firecracker
+//! them set (`sim/cpu-per-event.sh`, scale-8192-perm: user CPU −6%, wall −7%, peak RSS +2%; on the firecracker
 //! development VM system time rises by about as much as user time falls, zeroing pages its host had not backed
 //! yet; sim/README.md "Speed and scale").
 //! Setting `MRC_SIM_HUGE_PAGES` (to anything, e.g. `off`) or `GLIBC_TUNABLES` yourself keeps one process and
