@@ -138,6 +138,10 @@ struct RunArgs {
     /// capture). The outputs are the same for every count (sim/README.md "Parallel runs").
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Run each lookahead window in time order rather than leaf by leaf: the same outputs, slower at scale
+    /// (sim/README.md "Speed and scale"); for comparing the two.
+    #[arg(long)]
+    time_order: bool,
     #[command(flatten)]
     limits: Limits,
     #[command(flatten)]
@@ -469,11 +473,13 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         seed,
         no_baseline,
         threads,
+        time_order,
         limits,
         capture,
     } = a;
     let mut s = load(&scenario, seed)?;
     s.run.threads = threads.unwrap_or_else(cores).max(1);
+    s.run.time_order = time_order;
     refuse_failure_sets(&s, &scenario, "run")?;
     if no_baseline {
         refuse_baseline_metrics(&s, "--no-baseline")?;

@@ -246,6 +246,7 @@ pub fn prepare(s: &Scenario, plan: &Plan) -> Result<Prepared, ScenarioError> {
         bin_ps: ps(s.run.bin_us),
         settle_ps: ps(s.run.settle_us),
         threads: s.run.threads,
+        time_order: s.run.time_order,
     };
     Ok(Prepared {
         topo,

@@ -33,6 +33,7 @@ mod arena;
 mod host;
 mod outcome;
 mod par;
+mod window;
 pub use par::{lookahead_ps, partitions};
 mod port;
 
@@ -222,6 +223,7 @@ pub struct Sim {
     outbox: Vec<Vec<par::Msg>>,
     /// This partition's number (0 in a sequential run).
     me: u16,
+    win: window::Window,
 }
 
 /// Settings every partition shares.
@@ -246,6 +248,7 @@ struct Cfg {
     seed: u64,
     /// Threads asked for (par.rs caps them).
     threads: usize,
+    time_order: bool,
 }
 
 /// Where a run stands, now and then during [`Sim::run`].
@@ -328,6 +331,8 @@ pub struct RunSettings {
     /// Threads to run on (par.rs caps them by the fabric's size; 0 or 1: one). The outcome is the same for
     /// every count.
     pub threads: usize,
+    /// Run each window in time order, not by T0 position (window.rs). The outcome is the same.
+    pub time_order: bool,
 }
 
 impl Sim {
@@ -405,6 +410,7 @@ impl Sim {
                 total_bytes,
                 seed: rs.seed,
                 threads: rs.threads.max(1),
+                time_order: rs.time_order,
             },
             goodput: Vec::new(),
             queues: Vec::new(),
@@ -426,6 +432,7 @@ impl Sim {
             capture: None,
             outbox: Vec::new(),
             me: 0,
+            win: window::Window::default(),
             topo: Arc::new(topo),
         };
         Ok(sim)
@@ -433,7 +440,7 @@ impl Sim {
 
     /// Queues the events known before the run: every failure action (each partition applies its own part)
     /// and the start of every untriggered transfer whose sender lives here, each the root of its
-    /// descendants' causes (queue.rs), in one order over all partitions.
+    /// descendants' causes (queue/mod.rs), in one order over all partitions.
     fn seed_events(&mut self) {
         let n = self.actions.len();
         for i in 0..n {
@@ -492,32 +499,40 @@ impl Sim {
     }
 
     /// Processes this partition's events before `end`; returns how many, a failure action counted by
-    /// partition 0 alone (every partition applies its own part of it).
+    /// partition 0 alone (every partition applies its own part of it). By T0 position when the run allows it
+    /// (window.rs), else in time order.
     fn run_window(&mut self, end: u64) -> u64 {
+        if self.win.is_on() {
+            return self.run_window_by_position(end);
+        }
         let mut n = 0;
         while let Some((t, e)) = self.q.pop_before(end) {
-            self.now = t;
-            n += 1;
-            let id = e as u32;
-            let kind = e >> 61;
-            if kind <= EV_ARRIVE {
-                prefetch(&self.arena.pkts, hint(e));
-            }
-            self.prefetch_ahead();
-            match kind {
-                EV_TXDONE => self.tx_done(id),
-                EV_ARRIVE => self.arrive(id),
-                EV_TIMER => self.timer(id),
-                EV_ACTION => {
-                    self.action(id as usize);
-                    if self.me != 0 {
-                        n -= 1;
-                    }
-                }
-                _ => self.start(id),
-            }
+            self.prefetch_ahead(self.q.peek_ahead(AHEAD), self.q.peek_ahead(AHEAD_NEAR));
+            n += self.dispatch(t, e);
         }
         n
+    }
+
+    /// Runs event `e` at `t`; 1, or 0 for a failure action outside partition 0.
+    #[inline]
+    fn dispatch(&mut self, t: u64, e: u64) -> u64 {
+        self.now = t;
+        let id = e as u32;
+        let kind = e >> 61;
+        if kind <= EV_ARRIVE {
+            prefetch(&self.arena.pkts, hint(e));
+        }
+        match kind {
+            EV_TXDONE => self.tx_done(id),
+            EV_ARRIVE => self.arrive(id),
+            EV_TIMER => self.timer(id),
+            EV_ACTION => {
+                self.action(id as usize);
+                return u64::from(self.me == 0);
+            }
+            _ => self.start(id),
+        }
+        1
     }
 
     /// Starts fetching what the events due soon will read, so that their misses overlap with this event's work
@@ -526,8 +541,8 @@ impl Sim {
     /// port and packet fetched by now), the port a switch arrival is forwarded to and the packet a port's end
     /// of serialization starts next.
     #[inline]
-    fn prefetch_ahead(&self) {
-        if let Some(f) = self.q.peek_ahead(AHEAD)
+    fn prefetch_ahead(&self, far: Option<u64>, near: Option<u64>) {
+        if let Some(f) = far
             && f >> 61 <= EV_ARRIVE
         {
             prefetch(&self.ports, f as u32 as usize);
@@ -535,11 +550,7 @@ impl Sim {
         }
         // Only these two kinds name a port: a timer's or a start's id is not one, and reading it would be a
         // wasted load.
-        let Some(f) = self
-            .q
-            .peek_ahead(AHEAD_NEAR)
-            .filter(|f| f >> 61 <= EV_ARRIVE)
-        else {
+        let Some(f) = near.filter(|f| f >> 61 <= EV_ARRIVE) else {
             return;
         };
         let Some(port) = self.ports.get(f as u32 as usize) else {

@@ -1,7 +1,8 @@
-//! One scenario on several threads gives the outputs of one (src/sim/par.rs): report.json and flows.csv are
-//! byte-identical for 1, 2 and 4 threads on every shipped scenario. Large fabrics are shrunk (at most 16 T0 of
-//! 16 hosts and 32 T1 per plane, every plane kept, explicit sources outside dropped, runs cut at 400 µs) to keep
-//! CI short; a sweep scenario runs with its first failure set.
+//! One scenario on several threads gives the outputs of one (src/sim/par.rs), and a run that takes each window
+//! leaf by leaf those of one in time order (src/sim/window.rs): report.json and flows.csv are byte-identical
+//! for 1, 2 and 4 threads and for 1 thread in time order on every shipped scenario. Large fabrics are shrunk
+//! (at most 16 T0 of 16 hosts and 32 T1 per plane, every plane kept, explicit sources outside dropped, runs cut
+//! at 400 µs) to keep CI short; a sweep scenario runs with its first failure set.
 
 mod common;
 
@@ -28,10 +29,11 @@ fn shrink(s: &mut Scenario) {
     }
 }
 
-/// report.json and flows.csv of a run on `threads` threads (baselines included).
-fn outputs(s: &Scenario, threads: usize, dir: &Path) -> (String, String) {
+/// report.json and flows.csv of a run on `threads` threads, by position or in time order (baselines included).
+fn outputs(s: &Scenario, threads: usize, time_order: bool, dir: &Path) -> (String, String) {
     let mut s = s.clone();
     s.run.threads = threads;
+    s.run.time_order = time_order;
     let r = run_scenario(&s, true, &mut |_, _| true)
         .unwrap_or_else(|e| panic!("{} on {threads} threads: {e}", s.name));
     let d = dir.join(format!("{}-{threads}", s.name));
@@ -54,7 +56,7 @@ fn scenarios() -> Vec<PathBuf> {
 }
 
 #[test]
-fn every_shipped_scenario_is_the_same_on_1_2_and_4_threads() {
+fn every_shipped_scenario_is_the_same_on_1_2_and_4_threads_and_in_time_order() {
     let scratch = common::scratch("parallel");
     let tmp = scratch.path();
     let files = scenarios();
@@ -71,20 +73,29 @@ fn every_shipped_scenario_is_the_same_on_1_2_and_4_threads() {
             s.name
         );
         let t = std::time::Instant::now();
-        let one = outputs(&s, 1, tmp);
-        for n in [2, 4] {
-            let other = outputs(&s, n, tmp);
+        let one = outputs(&s, 1, false, tmp);
+        for (n, time_order) in [(2, false), (4, false), (1, true)] {
+            let other = outputs(&s, n, time_order, tmp);
+            let how = if time_order {
+                "in time order".to_string()
+            } else {
+                format!("on {n} threads")
+            };
             assert!(
                 one.0 == other.0,
-                "{}: report.json differs between 1 and {n} threads",
+                "{}: report.json differs between 1 thread and {how}",
                 s.name
             );
             assert!(
                 one.1 == other.1,
-                "{}: flows.csv differs between 1 and {n} threads",
+                "{}: flows.csv differs between 1 thread and {how}",
                 s.name
             );
         }
-        eprintln!("{}: same on 1, 2, 4 threads ({:.1?})", s.name, t.elapsed());
+        eprintln!(
+            "{}: same on 1, 2, 4 threads and in time order ({:.1?})",
+            s.name,
+            t.elapsed()
+        );
     }
 }

@@ -620,6 +620,10 @@ pub struct RunCfg {
     /// outcome is the same for every count.
     #[serde(skip)]
     pub threads: usize,
+    /// Run each lookahead window in time order rather than by T0 position (`mrc-sim run --time-order`). Not
+    /// part of the scenario file: the outcome is the same.
+    #[serde(skip)]
+    pub time_order: bool,
 }
 
 fn limit() -> f64 {
@@ -640,6 +644,7 @@ impl Default for RunCfg {
             baseline: true,
             settle_us: settle(),
             threads: 0,
+            time_order: false,
         }
     }
 }

@@ -12,9 +12,12 @@
 //! most the packets a wire carries in one lookahead: no more than its latency over the serialization time of
 //! the smallest frame, plus one, per crossing port), and the partitions agree on the next window. A run on
 //! one thread goes through the same windows, so every thread count stops at the same point: the end of the
-//! window in which the last transfer finished. Equal-time events pop by kind and component (queue.rs `tie_key`) and
-//! random draws are per port (sim.rs `draw`), so nothing depends on which thread ran what: report.json and
+//! window in which the last transfer finished. Equal-time events pop by kind and component (queue/mod.rs
+//! `tie_key`) and random draws are per port (sim.rs `draw`), so nothing depends on which thread ran what: report.json and
 //! flows.csv are byte-identical for every thread count (tests/parallel.rs).
+//!
+//! Inside a window, each partition runs its T0 positions one after another (window.rs), for the same reason
+//! they may run on different threads.
 //!
 //! One thread only: with a packet capture (one file, written in event order), with triggers (a completion
 //! there starts transfers anywhere, with no delay to look ahead by) and when some switch-to-switch link has no
@@ -56,7 +59,7 @@ pub fn partitions(topo: &Topology, threads: usize) -> usize {
 
 /// The partition of every node: T0 positions (with their hosts), T1s and T2s each cut into `n` blocks in
 /// index order.
-fn node_parts(topo: &Topology, n: usize) -> Vec<u16> {
+pub(super) fn node_parts(topo: &Topology, n: usize) -> Vec<u16> {
     let s = &topo.shape;
     let block = |i: u32, total: u32| (u64::from(i) * n as u64 / u64::from(total.max(1))) as u16;
     let positions = s.pods * s.t0;
@@ -89,6 +92,10 @@ pub(super) fn run(
     };
     if std::env::var_os("MRC_SIM_DEBUG").is_some() {
         eprintln!("partitions {n}, lookahead {la} ps");
+    }
+    if !one && !sim.cfg.time_order {
+        sim.win = window::Window::by_position(&sim.topo);
+        sim.q = EventQueue::with_slot_shift(KEY_MASK, window::SLOT_SHIFT);
     }
     let (parts, end, events) = if n == 1 {
         sim.seed_events();
@@ -383,7 +390,7 @@ impl Sim {
             cold: self.cold.clone(),
             arena: Arena::default(),
             blocked: vec![false; hosts.len()],
-            q: EventQueue::new(KEY_MASK),
+            q: EventQueue::with_slot_shift(KEY_MASK, self.q.shift()),
             now: 0,
             hosts,
             host_base: base,
@@ -408,6 +415,7 @@ impl Sim {
             placed: 0,
             outbox: (0..n).map(|_| Vec::new()).collect(),
             me: k as u16,
+            win: self.win.clone(),
         };
         s.remaining = s.xfers.iter().filter(|x| s.is_local_host(x.src)).count();
         s.seed_events();

@@ -19,7 +19,7 @@
 //! matched the FIFO queue's results.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// Where an event comes from: the time at which it was scheduled, the gaps back to the times at which its
 /// scheduler, its scheduler's scheduler... were scheduled, the setup event at the root of that chain (its rank
@@ -93,6 +93,25 @@ struct Chunk {
     next: u32,
 }
 
+/// An event taken out of the queue before its turn ([`EventQueue::drain_before`]): its time, payload and what
+/// orders it among events of equal time (as the queue would pop it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Due(Node);
+
+impl Due {
+    /// Its time in ps.
+    #[inline]
+    pub fn t(&self) -> u64 {
+        self.0.t
+    }
+
+    /// Its payload.
+    #[inline]
+    pub fn e(&self) -> u64 {
+        self.0.e
+    }
+}
+
 /// An event of a drained slot, with its tie key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Node {
@@ -129,6 +148,7 @@ fn permuted(h: u32, key: u64) -> u64 {
 /// Slot width: 2^SHIFT ps (256 ps: narrow enough that a slot seldom holds two times; 1 ns slots held two or
 /// more in a third of bench-leafspine-1024-perm's, 128 ps in 2%, for the same instruction count as 256).
 const SHIFT: u32 = 8;
+
 /// Slots in the wheel: it holds events up to 2^24 ps (16.8 µs) ahead of its first slot; later ones (long
 /// timers, 0.3% of the bench's events) wait in `far` (most are 10 ns to 2 µs ahead: serializations and link
 /// latencies).
@@ -144,6 +164,8 @@ const NIL: u32 = u32::MAX;
 /// slab node was a cache miss per event at 8,192 hosts).
 #[derive(Debug)]
 pub struct EventQueue {
+    /// Slot width: 2^shift ps.
+    shift: u32,
     /// Events of drained slots.
     drained: Vec<Node>,
     /// Their order (indices into `drained`) from `head` on (those before it popped).
@@ -160,6 +182,8 @@ pub struct EventQueue {
     free: u32,
     /// Events past the wheel's end, moved into the wheel as `cur` moves.
     far: BinaryHeap<Reverse<Ev>>,
+    /// Events pushed into slots already drained, in pop order.
+    late: VecDeque<Node>,
     /// Time of the event popped last.
     last: u64,
     /// The rank of the event popped last (what an event scheduled now descends from).
@@ -174,6 +198,18 @@ pub struct EventQueue {
 impl Default for EventQueue {
     fn default() -> Self {
         Self::new(u64::MAX)
+    }
+}
+
+impl Ord for Node {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.key().cmp(&o.key())
+    }
+}
+
+impl PartialOrd for Node {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
     }
 }
 
@@ -300,7 +336,14 @@ impl Bitmap {
 impl EventQueue {
     /// An empty queue at time 0; events at equal time pop by cause, then in the order of `payload & key_mask`.
     pub fn new(key_mask: u64) -> Self {
+        Self::with_slot_shift(key_mask, SHIFT)
+    }
+
+    /// An empty queue whose slots are 2^`shift` ps wide. Only speed depends on the width: a run by position
+    /// (sim/window.rs) sorts no slot, and wide slots keep the lists it appends to few.
+    pub fn with_slot_shift(key_mask: u64, shift: u32) -> Self {
         Self {
+            shift,
             drained: Vec::new(),
             now: Vec::new(),
             head: 0,
@@ -310,12 +353,23 @@ impl EventQueue {
             chunks: Vec::new(),
             free: NIL,
             far: BinaryHeap::new(),
+            late: VecDeque::new(),
             last: 0,
             popped: Rank::default(),
             seq: 0,
             len: 0,
             key_mask,
         }
+    }
+
+    /// Its slot width, log2 ps.
+    pub fn shift(&self) -> u32 {
+        self.shift
+    }
+
+    /// The start of the slot that holds time `t`.
+    pub fn slot_start(&self, t: u64) -> u64 {
+        t >> self.shift << self.shift
     }
 
     /// Pending events.
@@ -364,9 +418,9 @@ impl EventQueue {
             e,
         };
         self.len += 1;
-        let s = t >> SHIFT;
+        let s = t >> self.shift;
         if s < self.cur {
-            self.push_now(ev);
+            self.push_late(ev);
         } else if s - self.cur < SLOTS {
             self.append(s, ev);
         } else {
@@ -413,31 +467,33 @@ impl EventQueue {
         }
     }
 
-    /// Adds an event to a drained slot (rare: most are scheduled further ahead than the slot's end). Scheduled
-    /// now, it goes after most of what is due now: a short move at the end.
-    #[cold]
-    #[inline(never)]
-    fn push_now(&mut self, ev: Ev) {
+    /// Adds an event to a slot already drained: a time before the slot the wheel is at. Rare in time order
+    /// (most events are scheduled further ahead than the slot's end); in a window run by position
+    /// (sim/window.rs), every event scheduled inside the window.
+    #[inline]
+    fn push_late(&mut self, ev: Ev) {
         let node = Node {
             t: ev.t,
             rank: ev.rank,
             tie: permuted(tie_hash(ev.t), ev.e & self.key_mask),
             e: ev.e,
         };
-        self.drained.push(node);
-        let n = (self.drained.len() - 1) as u32;
-        let drained = &self.drained;
-        let key = node.key();
-        let at = self.head
-            + self.now[self.head..].partition_point(|&i| drained[i as usize].key() <= key);
-        self.now.insert(at, n);
+        // Pushed in about time order (from events that pop in time order): nearly always at or near the back.
+        let at = self.late.partition_point(|n| n <= &node);
+        self.late.insert(at, node);
     }
 
     /// Time of the next event, without moving the queue's clock (a parallel run may still push events
     /// earlier than it, but not earlier than the last one popped).
     pub fn next_time(&self) -> Option<u64> {
+        let late = self.late.front().map(|n| n.t);
         if let Some(&n) = self.now.get(self.head) {
-            return Some(self.drained[n as usize].t);
+            return Some(late.map_or(self.drained[n as usize].t, |l| {
+                l.min(self.drained[n as usize].t)
+            }));
+        }
+        if late.is_some() {
+            return late;
         }
         match self.next_slot() {
             Some(s) => {
@@ -476,20 +532,129 @@ impl EventQueue {
     /// Removes the next event if its time is before `end`: (time, payload).
     #[inline]
     pub fn pop_before(&mut self, end: u64) -> Option<(u64, u64)> {
-        if self.head == self.now.len() && !self.refill(end) {
-            return None;
+        self.take_before(end).map(|d| (d.0.t, d.0.e))
+    }
+
+    /// Removes the next event if its time is before `end`, as `pop_before` does, keeping what orders it: a
+    /// caller that runs it later, in another order, makes it current again with [`resume`](Self::resume).
+    #[inline]
+    pub fn take_before(&mut self, end: u64) -> Option<Due> {
+        let (it, late) = self.next_before(end)?;
+        if late {
+            self.late.pop_front();
+        } else {
+            self.head += 1;
         }
-        let n = *self.now.get(self.head)?;
-        let it = self.drained[n as usize];
-        if it.t >= end {
-            return None;
-        }
-        self.head += 1;
-        self.last = it.t;
-        self.popped = it.rank;
-        self.seq = 0;
         self.len -= 1;
-        Some((it.t, it.e))
+        let d = Due(it);
+        self.resume(&d);
+        Some(d)
+    }
+
+    /// Makes `d` the event popped last: the one that events pushed from now on descend from.
+    #[inline]
+    pub fn resume(&mut self, d: &Due) {
+        self.last = d.0.t;
+        self.popped = d.0.rank;
+        self.seq = 0;
+    }
+
+    /// Takes every event before `cut` (a slot's start, [`slot_start`]) out of the queue for `f`, in no set
+    /// order: each slot's events in push order, not sorted (the caller sorts what it groups). Events are
+    /// made current with [`resume`](Self::resume) as they run; pushes before `cut` made meanwhile are late
+    /// events, which [`pop_before`](Self::pop_before) returns.
+    pub fn drain_before(&mut self, cut: u64, mut f: impl FnMut(Due)) {
+        while let Some((n, late)) = self.next_drained(cut) {
+            if late {
+                self.late.pop_front();
+            } else {
+                self.head += 1;
+            }
+            self.len -= 1;
+            f(Due(n));
+        }
+        loop {
+            let s = match self.next_slot() {
+                Some(s) => s,
+                None => {
+                    let Some(&Reverse(Ev { t, .. })) = self.far.peek().filter(|r| r.0.t < cut)
+                    else {
+                        break;
+                    };
+                    self.cur = self.cur.max(((t >> self.shift) + 1).saturating_sub(SLOTS));
+                    self.bring_near();
+                    continue;
+                }
+            };
+            if s << self.shift >= cut {
+                break;
+            }
+            let i = (s % SLOTS) as usize;
+            let mut c = self.lists[i][0];
+            self.lists[i] = [NIL; 2];
+            self.occupied.clear(i);
+            while c != NIL {
+                let chunk = &self.chunks[c as usize];
+                for ev in &chunk.evs[..chunk.len as usize] {
+                    f(Due(Node {
+                        t: ev.t,
+                        rank: ev.rank,
+                        tie: permuted(tie_hash(ev.t), ev.e & self.key_mask),
+                        e: ev.e,
+                    }));
+                }
+                self.len -= chunk.len as usize;
+                let next = chunk.next;
+                self.chunks[c as usize].next = self.free;
+                self.free = c;
+                c = next;
+            }
+            self.cur = s + 1;
+            self.bring_near();
+        }
+        // Every slot before `cut` is empty now: what is pushed before `cut` is late, and `pop_late` hands it
+        // to the group that pushed it (left in the wheel, it would run after every group: the same order
+        // within each group, but away from the state it reads).
+        self.cur = self.cur.max(cut >> self.shift);
+        self.bring_near();
+    }
+
+    /// After [`drain_before`](Self::drain_before)`(cut)`: the next event pushed late, if it pops before `d` (or
+    /// with no `d`, if it is before `cut`), made the current event.
+    #[inline]
+    pub fn pop_late(&mut self, d: Option<&Due>, cut: u64) -> Option<(u64, u64)> {
+        let &n = self.late.front()?;
+        if !d.map_or(n.t < cut, |d| n < d.0) {
+            return None;
+        }
+        self.late.pop_front();
+        self.len -= 1;
+        let d = Due(n);
+        self.resume(&d);
+        Some((n.t, n.e))
+    }
+
+    /// The next event of a drained slot or pushed late, if before `end`; and whether it is a late one.
+    #[inline]
+    fn next_drained(&self, end: u64) -> Option<(Node, bool)> {
+        let drained = self.now.get(self.head).map(|&n| self.drained[n as usize]);
+        let it = match (drained, self.late.front()) {
+            (Some(a), Some(&b)) if b < a => (b, true),
+            (Some(a), _) => (a, false),
+            (None, Some(&b)) => (b, true),
+            (None, None) => return None,
+        };
+        (it.0.t < end).then_some(it)
+    }
+
+    /// The next event if its time is before `end`, draining its slot if need be, and whether it was pushed
+    /// late. Late events are in slots before the wheel's, so before any event still in the wheel.
+    #[inline]
+    fn next_before(&mut self, end: u64) -> Option<(Node, bool)> {
+        if self.head == self.now.len() && self.late.is_empty() && !self.refill(end) {
+            return None;
+        }
+        self.next_drained(end)
     }
 
     /// The payload of the event `d` places after the next one, when the slot being drained holds it: what a
@@ -505,16 +670,17 @@ impl EventQueue {
         let s = match self.next_slot() {
             Some(s) => s,
             None => {
-                let Some(&Reverse(Ev { t, .. })) = self.far.peek() else {
+                // An empty wheel: move it on so that it reaches the first far event, if that is due before
+                // `end` (moved on sooner, it would take what is pushed before then for late events).
+                let Some(&Reverse(Ev { t, .. })) = self.far.peek().filter(|r| r.0.t < end) else {
                     return false;
                 };
-                // An empty wheel: move it on so that it reaches the first far event.
-                self.cur = self.cur.max((t >> SHIFT) + 1 - SLOTS);
+                self.cur = self.cur.max(((t >> self.shift) + 1).saturating_sub(SLOTS));
                 self.bring_near();
-                t >> SHIFT
+                t >> self.shift
             }
         };
-        if s << SHIFT >= end {
+        if s << self.shift >= end {
             return false;
         }
         let i = (s % SLOTS) as usize;
@@ -562,239 +728,14 @@ impl EventQueue {
     #[inline]
     fn bring_near(&mut self) {
         while let Some(&Reverse(ev)) = self.far.peek() {
-            if (ev.t >> SHIFT) - self.cur >= SLOTS {
+            if (ev.t >> self.shift) - self.cur >= SLOTS {
                 break;
             }
             self.far.pop();
-            self.append(ev.t >> SHIFT, ev);
+            self.append(ev.t >> self.shift, ev);
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rand_core::{Rng, SeedableRng};
-    use rand_xoshiro::Xoshiro256PlusPlus;
-    use std::cmp::Reverse;
-    use std::collections::BinaryHeap;
-
-    /// What `peek_ahead(d)` shows is what pops `d + 1` events later, while nothing is pushed in between; past
-    /// the drained slot it shows nothing.
-    #[test]
-    fn peek_ahead_shows_what_pops_later() {
-        let mut q = EventQueue::new(u64::MAX);
-        for (t, e) in [
-            (500, 7),
-            (300, 1),
-            (300, 2),
-            (400, 5),
-            (301, 3),
-            (302, 4),
-            (900, 8),
-        ] {
-            q.push(t, e);
-        }
-        // The first slot (0..256 ps) is empty; 256..512 holds six events; 900 is in a later slot.
-        assert_eq!(q.pop(), Some((300, 1)));
-        let ahead: Vec<_> = (0..6).map(|d| q.peek_ahead(d)).collect();
-        let mut popped = Vec::new();
-        while popped.len() < 5 {
-            popped.push(q.pop().map(|(_, e)| e));
-        }
-        assert_eq!(&ahead[..5], &popped[..]);
-        assert_eq!(ahead[5], None, "the next slot is not drained yet");
-        assert_eq!(q.peek_ahead(0), None);
-        assert_eq!(q.pop(), Some((900, 8)));
-    }
-
-    /// Same order as a binary heap on (time, cause, key) under random monotone use, ties included (few keys
-    /// and causes, so equal times meet equal and unequal ranks often), with pushes at the current time
-    /// between pops.
-    #[test]
-    fn matches_a_binary_heap() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(7);
-        let mask = 0xFFFF;
-        let mut q = EventQueue::new(mask);
-        let mut h = BinaryHeap::new();
-        let mut now = 0u64;
-        for step in 0..200_000u64 {
-            if rng.next_u64() % 3 != 0 || h.is_empty() {
-                let dt = match rng.next_u64() % 4 {
-                    0 => 0,
-                    1 => rng.next_u64() % 100,
-                    2 => rng.next_u64() % 100_000,
-                    _ => rng.next_u64() % 10_000_000_000,
-                };
-                // The bits above the mask are a hint that must not order anything: distinct per event.
-                let e = (step << 16) | (rng.next_u64() % 64);
-                let mut c = q.cause();
-                c.up.far = (c.up.far & !LOW) | (rng.next_u64() % 3);
-                c.up.origin = (c.up.origin & LOW) | (rng.next_u64() % 2) << 32;
-                q.push_caused(now + dt, e, c);
-                let r = Rank::of(now + dt, c);
-                h.push(Reverse((now + dt, r, tie_key(now + dt, e & mask), e)));
-            } else {
-                let Reverse((t, c, k, e)) = h.pop().unwrap();
-                assert_eq!(q.next_time(), Some(t));
-                let (qt, qe) = q.pop().unwrap();
-                assert_eq!((qt, qe & mask, q.popped), (t, e & mask, c));
-                assert_eq!(tie_key(t, qe & mask), k);
-                // Equal ranks at equal time are the same event to the simulator: either may come first.
-                if qe != e {
-                    let mut back: Vec<_> = h.drain().collect();
-                    let i = back.iter().position(|r| r.0.3 == qe).unwrap();
-                    back[i] = Reverse((t, c, k, e));
-                    h.extend(back);
-                }
-                now = t;
-            }
-            assert_eq!(q.len(), h.len());
-        }
-        while let Some(Reverse((t, _, k, _))) = h.pop() {
-            assert_eq!(
-                q.pop().map(|(t, e)| (t, tie_key(t, e & mask))),
-                Some((t, k))
-            );
-        }
-        assert!(q.is_empty() && q.pop().is_none());
-    }
-
-    /// Causal FIFO whatever the keys and setup order: at a tie the event scheduled earlier pops first (the
-    /// child of the last root, though it has the first setup rank), and of two scheduled at the same instant,
-    /// the one whose scheduler popped first (roots at equal time pop in setup order); a cause handed to
-    /// another queue orders there as it did here.
-    #[test]
-    fn ties_pop_in_causal_fifo_order() {
-        for keys in [[20, 10, 5], [5, 10, 20]] {
-            let mut q = EventQueue::new(u64::MAX);
-            let mut far = EventQueue::new(u64::MAX);
-            q.push_root(100, 1, 2);
-            q.push_root(100, 2, 1);
-            q.push_root(300, 3, 0);
-            let mut causes = Vec::new();
-            for (root, key) in [2, 1, 3].into_iter().zip(keys) {
-                assert_eq!(q.pop().map(|(_, e)| e), Some(root));
-                q.push(1_000, key);
-                causes.push((q.cause(), key));
-            }
-            for &(c, key) in causes.iter().rev() {
-                far.push_caused(1_000, key, c);
-            }
-            for q in [&mut q, &mut far] {
-                assert_eq!((0..3).map(|_| q.pop().unwrap().1).collect::<Vec<_>>(), keys);
-            }
-        }
-    }
-
-    /// `pop_before` leaves later events where they are and does not move the clock past `end`, so an event
-    /// pushed afterwards between `end` and them (a parallel run's delivery) keeps its own time.
-    #[test]
-    fn pop_before_keeps_the_clock() {
-        let mut q = EventQueue::new(u64::MAX);
-        q.push(1_000, 1);
-        q.push(5_000, 2);
-        assert_eq!(q.pop_before(2_000), Some((1_000, 1)));
-        assert_eq!(q.pop_before(2_000), None);
-        assert_eq!(q.next_time(), Some(5_000));
-        q.push(3_000, 3);
-        assert_eq!(q.pop(), Some((3_000, 3)));
-        assert_eq!(q.pop(), Some((5_000, 2)));
-        // Ties of one cause pop by tie key, whatever the order of insertion, also when pushed at the current
-        // time; pushes of one event pop in push order.
-        let order = |t: u64, a: u64, b: u64| {
-            if tie_key(t, a) < tie_key(t, b) {
-                [a, b]
-            } else {
-                [b, a]
-            }
-        };
-        let c = q.cause();
-        for (a, b) in [(9, 4), (4, 9)] {
-            q.push_caused(5_000, a, c);
-            q.push_caused(5_000, b, c);
-        }
-        let [x, y] = order(5_000, 4, 9);
-        assert_eq!(
-            (0..4).map(|_| q.pop().unwrap().1).collect::<Vec<_>>(),
-            [x, x, y, y]
-        );
-        for e in [9, 4, 7] {
-            q.push(5_000, e);
-        }
-        assert_eq!(
-            (0..3).map(|_| q.pop().unwrap().1).collect::<Vec<_>>(),
-            [9, 4, 7]
-        );
-    }
-
-    /// The insertion sort gives a full sort's order, in order, nearly in order (a few far out of place, or
-    /// every run of equal major keys backwards) and in reverse (the fallback).
-    #[test]
-    fn sorts_nearly_sorted_input() {
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
-        let node = |k: u64| Node {
-            t: k / 64,
-            rank: Rank {
-                near: k / 16,
-                far: k / 4 % 2,
-                origin: k % 4,
-            },
-            tie: k % 3,
-            e: k,
-        };
-        for n in [0, 1, 2, 50, 5_000] {
-            let nodes: Vec<Node> = (0..n).map(|k| node(k * 7_919 % n.max(1))).collect();
-            let mut sorted: Vec<u32> = (0..n as u32).collect();
-            sorted.sort_unstable_by_key(|&i| nodes[i as usize].key());
-            let mut few = sorted.clone();
-            for _ in 0..n / 20 {
-                let (i, j) = (rng.next_u64() % n, rng.next_u64() % n);
-                few.swap(i as usize, j as usize);
-            }
-            let mut shuffled = sorted.clone();
-            for i in (1..shuffled.len()).rev() {
-                shuffled.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
-            }
-            let reversed: Vec<u32> = sorted.iter().rev().copied().collect();
-            // Each run of equal major keys backwards: all out of place among their own (the common case).
-            let mut groups = sorted.clone();
-            groups
-                .chunk_by_mut(|&a, &b| nodes[a as usize].major() == nodes[b as usize].major())
-                .for_each(|g| g.reverse());
-            for mut v in [sorted.clone(), few, shuffled, reversed, groups] {
-                sort_nearly_sorted(&mut v, &nodes);
-                assert_eq!(v, sorted);
-            }
-        }
-    }
-
-    /// An event beyond the wheel's reach pops at its time, also when the wheel never empties on the way there
-    /// (a chain of events 100 ns apart keeps it busy).
-    #[test]
-    fn far_events_come_back_in_time() {
-        let mut q = EventQueue::new(u64::MAX);
-        let far = SLOTS << SHIFT << 2;
-        q.push(far, 7);
-        q.push(0, 1);
-        let mut popped = Vec::new();
-        while let Some((t, e)) = q.pop() {
-            popped.push((t, e));
-            if e == 1 && t < 2 * far {
-                q.push(t + 100_000, 1);
-            }
-        }
-        assert!(popped.contains(&(far, 7)));
-        assert!(popped.windows(2).all(|w| w[0].0 <= w[1].0));
-    }
-
-    /// The kind (high half) orders first; among components the order changes with the time, so no component
-    /// comes first at every tie.
-    #[test]
-    fn ties_are_permuted_by_time() {
-        assert!(tie_key(7, 1 << 61) > tie_key(7, 0xFFFF_FFFF));
-        let first = |t: u64| (0..8u64).min_by_key(|&c| tie_key(t, c)).unwrap();
-        let firsts: std::collections::BTreeSet<u64> = (0..64).map(first).collect();
-        assert!(firsts.len() >= 4, "{firsts:?}");
-    }
-}
+mod tests;
