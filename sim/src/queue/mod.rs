@@ -559,8 +559,8 @@ impl EventQueue {
         self.seq = 0;
     }
 
-    /// Takes every event before `cut` (a slot's start, [`slot_start`]) out of the queue for `f`, in no set
-    /// order: each slot's events in push order, not sorted (the caller sorts what it groups). Events are
+    /// Takes every event before `cut` (a slot's start, [`slot_start`](Self::slot_start)) out of the queue for
+    /// `f`, in no set order: each slot's events in push order, not sorted (the caller sorts what it groups). Events are
     /// made current with [`resume`](Self::resume) as they run; pushes before `cut` made meanwhile are late
     /// events, which [`pop_before`](Self::pop_before) returns.
     pub fn drain_before(&mut self, cut: u64, mut f: impl FnMut(Due)) {
