@@ -27,6 +27,9 @@ mod cost {
     pub(super) const TRANSFER: u64 = 160;
     /// The process before the run (binary, allocator, CLI).
     pub(super) const BASE: u64 = 6 << 20;
+    /// The heap is on 2 MiB pages (src/pages.rs): the resident set grows a whole page at a time, up to one more
+    /// than the bytes in use (t1-failure's peak read 13.5-13.9 MB on 4 KiB pages, 13.9-15.9 on 2 MiB pages).
+    pub(super) const HUGE_PAGE: u64 = 2 << 20;
 }
 
 /// The memory a run is expected to need, by part.
@@ -249,6 +252,7 @@ impl Plan {
             ("transfers", transfers),
             ("timelines", timeline),
             ("process", cost::BASE),
+            ("huge-page rounding", cost::HUGE_PAGE),
         ];
         if copies > 0 {
             parts.push(("partition copies", mul(copies, per_copy)));

@@ -560,9 +560,9 @@ impl EventQueue {
     }
 
     /// Takes every event before `cut` (a slot's start, [`slot_start`](Self::slot_start)) out of the queue for
-    /// `f`, in no set order: each slot's events in push order, not sorted (the caller sorts what it groups). Events are
-    /// made current with [`resume`](Self::resume) as they run; pushes before `cut` made meanwhile are late
-    /// events, which [`pop_before`](Self::pop_before) returns.
+    /// `f`, in no set order: each slot's events in push order, not sorted (the caller sorts what it groups).
+    /// Events are made current with [`resume`](Self::resume) as they run; what they push before `cut` is late,
+    /// handed out by [`pop_late`](Self::pop_late).
     pub fn drain_before(&mut self, cut: u64, mut f: impl FnMut(Due)) {
         while let Some((n, late)) = self.next_drained(cut) {
             if late {
@@ -655,6 +655,12 @@ impl EventQueue {
             return None;
         }
         self.next_drained(end)
+    }
+
+    /// The payload of the late event `d` places after the next one (see [`peek_ahead`](Self::peek_ahead)).
+    #[inline]
+    pub fn peek_late(&self, d: usize) -> Option<u64> {
+        self.late.get(d).map(|n| n.e)
     }
 
     /// The payload of the event `d` places after the next one, when the slot being drained holds it: what a

@@ -21,6 +21,10 @@ use crate::queue::Due;
 /// outgrew the cache.
 pub(super) const SLOT_SHIFT: u32 = 12;
 
+/// How many late events ahead (the few a group has scheduled inside the window and not run yet) a late event
+/// fetches the port and packet of.
+const LATE_AHEAD: usize = 2;
+
 /// The position of every event's subject, and the window being run.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Window {
@@ -109,6 +113,7 @@ impl Sim {
         let mut n = 0;
         for (i, d) in group.iter().enumerate() {
             while let Some((t, e)) = self.q.pop_late(Some(d), cut) {
+                self.prefetch_ahead(self.q.peek_late(LATE_AHEAD), self.q.peek_late(0));
                 n += self.dispatch(t, e);
             }
             self.q.resume(d);
