@@ -13,8 +13,8 @@
 //! the smallest frame, plus one, per crossing port), and the partitions agree on the next window. A run on
 //! one thread goes through the same windows, so every thread count stops at the same point: the end of the
 //! window in which the last transfer finished. Equal-time events pop by kind and component (queue/mod.rs
-//! `tie_key`) and random draws are per port (sim.rs `draw`), so nothing depends on which thread ran what: report.json and
-//! flows.csv are byte-identical for every thread count (tests/parallel.rs).
+//! `tie_key`) and random draws are per port (sim.rs `draw`), so nothing depends on which thread ran what:
+//! report.json and flows.csv are byte-identical for every thread count (tests/parallel.rs).
 //!
 //! Inside a window, each partition runs its T0 positions one after another (window.rs), for the same reason
 //! they may run on different threads.

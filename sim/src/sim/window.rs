@@ -128,8 +128,8 @@ impl Sim {
     }
 }
 
-/// Sorts a position's events, which come in slot order and are out of order only within a slot (a few
-/// events of one position at most): an insertion sort, unless it would move too many.
+/// Sorts a position's events, which come in slot order and are out of order only within a slot (usually a
+/// few events of one position): an insertion sort, unless it would move too many.
 fn sort_nearly_sorted<T: Ord + Copy>(v: &mut [T]) {
     let mut budget = 4 * v.len();
     for i in 1..v.len() {
