@@ -157,7 +157,7 @@ const SHIFT: u32 = 8;
 const SLOTS: u64 = 1 << 16;
 const NIL: u32 = u32::MAX;
 
-/// The event queue: a calendar of 256-ps slots.
+/// The event queue: a calendar of 256-ps slots (4 ns in a run by position, sim/window.rs).
 ///
 /// An event goes once into the list of its time's slot (no moves, no comparisons at push); a slot is drained
 /// into `drained` when the clock reaches it and sorted there, nearly sorted already because events are pushed
