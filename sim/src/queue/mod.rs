@@ -534,23 +534,21 @@ impl EventQueue {
     /// Removes the next event if its time is before `end`: (time, payload).
     #[inline]
     pub fn pop_before(&mut self, end: u64) -> Option<(u64, u64)> {
-        self.take_before(end).map(|d| (d.0.t, d.0.e))
+        let (n, late) = self.next_before(end)?;
+        self.remove_next(late);
+        self.resume(&Due(n));
+        Some((n.t, n.e))
     }
 
-    /// Removes the next event if its time is before `end`, as `pop_before` does, keeping what orders it: a
-    /// caller that runs it later, in another order, makes it current again with [`resume`](Self::resume).
+    /// Removes the event `next_drained` named: the front of the late events or of the drained slot.
     #[inline]
-    pub fn take_before(&mut self, end: u64) -> Option<Due> {
-        let (it, late) = self.next_before(end)?;
+    fn remove_next(&mut self, late: bool) {
         if late {
             self.late.pop_front();
         } else {
             self.head += 1;
         }
         self.len -= 1;
-        let d = Due(it);
-        self.resume(&d);
-        Some(d)
     }
 
     /// Makes `d` the event popped last: the one that events pushed from now on descend from.
@@ -567,52 +565,16 @@ impl EventQueue {
     /// handed out by [`pop_late`](Self::pop_late).
     pub fn drain_before(&mut self, cut: u64, mut f: impl FnMut(Due)) {
         while let Some((n, late)) = self.next_drained(cut) {
-            if late {
-                self.late.pop_front();
-            } else {
-                self.head += 1;
-            }
-            self.len -= 1;
+            self.remove_next(late);
             f(Due(n));
         }
-        loop {
-            let s = match self.next_slot() {
-                Some(s) => s,
-                None => {
-                    let Some(&Reverse(Ev { t, .. })) = self.far.peek().filter(|r| r.0.t < cut)
-                    else {
-                        break;
-                    };
-                    self.cur = self.cur.max(((t >> self.shift) + 1).saturating_sub(SLOTS));
-                    self.bring_near();
-                    continue;
-                }
-            };
-            if s << self.shift >= cut {
-                break;
-            }
-            let i = (s % SLOTS) as usize;
-            let mut c = self.lists[i][0];
-            self.lists[i] = [NIL; 2];
-            self.occupied.clear(i);
-            while c != NIL {
-                let chunk = &self.chunks[c as usize];
-                for ev in &chunk.evs[..chunk.len as usize] {
-                    f(Due(Node {
-                        t: ev.t,
-                        rank: ev.rank,
-                        tie: permuted(tie_hash(ev.t), ev.e & self.key_mask),
-                        e: ev.e,
-                    }));
-                }
-                self.len -= chunk.len as usize;
-                let next = chunk.next;
-                self.chunks[c as usize].next = self.free;
-                self.free = c;
-                c = next;
-            }
-            self.cur = s + 1;
-            self.bring_near();
+        while let Some(s) = self.slot_before(cut) {
+            let mut taken = 0;
+            self.take_slot(s, |n| {
+                taken += 1;
+                f(Due(n));
+            });
+            self.len -= taken;
         }
         // Every slot before `cut` is empty now: what is pushed before `cut` is late, and `pop_late` hands it
         // to the group that pushed it (left in the wheel, it would run after every group: the same order
@@ -629,10 +591,8 @@ impl EventQueue {
         if !d.map_or(n.t < cut, |d| n < d.0) {
             return None;
         }
-        self.late.pop_front();
-        self.len -= 1;
-        let d = Due(n);
-        self.resume(&d);
+        self.remove_next(true);
+        self.resume(&Due(n));
         Some((n.t, n.e))
     }
 
@@ -675,39 +635,62 @@ impl EventQueue {
 
     /// Drains the next slot into `now` if it starts before `end` (else leaves everything where it is).
     fn refill(&mut self, end: u64) -> bool {
+        let Some(s) = self.slot_before(end) else {
+            return false;
+        };
+        self.now.clear();
+        self.head = 0;
+        let mut drained = std::mem::take(&mut self.drained);
+        drained.clear();
+        let mut in_time_order = true;
+        self.take_slot(s, |n| {
+            in_time_order &= drained.last().is_none_or(|p| p.t <= n.t);
+            drained.push(n);
+        });
+        self.drained = drained;
+        self.now.extend(0..self.drained.len() as u32);
+        if !in_time_order {
+            // A slot's events of different times come in push order: grouped by time (stable, so each
+            // time's events keep their nearly causal order), they are nearly sorted again.
+            let drained = &self.drained;
+            self.now.sort_by_key(|&n| drained[n as usize].t);
+        }
+        sort_nearly_sorted(&mut self.now, &self.drained);
+        true
+    }
+
+    /// The next slot with events that starts before `end`: the wheel's, or when the wheel is empty the first far
+    /// event's, the wheel moved on to reach it (only then: moved on sooner, it would take what is pushed before
+    /// that event for late events).
+    fn slot_before(&mut self, end: u64) -> Option<u64> {
         let s = match self.next_slot() {
             Some(s) => s,
             None => {
-                // An empty wheel: move it on so that it reaches the first far event, if that is due before
-                // `end` (moved on sooner, it would take what is pushed before then for late events).
-                let Some(&Reverse(Ev { t, .. })) = self.far.peek().filter(|r| r.0.t < end) else {
-                    return false;
-                };
+                let &Reverse(Ev { t, .. }) = self.far.peek().filter(|r| r.0.t < end)?;
                 self.cur = self.cur.max(((t >> self.shift) + 1).saturating_sub(SLOTS));
                 self.bring_near();
                 t >> self.shift
             }
         };
-        if s << self.shift >= end {
-            return false;
-        }
+        (s << self.shift < end).then_some(s)
+    }
+
+    /// Empties slot `s` (the wheel's next), handing `f` its events in push order with their tie keys, and moves
+    /// the wheel past it.
+    fn take_slot(&mut self, s: u64, mut f: impl FnMut(Node)) {
         let i = (s % SLOTS) as usize;
         let mut c = self.lists[i][0];
         self.lists[i] = [NIL; 2];
         self.occupied.clear(i);
-        self.now.clear();
-        self.drained.clear();
-        self.head = 0;
+        // A slot's events mostly share a time: its hash once per run of equal times.
         let mut hashed = (u64::MAX, 0);
-        let mut in_time_order = true;
         while c != NIL {
             let chunk = &self.chunks[c as usize];
             for ev in &chunk.evs[..chunk.len as usize] {
                 if ev.t != hashed.0 {
-                    in_time_order &= ev.t > hashed.0 || hashed.0 == u64::MAX;
                     hashed = (ev.t, tie_hash(ev.t));
                 }
-                self.drained.push(Node {
+                f(Node {
                     t: ev.t,
                     rank: ev.rank,
                     tie: permuted(hashed.1, ev.e & self.key_mask),
@@ -719,17 +702,8 @@ impl EventQueue {
             self.free = c;
             c = next;
         }
-        self.now.extend(0..self.drained.len() as u32);
-        if !in_time_order {
-            // A slot's events of different times come in push order: grouped by time (stable, so each
-            // time's events keep their nearly causal order), they are nearly sorted again.
-            let drained = &self.drained;
-            self.now.sort_by_key(|&n| drained[n as usize].t);
-        }
-        sort_nearly_sorted(&mut self.now, &self.drained);
         self.cur = s + 1;
         self.bring_near();
-        true
     }
 
     /// Moves the far events that the wheel now reaches into it.
