@@ -231,7 +231,7 @@ fn a_window_run_group_by_group_pops_each_group_in_queue_order() {
     let mut q = queue();
     let cut = q.slot_start(end);
     let mut due = vec![Vec::new(); G as usize];
-    q.drain_before(cut, |d| due[group(d.e())].push(d));
+    q.drain_before(cut, group, &mut due);
     let mut run = |q: &mut EventQueue, t: u64, e: u64| {
         got[group(e)].push((t, e));
         if let Some((ct, ce)) = child(t, e) {

@@ -70,20 +70,25 @@ impl Sim {
         let mut w = std::mem::take(&mut self.win);
         let mut global = false;
         let xfers = &self.xfers;
-        self.q.drain_before(cut, |d| {
-            let id = d.e() as u32 as usize;
-            let p = match d.e() >> 61 {
-                EV_TXDONE => w.port_pos[id][0],
-                EV_ARRIVE => w.port_pos[id][1],
-                EV_TIMER => w.host_pos[id],
+        let Window {
+            port_pos,
+            host_pos,
+            due,
+        } = &mut w;
+        let group = |e: u64| {
+            let id = e as u32 as usize;
+            usize::from(match e >> 61 {
+                EV_TXDONE => port_pos[id][0],
+                EV_ARRIVE => port_pos[id][1],
+                EV_TIMER => host_pos[id],
                 EV_ACTION => {
                     global = true;
                     0
                 }
-                _ => w.host_pos[xfers[id].src as usize],
-            };
-            w.due[usize::from(p)].push(d);
-        });
+                _ => host_pos[xfers[id].src as usize],
+            })
+        };
+        self.q.drain_before(cut, group, due);
         if global {
             // A failure action changes every position at one instant: this window runs in time order.
             let (first, rest) = w.due.split_at_mut(1);
