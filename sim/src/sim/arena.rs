@@ -15,12 +15,10 @@ impl List {
     };
 }
 
-/// Packet slots, the FIFO links between them, and the side store of long control packets.
+/// Packet slots (linked into FIFO lists through `Pkt::next`) and the side store of long control packets.
 #[derive(Default)]
 pub(super) struct Arena {
     pub(super) pkts: Vec<Pkt>,
-    /// Link to the next packet of the FIFO list (queue or wire) each packet is on.
-    pub(super) next: Vec<u32>,
     pub(super) free: Vec<u32>,
     pub(super) big: Vec<Vec<u8>>,
     pub(super) free_big: Vec<u32>,
@@ -31,7 +29,6 @@ impl Sim {
         if let Some(i) = self.arena.free.pop() {
             return i;
         }
-        self.arena.next.push(NONE);
         self.arena.pkts.push(Pkt {
             hdr: [0; HDR],
             tag: 0,
@@ -48,6 +45,7 @@ impl Sim {
             plane: 0,
             class: 0,
             flags: 0,
+            next: NONE,
         });
         self.arena.pkts.len() as u32 - 1
     }
@@ -84,11 +82,11 @@ impl Sim {
     }
 
     pub(super) fn list_push(&mut self, l: List, i: u32) -> List {
-        self.arena.next[i as usize] = NONE;
+        self.arena.pkts[i as usize].next = NONE;
         if l.tail == NONE {
             List { head: i, tail: i }
         } else {
-            self.arena.next[l.tail as usize] = i;
+            self.arena.pkts[l.tail as usize].next = i;
             List {
                 head: l.head,
                 tail: i,
@@ -101,7 +99,7 @@ impl Sim {
         if i == NONE {
             return (l, NONE);
         }
-        let next = self.arena.next[i as usize];
+        let next = self.arena.pkts[i as usize].next;
         let l = if next == NONE {
             List::EMPTY
         } else {

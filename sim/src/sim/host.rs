@@ -324,7 +324,8 @@ impl Sim {
             p.path = t.ev >> self.cfg.plane_bits;
             p.class = if data { CLASS_DATA } else { CLASS_CTRL };
             p.flags = 0;
-            p.dlen = t.len as u32;
+            // `transport.mtu` is at most 65,000: a datagram's length fits 16 bits.
+            p.dlen = t.len as u16;
             p.wire = t.len as u32 + self.cfg.overhead;
             p.big = NONE;
             p.plen = 0;
@@ -332,8 +333,8 @@ impl Sim {
             let off = rptr.wrapping_sub(buf.as_ptr() as usize);
             if reads > 0 && off <= HDR && off + rlen <= t.len {
                 p.tag = raddr;
-                p.poff = off as u32;
-                p.plen = rlen as u32;
+                p.poff = off as u16;
+                p.plen = rlen as u16;
                 p.hdr[..off].copy_from_slice(&buf[..off]);
             } else if t.len <= HDR {
                 p.hdr[..t.len].copy_from_slice(&buf[..t.len]);

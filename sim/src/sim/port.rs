@@ -26,7 +26,7 @@ impl Sim {
                 let port = &self.ports[pi as usize];
                 let p = &mut self.arena.pkts[i as usize];
                 // Cut to a header and send it with priority (spec WIRE-ICRC-2 keeps the first 64 bytes).
-                let keep = p.dlen.min(mrc::wire::TRIM_KEEP_LEN as u32);
+                let keep = p.dlen.min(mrc::wire::TRIM_KEEP_LEN as u16);
                 let new_wire = self.cfg.trimmed_bytes.min(p.wire);
                 self.c.trimmed_pkts += 1;
                 self.c.trimmed_bytes += u64::from(p.wire - new_wire);
@@ -91,7 +91,14 @@ impl Sim {
             self.arena.pkts[i as usize].wire,
             self.arena.pkts[t as usize].wire,
         );
+        // The contents change places; the list links stay with the slots (the tail's is its list's).
+        let links = (
+            self.arena.pkts[t as usize].next,
+            self.arena.pkts[i as usize].next,
+        );
         self.arena.pkts.swap(t as usize, i as usize);
+        self.arena.pkts[t as usize].next = links.0;
+        self.arena.pkts[i as usize].next = links.1;
         port.low_bytes = port.low_bytes - u64::from(old) + u64::from(arriving);
         if port.ecn && !self.cfg.ecn_dequeue {
             let occ = port.low_bytes;
@@ -258,7 +265,7 @@ impl Sim {
                     };
                     let mut cur = l.head;
                     while cur != NONE {
-                        let next = self.arena.next[cur as usize];
+                        let next = self.arena.pkts[cur as usize].next;
                         self.drop_pkt(cur, Drop::Flushed);
                         cur = next;
                     }
