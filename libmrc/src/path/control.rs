@@ -60,7 +60,7 @@ impl PathSet {
             let e = &mut self.evs[i];
             e.role = Role::Out;
             e.state = EvState::Denied;
-            e.next_probe = Instant::MAX;
+            self.probes[i].next_probe = Instant::MAX;
             self.changes.push(EvChange {
                 ev,
                 plane: self.evs[i].plane,
@@ -123,19 +123,16 @@ impl PathSet {
             state: EvState::Good,
             role: Role::Out,
             clean: 0,
-            probe_ts: None,
-            probe_interval: self.probe_min,
-            next_probe: Instant::MAX,
             delay_ns: 0,
             delay_skips: 0,
             delay_weight: 0,
-            retired_by: None,
             fabric_trimmed: false,
             losses_in_a_row: 0,
             acked_sent: Instant::ZERO,
             deliver_ns: 0,
             last_rtt_ns: 0,
         };
+        self.probes[i] = EvProbe::new(self.probe_min);
         count(&mut self.counters, i, |c| *c = EvStats::default());
         self.rejoin(idx);
         if self.worst_delay.1 == idx {

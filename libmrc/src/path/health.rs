@@ -223,9 +223,8 @@ impl PathSet {
             (!was_dead).then_some(p as u8)
         } else {
             self.retire(idx, now);
-            let ev = &mut self.evs[usize::from(idx)];
-            if ev.state == EvState::AssumedBad {
-                ev.retired_by = Some(sent_at.ts32());
+            if self.evs[usize::from(idx)].state == EvState::AssumedBad {
+                self.probes[usize::from(idx)].retired_by = Some(sent_at.ts32());
             }
             None
         }
@@ -247,17 +246,20 @@ impl PathSet {
 
     #[inline(never)]
     fn restore_if_late(&mut self, idx: u16, ts: u32) -> bool {
-        let Some(ev) = self.evs.get_mut(usize::from(idx)) else {
+        let (Some(ev), Some(pr)) = (
+            self.evs.get(usize::from(idx)),
+            self.probes.get_mut(usize::from(idx)),
+        ) else {
             return false;
         };
         let p = usize::from(ev.plane);
-        let disproved = ev
+        let disproved = pr
             .retired_by
             .is_some_and(|t| ts.wrapping_sub(t) as i32 >= 0);
         if ev.state != EvState::AssumedBad || !disproved || self.planes[p].dead {
             return false;
         }
-        ev.probe_ts = None;
+        pr.probe_ts = None;
         self.mark_restored(idx, EvState::Good);
         // Undo the retirement: back among the active EVs, and the backup that stood in for it back in reserve.
         let plane = &mut self.planes[p];
@@ -298,7 +300,7 @@ impl PathSet {
         }
         // The plane is probed as a whole; its EVs wait for it.
         for &m in &self.planes[p].members {
-            self.evs[usize::from(m)].next_probe = Instant::MAX;
+            self.probes[usize::from(m)].next_probe = Instant::MAX;
         }
         self.probe_deadline = self.probe_deadline.min(self.planes[p].probe_at);
     }
@@ -367,11 +369,12 @@ impl PathSet {
         ev.state = EvState::AssumedBad;
         count(&mut self.counters, usize::from(idx), |c| c.retired += 1);
         ev.clean = 0;
-        ev.probe_ts = None;
-        ev.probe_interval = self.probe_min;
+        let pr = &mut self.probes[usize::from(idx)];
+        pr.probe_ts = None;
+        pr.probe_interval = self.probe_min;
         // spec: PATH-PROBE-1
-        ev.next_probe = now + self.probe_min;
-        self.probe_deadline = self.probe_deadline.min(ev.next_probe);
+        pr.next_probe = now + self.probe_min;
+        self.probe_deadline = self.probe_deadline.min(pr.next_probe);
     }
 
     /// Names this QP in the draw of its probe waits (spec PATH-PROBE-1): its peer and both QP numbers.
@@ -409,7 +412,7 @@ impl PathSet {
                 if due {
                     found = probe_plane(
                         plane,
-                        &mut self.evs,
+                        (&self.evs, &mut self.probes),
                         &mut self.counters,
                         self.probe_max,
                         self.probe_salt,
@@ -428,7 +431,7 @@ impl PathSet {
                 if due {
                     found = probe_plane(
                         plane,
-                        &mut self.evs,
+                        (&self.evs, &mut self.probes),
                         &mut self.counters,
                         self.probe_max,
                         self.probe_salt,
@@ -439,7 +442,7 @@ impl PathSet {
                 deadline = deadline.min(plane.probe_at);
             }
         }
-        for (i, ev) in self.evs.iter_mut().enumerate() {
+        for (i, (ev, pr)) in self.evs.iter_mut().zip(&mut self.probes).enumerate() {
             if ev.state != EvState::AssumedBad {
                 continue;
             }
@@ -448,16 +451,16 @@ impl PathSet {
                 // Re-examined when the plane answers or its port comes back.
                 continue;
             }
-            if found.is_none() && ev.next_probe <= now {
-                if ev.probe_ts.is_some() {
+            if found.is_none() && pr.next_probe <= now {
+                if pr.probe_ts.is_some() {
                     // The previous probe went unanswered: back off and start counting again.
                     ev.clean = 0;
-                    ev.probe_interval = (ev.probe_interval * 2).min(self.probe_max);
+                    pr.probe_interval = (pr.probe_interval * 2).min(self.probe_max);
                 }
-                ev.probe_ts = Some(now.ts32());
-                ev.next_probe = now
+                pr.probe_ts = Some(now.ts32());
+                pr.next_probe = now
                     + probe_wait(
-                        ev.probe_interval,
+                        pr.probe_interval,
                         now,
                         self.probe_salt ^ u64::from(ev.value),
                     );
@@ -467,7 +470,7 @@ impl PathSet {
                 });
                 found = Some(i as u16);
             }
-            deadline = deadline.min(ev.next_probe);
+            deadline = deadline.min(pr.next_probe);
         }
         self.probe_deadline = deadline;
         found
@@ -481,18 +484,18 @@ impl PathSet {
         count(&mut self.counters, i, |c| c.delivered += 1);
         let p = usize::from(self.evs[i].plane);
         self.planes[p].losses_since_delivery = 0;
-        if self.planes[p].remote_down && self.evs[i].probe_ts == Some(ts) {
+        if self.planes[p].remote_down && self.probes[i].probe_ts == Some(ts) {
             // spec: PATH-PLANE-3
             let plane = &mut self.planes[p];
             plane.remote_down = false;
             plane.probe_outstanding = false;
             plane.probe_interval = self.probe_min;
             if self.evs[i].state != EvState::AssumedBad {
-                self.evs[i].probe_ts = None;
+                self.probes[i].probe_ts = None;
                 return;
             }
         }
-        if self.evs[i].state != EvState::AssumedBad || self.evs[i].probe_ts != Some(ts) {
+        if self.evs[i].state != EvState::AssumedBad || self.probes[i].probe_ts != Some(ts) {
             return;
         }
         if self.planes[p].dead {
@@ -503,25 +506,26 @@ impl PathSet {
             for &m in &plane.members {
                 let e = &mut self.evs[usize::from(m)];
                 if e.state == EvState::AssumedBad && m != idx {
-                    e.next_probe = now;
-                    e.probe_ts = None;
                     e.clean = 0;
-                    e.probe_interval = self.probe_min;
+                    let pr = &mut self.probes[usize::from(m)];
+                    pr.next_probe = now;
+                    pr.probe_ts = None;
+                    pr.probe_interval = self.probe_min;
                 }
             }
             self.probe_deadline = self.probe_deadline.min(now);
         }
-        let ev = &mut self.evs[i];
-        ev.probe_ts = None;
+        let (ev, pr) = (&mut self.evs[i], &mut self.probes[i]);
+        pr.probe_ts = None;
         if mark == SackMark::AlwaysSkip {
             ev.clean = 0;
             return;
         }
         ev.clean += 1;
-        ev.probe_interval = self.probe_min;
+        pr.probe_interval = self.probe_min;
         if ev.clean < self.probe_clean {
             // Ask again right away: restoring takes a few RTTs once the path answers.
-            ev.next_probe = now;
+            pr.next_probe = now;
             self.probe_deadline = self.probe_deadline.min(now);
             return;
         }
@@ -536,11 +540,12 @@ impl PathSet {
 
     /// ASSUMED_BAD → `to`: its probing ends and the change is reported.
     fn mark_restored(&mut self, idx: u16, to: EvState) {
+        let pr = &mut self.probes[usize::from(idx)];
+        pr.retired_by = None;
+        pr.next_probe = Instant::MAX;
         let ev = &mut self.evs[usize::from(idx)];
         ev.state = to;
-        ev.retired_by = None;
         ev.clean = 0;
-        ev.next_probe = Instant::MAX;
         count(&mut self.counters, usize::from(idx), |c| c.restored += 1);
         self.changes.push(EvChange {
             ev: ev.value,
@@ -568,7 +573,7 @@ impl PathSet {
 /// plane whose last probe, if unanswered, doubles the interval (up to `probe_max`).
 fn probe_plane(
     plane: &mut Plane,
-    evs: &mut [Ev],
+    (evs, probes): (&[Ev], &mut [EvProbe]),
     counters: &mut [EvStats],
     probe_max: Duration,
     salt: u64,
@@ -583,9 +588,8 @@ fn probe_plane(
     for _ in 0..n {
         let idx = plane.members[plane.probe_cursor % n];
         plane.probe_cursor = plane.probe_cursor.wrapping_add(1);
-        let ev = &mut evs[usize::from(idx)];
-        if probe_it(ev.state) {
-            ev.probe_ts = Some(now.ts32());
+        if probe_it(evs[usize::from(idx)].state) {
+            probes[usize::from(idx)].probe_ts = Some(now.ts32());
             count(counters, usize::from(idx), |c| {
                 c.probes += 1;
                 c.sent += 1;
