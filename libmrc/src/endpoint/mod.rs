@@ -88,6 +88,8 @@ pub enum Event {
 pub struct EndpointStats {
     /// Datagrams handed in.
     pub rx_datagrams: u64,
+    /// Datagrams produced.
+    pub tx_datagrams: u64,
     /// Shorter than their headers.
     pub rx_truncated: u64,
     /// Wrong TVer.
@@ -112,8 +114,6 @@ pub struct EndpointStats {
     pub rx_bad_port_status: u64,
     /// Endpoint responses received.
     pub rx_ep_responses: u64,
-    /// Datagrams produced.
-    pub tx_datagrams: u64,
     /// Events dropped because nobody drained them.
     pub events_dropped: u64,
     /// Bounced datagrams ([`Endpoint::handle_bounce`]) that retired the path they were sent on.

@@ -248,7 +248,7 @@ impl ModifyError {
     }
 }
 
-/// Counters of one QP.
+/// Counters of one QP. Those every data packet or SACK moves come first, in one cache line of the QP's record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct QpStats {
@@ -256,20 +256,26 @@ pub struct QpStats {
     pub tx_data_packets: u64,
     /// Payload bytes sent.
     pub tx_data_bytes: u64,
-    /// Retransmissions sent.
-    pub tx_retransmits: u64,
-    /// Path probes sent.
-    pub tx_probes: u64,
-    /// SACKs sent.
-    pub tx_sacks: u64,
-    /// NACKs sent.
-    pub tx_nacks: u64,
-    /// Transport ACKs sent.
-    pub tx_acks: u64,
     /// Data packets accepted and placed.
     pub rx_data_packets: u64,
     /// Payload bytes placed.
     pub rx_data_bytes: u64,
+    /// SACKs sent.
+    pub tx_sacks: u64,
+    /// SACKs received.
+    pub rx_sacks: u64,
+    /// CE marks reported by the peer.
+    pub ecn_marks: u64,
+    /// Successful completions generated.
+    pub completions: u64,
+    /// Retransmissions sent.
+    pub tx_retransmits: u64,
+    /// Path probes sent.
+    pub tx_probes: u64,
+    /// NACKs sent.
+    pub tx_nacks: u64,
+    /// Transport ACKs sent.
+    pub tx_acks: u64,
     /// Duplicate data packets (already received).
     pub rx_duplicates: u64,
     /// Trimmed packets received.
@@ -282,8 +288,6 @@ pub struct QpStats {
     pub rx_no_resource: u64,
     /// Data packets refused as invalid (unsupported, too long, inconsistent).
     pub rx_invalid: u64,
-    /// SACKs received.
-    pub rx_sacks: u64,
     /// SACKs or NACKs that made no sense (acknowledging unsent PSNs).
     pub rx_bad_acks: u64,
     /// NACKs received, by kind: trims.
@@ -310,12 +314,8 @@ pub struct QpStats {
     pub tail_probes: u64,
     /// PSNs presumed lost because the plane they were in flight on was retired (spec PATH-PLANE-2).
     pub losses_plane: u64,
-    /// CE marks reported by the peer.
-    pub ecn_marks: u64,
     /// QP-timeout retries.
     pub retries: u64,
-    /// Successful completions generated.
-    pub completions: u64,
     /// Error completions generated (flushes included).
     pub error_completions: u64,
     /// EV retirements.
