@@ -325,6 +325,7 @@ impl Sim {
             p.class = if data { CLASS_DATA } else { CLASS_CTRL };
             p.flags = 0;
             // `transport.mtu` is at most 65,000: a datagram's length fits 16 bits.
+            debug_assert!(t.len <= usize::from(u16::MAX));
             p.dlen = t.len as u16;
             p.wire = t.len as u32 + self.cfg.overhead;
             p.big = NONE;

@@ -91,14 +91,7 @@ impl Sim {
             self.arena.pkts[i as usize].wire,
             self.arena.pkts[t as usize].wire,
         );
-        // The contents change places; the list links stay with the slots (the tail's is its list's).
-        let links = (
-            self.arena.pkts[t as usize].next,
-            self.arena.pkts[i as usize].next,
-        );
-        self.arena.pkts.swap(t as usize, i as usize);
-        self.arena.pkts[t as usize].next = links.0;
-        self.arena.pkts[i as usize].next = links.1;
+        self.arena.swap_contents(t, i);
         port.low_bytes = port.low_bytes - u64::from(old) + u64::from(arriving);
         if port.ecn && !self.cfg.ecn_dequeue {
             let occ = port.low_bytes;
