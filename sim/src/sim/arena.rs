@@ -15,6 +15,28 @@ impl List {
     };
 }
 
+impl Pkt {
+    /// A free slot.
+    const EMPTY: Self = Self {
+        hdr: [0; HDR],
+        tag: 0,
+        arrive: 0,
+        src: 0,
+        dst: 0,
+        path: 0,
+        dloc: (0, 0, 0),
+        dlen: 0,
+        poff: 0,
+        plen: 0,
+        wire: 0,
+        big: NONE,
+        plane: 0,
+        class: 0,
+        flags: 0,
+        next: NONE,
+    };
+}
+
 /// Packet slots (linked into FIFO lists through `Pkt::next`) and the side store of long control packets.
 #[derive(Default)]
 pub(super) struct Arena {
@@ -29,24 +51,7 @@ impl Sim {
         if let Some(i) = self.arena.free.pop() {
             return i;
         }
-        self.arena.pkts.push(Pkt {
-            hdr: [0; HDR],
-            tag: 0,
-            arrive: 0,
-            src: 0,
-            dst: 0,
-            path: 0,
-            dloc: (0, 0, 0),
-            dlen: 0,
-            poff: 0,
-            plen: 0,
-            wire: 0,
-            big: NONE,
-            plane: 0,
-            class: 0,
-            flags: 0,
-            next: NONE,
-        });
+        self.arena.pkts.push(Pkt::EMPTY);
         self.arena.pkts.len() as u32 - 1
     }
 
@@ -141,22 +146,8 @@ mod tests {
         let mut a = Arena::default();
         for k in 0..n {
             a.pkts.push(Pkt {
-                hdr: [0; HDR],
                 tag: u64::from(k),
-                arrive: 0,
-                src: 0,
-                dst: 0,
-                path: 0,
-                dloc: (0, 0, 0),
-                dlen: 0,
-                poff: 0,
-                plen: 0,
-                wire: 0,
-                big: NONE,
-                plane: 0,
-                class: 0,
-                flags: 0,
-                next: NONE,
+                ..Pkt::EMPTY
             });
         }
         a
