@@ -8,8 +8,8 @@
 #
 # Defaults: 3 rounds; the release binary `cargo build --release -p mrc-sim` makes. Prints, per binary and
 # scale, ns of user+sys CPU per event (fastest and median round), the fastest round's user and system parts and
-# the median wall time, peak RSS and the report's md5; then the 8K/1K ratio of the fastest rounds and of the
-# medians.
+# the median wall time of a round (at 1K, of its REPEAT_1K runs together), peak RSS and the report's md5; then
+# the 8K/1K ratio of the fastest rounds and of the medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -22,15 +22,21 @@ fi
 raw=$(mktemp)
 work=$(mktemp -d)
 trap 'rm -rf "$raw" "$work"' EXIT
-for _ in $(seq "$ROUNDS"); do
+# The 1K run takes under a second, against about ten for 8K: a round runs it REPEAT_1K times (default 8) and
+# counts their CPU and events together, so that one quick or slow run does not set the 1K figure.
+for round in $(seq "$ROUNDS"); do
     for b in "${bins[@]}"; do
         for s in 1024 8192; do
-            rm -rf "$work/o"
-            /usr/bin/time -f "%U %S %M %e" -o "$work/t" "$b" run "sim/scenarios/scale-$s-perm.toml" --threads 1 \
-                --out "$work/o" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
-            read -r u sy rss wall <"$work/t"
-            echo "$b $s $u $sy $rss $wall $(md5sum <"$work/o/report.json" | cut -c1-8)" \
-                "$(python3 -c "import json; print(json.load(open('$work/o/report.json'))['run']['counters']['events'])")" >>"$raw"
+            reps=1
+            [ "$s" = 1024 ] && reps=${REPEAT_1K:-8}
+            for _ in $(seq "$reps"); do
+                rm -rf "$work/o"
+                /usr/bin/time -f "%U %S %M %e" -o "$work/t" "$b" run "sim/scenarios/scale-$s-perm.toml" \
+                    --threads 1 --out "$work/o" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
+                read -r u sy rss wall <"$work/t"
+                echo "$round $b $s $u $sy $rss $wall $(md5sum <"$work/o/report.json" | cut -c1-8)" \
+                    "$(python3 -c "import json; print(json.load(open('$work/o/report.json'))['run']['counters']['events'])")" >>"$raw"
+            done
         done
     done
 done
@@ -38,20 +44,24 @@ python3 - "$raw" <<'PY'
 import collections, statistics as st, sys
 ns, rss, md5 = collections.defaultdict(list), collections.defaultdict(int), collections.defaultdict(set)
 wall = collections.defaultdict(list)
+# Per round, binary and scale: user, sys, wall and events summed over the round's runs.
+rounds = collections.defaultdict(lambda: [0.0, 0.0, 0.0, 0])
 for line in open(sys.argv[1]):
-    b, s, u, sy, m, w, h, ev = line.split()
-    ns[(b, s)].append(((float(u) + float(sy)) * 1e9 / int(ev), float(u) * 1e9 / int(ev), float(sy) * 1e9 / int(ev)))
-    wall[(b, s)].append(float(w))
+    r, b, s, u, sy, m, w, h, ev = line.split()
+    t = rounds[(r, b, s)]
+    t[0] += float(u); t[1] += float(sy); t[2] += float(w); t[3] += int(ev)
     rss[(b, s)] = max(rss[(b, s)], int(m))
     md5[(b, s)].add(h)
+for (r, b, s), (u, sy, w, ev) in rounds.items():
+    ns[(b, s)].append(((u + sy) * 1e9 / ev, u * 1e9 / ev, sy * 1e9 / ev))
+    wall[(b, s)].append(w)
 print("user+sys CPU per event, fastest and median round")
 for (b, s), v in sorted(ns.items()):
     best = min(v)
     print(f"{b}\n  {s:>5} hosts  {best[0]:6.1f} ns (median {st.median(x[0] for x in v):6.1f};"
           f" fastest: user {best[1]:6.1f}, sys {best[2]:5.1f})  wall median {st.median(wall[(b, s)]):6.2f} s"
           f"  peak RSS {rss[(b, s)] / 1024:6.1f} MiB  report md5 {' '.join(sorted(md5[(b, s)]))}")
-# The 1K run takes under a second, so one quick round moves its fastest figure a lot: the ratio of the medians
-# is printed too.
+# The ratio of the medians too: it moves less from sitting to sitting.
 for b in dict.fromkeys(b for b, _ in ns):
     med = {s: st.median(x[0] for x in ns[(b, s)]) for s in ("1024", "8192")}
     print(f"{b}: 8K/1K of the fastest rounds {min(ns[(b, '8192')])[0] / min(ns[(b, '1024')])[0]:.2f},"
