@@ -234,6 +234,17 @@ impl Node {
     fn key(&self) -> ((u64, u64, u64), (u64, u64, u64)) {
         (self.major(), self.minor())
     }
+
+    /// `ev` with its tie key, `h` being `tie_hash(ev.t)`.
+    #[inline(always)]
+    fn of(ev: Ev, h: u32, key_mask: u64) -> Self {
+        Node {
+            t: ev.t,
+            rank: ev.rank,
+            tie: permuted(h, ev.e & key_mask),
+            e: ev.e,
+        }
+    }
 }
 
 /// Sorts the nodes `v` by their `key`, fast when they are nearly sorted already: events reach the current
@@ -479,12 +490,7 @@ impl EventQueue {
     /// (sim/window.rs), every event scheduled inside the window.
     #[inline(always)]
     fn push_late(&mut self, ev: Ev) {
-        let node = Node {
-            t: ev.t,
-            rank: ev.rank,
-            tie: permuted(tie_hash(ev.t), ev.e & self.key_mask),
-            e: ev.e,
-        };
+        let node = Node::of(ev, tie_hash(ev.t), self.key_mask);
         // Pushed in about time order (from events that pop in time order): nearly always at or near the back.
         let at = self.late.partition_point(|n| n <= &node);
         // An insert takes the event by reference, through memory (see `push_caused`).
@@ -712,12 +718,7 @@ impl EventQueue {
                 if ev.t != hashed.0 {
                     hashed = (ev.t, tie_hash(ev.t));
                 }
-                f(Node {
-                    t: ev.t,
-                    rank: ev.rank,
-                    tie: permuted(hashed.1, ev.e & self.key_mask),
-                    e: ev.e,
-                });
+                f(Node::of(*ev, hashed.1, self.key_mask));
             }
             let next = chunk.next;
             self.chunks[c as usize].next = self.free;

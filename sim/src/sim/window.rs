@@ -90,12 +90,12 @@ impl Sim {
         };
         self.q.drain_before(cut, group, due);
         if global {
-            // A failure action changes every position at one instant: this window runs in time order.
+            // A failure action changes every position at one instant: this window runs in time order, as one
+            // group (sorted below like any other).
             let (first, rest) = w.due.split_at_mut(1);
             for v in rest {
                 first[0].append(v);
             }
-            first[0].sort();
         }
         let mut n = 0;
         for v in &mut w.due {
