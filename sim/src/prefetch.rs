@@ -5,8 +5,14 @@
 /// serialization reads its port and then its packet, misses in a row at 8K hosts unless fetched ahead.
 #[inline]
 pub(crate) fn prefetch<T>(v: &[T], i: usize) {
+    prefetch_line(v, i, 0);
+}
+
+/// Starts fetching cache line `k` of `v[i]` (nothing when `i` is out of range).
+#[inline]
+pub(crate) fn prefetch_line<T>(v: &[T], i: usize, k: usize) {
     if let Some(p) = v.get(i) {
-        line((p as *const T).cast());
+        line((p as *const T).cast::<u8>().wrapping_add(64 * k));
     }
 }
 
