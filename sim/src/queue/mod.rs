@@ -216,6 +216,17 @@ impl PartialOrd for Node {
 }
 
 impl Node {
+    const ZERO: Node = Node {
+        t: 0,
+        rank: Rank {
+            near: 0,
+            far: 0,
+            origin: 0,
+        },
+        tie: 0,
+        e: 0,
+    };
+
     /// What orders events pushed at one instant by parents alike in all but the oldest gap: time, the age and
     /// the three gaps a child keeps. Pushes come in their parents' pop order, which sorts by this first.
     #[inline]
@@ -491,13 +502,24 @@ impl EventQueue {
     #[inline(always)]
     fn push_late(&mut self, ev: Ev) {
         let node = Node::of(ev, tie_hash(ev.t), self.key_mask);
-        // Pushed in about time order (from events that pop in time order): nearly always at or near the back.
-        let at = self.late.partition_point(|n| n <= &node);
-        // An insert takes the event by reference, through memory (see `push_caused`).
-        if at == self.late.len() {
+        let key = node.key();
+        // Pushed in about time order (from events that pop in time order): at or near the back. The search is
+        // written out so that the event stays in registers: `partition_point` takes it by reference.
+        let (mut lo, mut hi) = (0, self.late.len());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.late[mid].key() <= key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == self.late.len() {
             self.late.push_back(node);
         } else {
-            self.late.insert(at, node);
+            // `insert` takes its value through memory as well: make room with a constant, then store the event.
+            self.late.insert(lo, Node::ZERO);
+            self.late[lo] = node;
         }
     }
 
