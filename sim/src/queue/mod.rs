@@ -87,12 +87,40 @@ struct Ev {
 /// event by 10% (`sim/cpu-per-event.sh 3`, one sitting: 324.6 -> 291.0 ns at 8K, 186.6 -> 168.1 at 1K).
 const CHUNK: usize = 32;
 
-/// A piece of a slot's list: events in push order, and the next chunk (or the next free one).
+/// A piece of a slot's list: events in push order, and the next chunk. Full but for the list's last, whose
+/// length the list keeps.
 #[derive(Debug, Clone, Copy)]
 struct Chunk {
     evs: [Ev; CHUNK],
-    len: u32,
     next: u32,
+}
+
+/// A slot's list: its first and last chunk, and how many events the last holds. The length is kept here, with
+/// the list, and not in the chunk: an append then touches only the line it writes (read from the chunk, it was
+/// a second miss per append at 8,192 hosts, where the chunk a window appends to was written a window before).
+#[derive(Debug, Clone, Copy)]
+struct List {
+    head: u32,
+    tail: u32,
+    tail_len: u32,
+}
+
+impl List {
+    const EMPTY: List = List {
+        head: NIL,
+        tail: NIL,
+        tail_len: 0,
+    };
+
+    /// How many events chunk `c` of this list holds.
+    #[inline]
+    fn len_of(&self, c: u32) -> usize {
+        if c == self.tail {
+            self.tail_len as usize
+        } else {
+            CHUNK
+        }
+    }
 }
 
 /// An event taken out of the queue before its turn ([`EventQueue::drain_before`]): its time, payload and what
@@ -173,15 +201,15 @@ pub struct EventQueue {
     /// Their order (indices into `drained`) from `head` on (those before it popped).
     now: Vec<u32>,
     head: usize,
-    /// Slot lists (first, last chunk) by slot number modulo `SLOTS`, for slots `cur..cur + SLOTS`.
-    lists: Vec<[u32; 2]>,
+    /// Slot lists by slot number modulo `SLOTS`, for slots `cur..cur + SLOTS`.
+    lists: Vec<List>,
     /// Which lists are not empty.
     occupied: Bitmap,
     /// The first slot not drained yet.
     cur: u64,
     chunks: Vec<Chunk>,
-    /// First free chunk (free chunks are linked through `next`).
-    free: u32,
+    /// Free chunks, the last freed last (a stack apart from the chunks: taking one reads no cold chunk).
+    free: Vec<u32>,
     /// Events past the wheel's end, moved into the wheel as `cur` moves.
     far: BinaryHeap<Reverse<Ev>>,
     /// Events pushed into slots already drained, in pop order.
@@ -371,11 +399,11 @@ impl EventQueue {
             drained: Vec::new(),
             now: Vec::new(),
             head: 0,
-            lists: vec![[NIL; 2]; SLOTS as usize],
+            lists: vec![List::EMPTY; SLOTS as usize],
             occupied: Bitmap::new(SLOTS),
             cur: 0,
             chunks: Vec::new(),
-            free: NIL,
+            free: Vec::new(),
             far: BinaryHeap::new(),
             late: VecDeque::new(),
             last: 0,
@@ -461,38 +489,43 @@ impl EventQueue {
     #[inline(always)]
     fn append(&mut self, s: u64, ev: Ev) {
         let i = (s % SLOTS) as usize;
-        let last = self.lists[i][1];
-        if let Some(c) = self.chunks.get_mut(last as usize)
-            && (c.len as usize) < CHUNK
+        let list = &mut self.lists[i];
+        if (list.tail_len as usize) < CHUNK
+            && let Some(c) = self.chunks.get_mut(list.tail as usize)
         {
-            c.evs[c.len as usize] = ev;
-            c.len += 1;
+            c.evs[list.tail_len as usize] = ev;
+            list.tail_len += 1;
             return;
         }
-        let c = if self.free == NIL {
-            let mut chunk = Chunk {
-                evs: [Ev::default(); CHUNK],
-                len: 1,
-                next: NIL,
-            };
-            chunk.evs[0] = ev;
-            self.chunks.push(chunk);
-            (self.chunks.len() - 1) as u32
-        } else {
-            let c = self.free;
-            let to = &mut self.chunks[c as usize];
-            self.free = to.next;
-            to.evs[0] = ev;
-            to.len = 1;
-            to.next = NIL;
-            c
+        let c = match self.free.pop() {
+            Some(c) => {
+                let to = &mut self.chunks[c as usize];
+                to.evs[0] = ev;
+                to.next = NIL;
+                c
+            }
+            None => {
+                let mut chunk = Chunk {
+                    evs: [Ev::default(); CHUNK],
+                    next: NIL,
+                };
+                chunk.evs[0] = ev;
+                self.chunks.push(chunk);
+                (self.chunks.len() - 1) as u32
+            }
         };
-        if last == NIL {
-            self.lists[i] = [c, c];
+        let list = &mut self.lists[i];
+        if list.tail == NIL {
+            *list = List {
+                head: c,
+                tail: c,
+                tail_len: 1,
+            };
             self.occupied.set(i);
         } else {
-            self.chunks[last as usize].next = c;
-            self.lists[i][1] = c;
+            self.chunks[list.tail as usize].next = c;
+            list.tail = c;
+            list.tail_len = 1;
         }
     }
 
@@ -537,11 +570,12 @@ impl EventQueue {
         }
         match self.next_slot() {
             Some(s) => {
-                let mut c = self.lists[(s % SLOTS) as usize][0];
+                let list = self.lists[(s % SLOTS) as usize];
+                let mut c = list.head;
                 let mut min = u64::MAX;
                 while c != NIL {
                     let chunk = &self.chunks[c as usize];
-                    min = chunk.evs[..chunk.len as usize]
+                    min = chunk.evs[..list.len_of(c)]
                         .iter()
                         .fold(min, |m, ev| m.min(ev.t));
                     c = chunk.next;
@@ -729,23 +763,21 @@ impl EventQueue {
     #[inline(always)]
     fn take_slot(&mut self, s: u64, mut f: impl FnMut(Node)) {
         let i = (s % SLOTS) as usize;
-        let mut c = self.lists[i][0];
-        self.lists[i] = [NIL; 2];
+        let list = std::mem::replace(&mut self.lists[i], List::EMPTY);
+        let mut c = list.head;
         self.occupied.clear(i);
         // A slot's events mostly share a time: its hash once per run of equal times.
         let mut hashed = (u64::MAX, 0);
         while c != NIL {
             let chunk = &self.chunks[c as usize];
-            for ev in &chunk.evs[..chunk.len as usize] {
+            for ev in &chunk.evs[..list.len_of(c)] {
                 if ev.t != hashed.0 {
                     hashed = (ev.t, tie_hash(ev.t));
                 }
                 f(Node::of(*ev, hashed.1, self.key_mask));
             }
-            let next = chunk.next;
-            self.chunks[c as usize].next = self.free;
-            self.free = c;
-            c = next;
+            self.free.push(c);
+            c = chunk.next;
         }
         self.cur = s + 1;
         self.bring_near();
