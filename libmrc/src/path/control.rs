@@ -60,7 +60,9 @@ impl PathSet {
             let e = &mut self.evs[i];
             e.role = Role::Out;
             e.state = EvState::Denied;
-            self.probes[i].next_probe = Instant::MAX;
+            if let Some(pr) = self.probes.get_mut(i) {
+                pr.next_probe = Instant::MAX;
+            }
             self.changes.push(EvChange {
                 ev,
                 plane: self.evs[i].plane,
@@ -132,7 +134,9 @@ impl PathSet {
             deliver_ns: 0,
             last_rtt_ns: 0,
         };
-        self.probes[i] = EvProbe::new(self.probe_min);
+        if let Some(pr) = self.probes.get_mut(i) {
+            *pr = EvProbe::new(self.probe_min);
+        }
         count(&mut self.counters, i, |c| *c = EvStats::default());
         self.rejoin(idx);
         if self.worst_delay.1 == idx {

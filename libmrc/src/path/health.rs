@@ -224,7 +224,9 @@ impl PathSet {
         } else {
             self.retire(idx, now);
             if self.evs[usize::from(idx)].state == EvState::AssumedBad {
-                self.probes[usize::from(idx)].retired_by = Some(sent_at.ts32());
+                self.probes
+                    .at(usize::from(idx), self.evs.len(), self.probe_min)
+                    .retired_by = Some(sent_at.ts32());
             }
             None
         }
@@ -300,7 +302,9 @@ impl PathSet {
         }
         // The plane is probed as a whole; its EVs wait for it.
         for &m in &self.planes[p].members {
-            self.probes[usize::from(m)].next_probe = Instant::MAX;
+            if let Some(pr) = self.probes.get_mut(usize::from(m)) {
+                pr.next_probe = Instant::MAX;
+            }
         }
         self.probe_deadline = self.probe_deadline.min(self.planes[p].probe_at);
     }
@@ -369,7 +373,9 @@ impl PathSet {
         ev.state = EvState::AssumedBad;
         count(&mut self.counters, usize::from(idx), |c| c.retired += 1);
         ev.clean = 0;
-        let pr = &mut self.probes[usize::from(idx)];
+        let pr = self
+            .probes
+            .at(usize::from(idx), self.evs.len(), self.probe_min);
         pr.probe_ts = None;
         pr.probe_interval = self.probe_min;
         // spec: PATH-PROBE-1
@@ -401,6 +407,7 @@ impl PathSet {
 
     #[cold]
     fn poll_probe_due(&mut self, now: Instant) -> Option<u16> {
+        let probes = self.probes.all(self.evs.len(), self.probe_min);
         let mut found = None;
         let mut deadline = Instant::MAX;
         // Planes the peer reported down: probed like dead planes, and back in service at the first answer,
@@ -412,7 +419,7 @@ impl PathSet {
                 if due {
                     found = probe_plane(
                         plane,
-                        (&self.evs, &mut self.probes),
+                        (&self.evs, &mut *probes),
                         &mut self.counters,
                         self.probe_max,
                         self.probe_salt,
@@ -431,7 +438,7 @@ impl PathSet {
                 if due {
                     found = probe_plane(
                         plane,
-                        (&self.evs, &mut self.probes),
+                        (&self.evs, &mut *probes),
                         &mut self.counters,
                         self.probe_max,
                         self.probe_salt,
@@ -442,7 +449,7 @@ impl PathSet {
                 deadline = deadline.min(plane.probe_at);
             }
         }
-        for (i, (ev, pr)) in self.evs.iter_mut().zip(&mut self.probes).enumerate() {
+        for (i, (ev, pr)) in self.evs.iter_mut().zip(probes).enumerate() {
             if ev.state != EvState::AssumedBad {
                 continue;
             }
@@ -484,18 +491,19 @@ impl PathSet {
         count(&mut self.counters, i, |c| c.delivered += 1);
         let p = usize::from(self.evs[i].plane);
         self.planes[p].losses_since_delivery = 0;
-        if self.planes[p].remote_down && self.probes[i].probe_ts == Some(ts) {
+        let probe_ts = self.probes.get(i).and_then(|pr| pr.probe_ts);
+        if self.planes[p].remote_down && probe_ts == Some(ts) {
             // spec: PATH-PLANE-3
             let plane = &mut self.planes[p];
             plane.remote_down = false;
             plane.probe_outstanding = false;
             plane.probe_interval = self.probe_min;
             if self.evs[i].state != EvState::AssumedBad {
-                self.probes[i].probe_ts = None;
+                self.probes.at(i, self.evs.len(), self.probe_min).probe_ts = None;
                 return;
             }
         }
-        if self.evs[i].state != EvState::AssumedBad || self.probes[i].probe_ts != Some(ts) {
+        if self.evs[i].state != EvState::AssumedBad || probe_ts != Some(ts) {
             return;
         }
         if self.planes[p].dead {
@@ -507,7 +515,9 @@ impl PathSet {
                 let e = &mut self.evs[usize::from(m)];
                 if e.state == EvState::AssumedBad && m != idx {
                     e.clean = 0;
-                    let pr = &mut self.probes[usize::from(m)];
+                    let pr = self
+                        .probes
+                        .at(usize::from(m), self.evs.len(), self.probe_min);
                     pr.next_probe = now;
                     pr.probe_ts = None;
                     pr.probe_interval = self.probe_min;
@@ -515,7 +525,8 @@ impl PathSet {
             }
             self.probe_deadline = self.probe_deadline.min(now);
         }
-        let (ev, pr) = (&mut self.evs[i], &mut self.probes[i]);
+        let n = self.evs.len();
+        let (ev, pr) = (&mut self.evs[i], self.probes.at(i, n, self.probe_min));
         pr.probe_ts = None;
         if mark == SackMark::AlwaysSkip {
             ev.clean = 0;
@@ -540,7 +551,9 @@ impl PathSet {
 
     /// ASSUMED_BAD → `to`: its probing ends and the change is reported.
     fn mark_restored(&mut self, idx: u16, to: EvState) {
-        let pr = &mut self.probes[usize::from(idx)];
+        let pr = self
+            .probes
+            .at(usize::from(idx), self.evs.len(), self.probe_min);
         pr.retired_by = None;
         pr.next_probe = Instant::MAX;
         let ev = &mut self.evs[usize::from(idx)];

@@ -397,6 +397,37 @@ impl EvProbe {
     }
 }
 
+/// The EVs' probing state, by index, made at the first retirement or probe: until then every entry would be
+/// `EvProbe::new(probe_min)`, which is what a missing one reads as. Most QPs never retire an EV, and at 8,192
+/// hosts the table was a sixth of the simulator's memory.
+#[derive(Debug, Clone, Default)]
+struct Probes(Vec<EvProbe>);
+
+impl Probes {
+    /// Entry `i`, if the table is made.
+    fn get(&self, i: usize) -> Option<&EvProbe> {
+        self.0.get(i)
+    }
+
+    /// Entry `i`, if the table is made.
+    fn get_mut(&mut self, i: usize) -> Option<&mut EvProbe> {
+        self.0.get_mut(i)
+    }
+
+    /// The table for `n` EVs, made now if it is not.
+    fn all(&mut self, n: usize, probe_min: Duration) -> &mut [EvProbe] {
+        if self.0.is_empty() {
+            self.0 = vec![EvProbe::new(probe_min); n];
+        }
+        &mut self.0
+    }
+
+    /// Entry `i` of the table for `n` EVs, made now if it is not.
+    fn at(&mut self, i: usize, n: usize, probe_min: Duration) -> &mut EvProbe {
+        &mut self.all(n, probe_min)[i]
+    }
+}
+
 /// One plane of a QP. `repr(C)` keeps the declared order: what choosing an EV and counting a packet read
 /// comes first.
 #[derive(Debug, Clone, Default)]
@@ -432,8 +463,8 @@ impl Plane {
 #[repr(C)]
 pub struct PathSet {
     evs: Vec<Ev>,
-    /// Per EV, by index: its probing and retirement state.
-    probes: Vec<EvProbe>,
+    /// Per EV, by index: its probing and retirement state (made at the first retirement or probe).
+    probes: Probes,
     planes: Vec<Plane>,
     plane_cursor: usize,
     /// Earliest `next_probe` of any probing EV (cached).
@@ -523,7 +554,6 @@ impl PathSet {
         // A QP keeps its EVs for life; growth by doubling left up to half of this table unused (8 MB of the
         // 1024-host bench's 44).
         evs.shrink_to_fit();
-        let probes = vec![EvProbe::new(cfg.probe_min); evs.len()];
         // Generated sets find an EV by arithmetic (`find`); only explicit ones need the sorted table.
         let mut lookup: Vec<(u32, u16)> = match cfg.explicit {
             Some(_) => evs
@@ -541,7 +571,7 @@ impl PathSet {
         };
         Self {
             evs,
-            probes,
+            probes: Probes::default(),
             counters,
             planes,
             plane_cursor: 0,

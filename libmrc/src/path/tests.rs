@@ -112,6 +112,25 @@ fn late_delivery_undoes_a_retirement() {
     assert!(!s.on_late_delivery(0, 6_000), "only once");
 }
 
+/// The probing table is made at the first retirement, not before: a QP that never loses a path keeps none.
+#[test]
+fn probe_state_is_made_at_the_first_retirement() {
+    let mut s = PathSet::new(&cfg(2, 4, 0, 1));
+    for _ in 0..20 {
+        let i = s.next_ev().unwrap();
+        s.on_sent(i, 1000, false);
+        s.on_delivery(i, Some(7_000));
+    }
+    assert!(s.probes.0.is_empty(), "no retirement: no probing table");
+    assert_eq!(s.probe_deadline(), Instant::MAX);
+    s.on_loss(0, Instant::ZERO, Instant::ZERO, false);
+    assert_eq!(s.probes.0.len(), 8, "one entry per EV once one retires");
+    assert!(
+        s.probe_deadline() < Instant::MAX,
+        "the retired EV is probed"
+    );
+}
+
 #[test]
 fn loss_replaces_from_backup_and_respects_floor() {
     let mut s = PathSet::new(&cfg(1, 2, 1, 1));
