@@ -6,8 +6,9 @@
 #
 #   sim/cpu-per-event.sh [ROUNDS] [MRC_SIM_BINARY...]
 #
-# Defaults: 3 rounds; the release binary `cargo build --release -p mrc-sim` makes. Prints, per binary and
-# scale, ns of user+sys CPU per event (fastest and median round), the fastest round's user and system parts and
+# Defaults: 3 rounds; the release binary `cargo build --release -p mrc-sim` makes. LIMIT_US=80 stops both runs
+# after their first 80 simulated µs (the scenarios' `[run] limit_us`), for quicker comparisons. Prints, per binary
+# and scale, ns of user+sys CPU per event (fastest and median round), the fastest round's user and system parts and
 # the median wall time of a round (at 1K, of its REPEAT_1K runs together), peak RSS and the report's md5; then
 # the 8K/1K ratio of the fastest rounds and of the medians.
 set -euo pipefail
@@ -22,6 +23,13 @@ fi
 raw=$(mktemp)
 work=$(mktemp -d)
 trap 'rm -rf "$raw" "$work"' EXIT
+for s in 1024 8192; do
+    if [ -n "${LIMIT_US:-}" ]; then
+        sed "s/^limit_us = .*/limit_us = $LIMIT_US/" "sim/scenarios/scale-$s-perm.toml" >"$work/scale-$s.toml"
+    else
+        cp "sim/scenarios/scale-$s-perm.toml" "$work/scale-$s.toml"
+    fi
+done
 # The 1K run takes under a second, against about ten for 8K: a round runs it REPEAT_1K times (default 8) and
 # counts their CPU and events together, so that one quick or slow run does not set the 1K figure.
 for round in $(seq "$ROUNDS"); do
@@ -31,7 +39,7 @@ for round in $(seq "$ROUNDS"); do
             [ "$s" = 1024 ] && reps=${REPEAT_1K:-8}
             for _ in $(seq "$reps"); do
                 rm -rf "$work/o"
-                /usr/bin/time -f "%U %S %M %e" -o "$work/t" "$b" run "sim/scenarios/scale-$s-perm.toml" \
+                /usr/bin/time -f "%U %S %M %e" -o "$work/t" "$b" run "$work/scale-$s.toml" \
                     --threads 1 --out "$work/o" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }
                 read -r u sy rss wall <"$work/t"
                 echo "$round $b $s $u $sy $rss $wall $(md5sum <"$work/o/report.json" | cut -c1-8)" \
