@@ -244,6 +244,7 @@ impl PartialOrd for Node {
 }
 
 impl Node {
+    /// What `push_late` inserts to make room: a constant, so that no event is copied out of the stack.
     const ZERO: Node = Node {
         t: 0,
         rank: Rank {
