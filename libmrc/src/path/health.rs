@@ -224,9 +224,7 @@ impl PathSet {
         } else {
             self.retire(idx, now);
             if self.evs[usize::from(idx)].state == EvState::AssumedBad {
-                self.probes
-                    .at(usize::from(idx), self.evs.len(), self.probe_min)
-                    .retired_by = Some(sent_at.ts32());
+                self.probe_mut(idx).retired_by = Some(sent_at.ts32());
             }
             None
         }
@@ -499,7 +497,7 @@ impl PathSet {
             plane.probe_outstanding = false;
             plane.probe_interval = self.probe_min;
             if self.evs[i].state != EvState::AssumedBad {
-                self.probes.at(i, self.evs.len(), self.probe_min).probe_ts = None;
+                self.probe_mut(idx).probe_ts = None;
                 return;
             }
         }
@@ -549,11 +547,15 @@ impl PathSet {
         self.rejoin(idx);
     }
 
+    /// EV `idx`'s probing state, the table made if it is not yet.
+    fn probe_mut(&mut self, idx: u16) -> &mut EvProbe {
+        self.probes
+            .at(usize::from(idx), self.evs.len(), self.probe_min)
+    }
+
     /// ASSUMED_BAD → `to`: its probing ends and the change is reported.
     fn mark_restored(&mut self, idx: u16, to: EvState) {
-        let pr = self
-            .probes
-            .at(usize::from(idx), self.evs.len(), self.probe_min);
+        let pr = self.probe_mut(idx);
         pr.retired_by = None;
         pr.next_probe = Instant::MAX;
         let ev = &mut self.evs[usize::from(idx)];
