@@ -11,6 +11,10 @@
 # and scale, ns of user+sys CPU per event (fastest and median round), the fastest round's user and system parts and
 # the median wall time of a round (at 1K, of its REPEAT_1K runs together), peak RSS and the report's md5; then
 # the 8K/1K ratio of the fastest rounds and of the medians, of user+sys CPU and of user time alone.
+#
+# HOSTS="1024 2048 4096 8192" adds sizes in between (scale-8192-perm with 64 hosts to each of HOSTS/64 leaves):
+# where CPU per event climbs shows how much state per window the machine's caches hold. Ratios are then to the
+# smallest size. Sizes other than 1,024 run once a round; 1,024 runs REPEAT_1K times.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -23,18 +27,26 @@ fi
 raw=$(mktemp)
 work=$(mktemp -d)
 trap 'rm -rf "$raw" "$work"' EXIT
-for s in 1024 8192; do
+read -r -a hosts <<<"${HOSTS:-1024 8192}"
+for s in "${hosts[@]}"; do
+    src=sim/scenarios/scale-$s-perm.toml
+    if [ ! -f "$src" ]; then
+        [ $((s % 64)) -eq 0 ] || { echo "HOSTS: $s is not a multiple of 64 (64 hosts per leaf)" >&2; exit 2; }
+        src=$work/gen-$s.toml
+        sed "s/^t0 = .*/t0 = $((s / 64))/; s/^name = .*/name = \"scale-$s-perm\"/" \
+            sim/scenarios/scale-8192-perm.toml >"$src"
+    fi
     if [ -n "${LIMIT_US:-}" ]; then
-        sed "s/^limit_us = .*/limit_us = $LIMIT_US/" "sim/scenarios/scale-$s-perm.toml" >"$work/scale-$s.toml"
+        sed "s/^limit_us = .*/limit_us = $LIMIT_US/" "$src" >"$work/scale-$s.toml"
     else
-        cp "sim/scenarios/scale-$s-perm.toml" "$work/scale-$s.toml"
+        cp "$src" "$work/scale-$s.toml"
     fi
 done
 # The 1K run takes under a second, against about ten for 8K: a round runs it REPEAT_1K times (default 8) and
 # counts their CPU and events together, so that one quick or slow run does not set the 1K figure.
 for round in $(seq "$ROUNDS"); do
     for b in "${bins[@]}"; do
-        for s in 1024 8192; do
+        for s in "${hosts[@]}"; do
             reps=1
             [ "$s" = 1024 ] && reps=${REPEAT_1K:-8}
             for _ in $(seq "$reps"); do
@@ -64,7 +76,7 @@ for (r, b, s), (u, sy, w, ev) in rounds.items():
     ns[(b, s)].append(((u + sy) * 1e9 / ev, u * 1e9 / ev, sy * 1e9 / ev))
     wall[(b, s)].append(w)
 print("user+sys CPU per event, fastest and median round")
-for (b, s), v in sorted(ns.items()):
+for (b, s), v in sorted(ns.items(), key=lambda kv: (kv[0][0], int(kv[0][1]))):
     best = min(v)
     print(f"{b}\n  {s:>5} hosts  {best[0]:6.1f} ns (median {st.median(x[0] for x in v):6.1f};"
           f" fastest: user {best[1]:6.1f}, sys {best[2]:5.1f})  wall median {st.median(wall[(b, s)]):6.2f} s"
@@ -72,10 +84,12 @@ for (b, s), v in sorted(ns.items()):
 # The ratio of the medians too: it moves less from sitting to sitting. And of user time alone: on a VM whose
 # host backs memory lazily, the 8K run's system time is mostly zeroing pages the host has to back first, which
 # the 1K run, repeated on memory it just freed, mostly does not pay (sim/README.md, "Speed and scale").
+sizes = sorted({s for _, s in ns}, key=int)
 for b in dict.fromkeys(b for b, _ in ns):
     for k, what in ((0, "user+sys"), (1, "user alone")):
-        best = {s: min(x[k] for x in ns[(b, s)]) for s in ("1024", "8192")}
-        med = {s: st.median(x[k] for x in ns[(b, s)]) for s in ("1024", "8192")}
-        print(f"{b}: 8K/1K {what}: of the fastest rounds {best['8192'] / best['1024']:.2f},"
-              f" of the medians {med['8192'] / med['1024']:.2f}")
+        best = {s: min(x[k] for x in ns[(b, s)]) for s in sizes}
+        med = {s: st.median(x[k] for x in ns[(b, s)]) for s in sizes}
+        for s in sizes[1:]:
+            print(f"{b}: {s}/{sizes[0]} hosts {what}: of the fastest rounds {best[s] / best[sizes[0]]:.2f},"
+                  f" of the medians {med[s] / med[sizes[0]]:.2f}")
 PY
