@@ -10,7 +10,6 @@
 use mrc::cc::CcConfig;
 use mrc::cc::NsccConfig;
 use mrc::mem::Memory;
-use mrc::testing::{QpEnd, connect_pair};
 use mrc::wire::TrafficClass;
 use mrc::{
     Access, Caps, CqId, Endpoint, EndpointConfig, EvConfig, EvState, Event, Instant, Pd, PeerId,
@@ -38,7 +37,7 @@ pub use par::{lookahead_ps, partitions};
 mod port;
 
 use arena::{Arena, List};
-use host::{Conn, Host, PSN0, PatMem, connect};
+use host::{Built, Conn, Host, build_hosts};
 pub use outcome::{Counters, Outcome};
 
 const NONE: u32 = u32::MAX;
@@ -357,8 +356,11 @@ impl Sim {
         let (ports, cold) = build_ports(&topo, rs);
         let (qcfg, paths, evs_per_qp) = qp_config(&topo, tr)?;
         let plane_bits = qcfg.ev.plane_bits;
-        let mut hosts = build_hosts(&topo, tr)?;
-        let (conns, xconn) = connect_pairs(&mut hosts, &xfers, &qcfg, paths, rs.seed)?;
+        let Built {
+            mut hosts,
+            conns,
+            xconn,
+        } = build_hosts(&topo, tr, &xfers, &qcfg, paths, rs.seed)?;
         let fired = vec![0; triggers.len()];
         let n = xfers.len();
         let total_bytes: u64 = xfers.iter().map(|t| t.bytes).sum();
@@ -887,85 +889,4 @@ fn qp_config(
     })?;
     let evs_per_qp = usize::from(per_plane + tr.backup_evs_per_plane) * planes as usize;
     Ok((qcfg, paths, evs_per_qp))
-}
-
-/// One endpoint per host, with its protection domain and completion queue.
-fn build_hosts(
-    topo: &Topology,
-    tr: &TransportCfg,
-) -> Result<Vec<Host>, crate::scenario::ScenarioError> {
-    let planes = topo.shape.planes;
-    let mut hosts = Vec::with_capacity(topo.hosts as usize);
-    for _ in 0..topo.hosts {
-        let mut ep = Endpoint::new(EndpointConfig {
-            ports: planes as u8,
-            caps: Caps::MRC_1_0,
-            ..EndpointConfig::default()
-        })
-        .map_err(|e| crate::scenario::ScenarioError::new(e.field, e.problem))?;
-        let pd = ep.alloc_pd();
-        let cq = ep.create_cq(1024);
-        hosts.push(Host {
-            ep,
-            mem: PatMem {
-                check: tr.check_placement,
-                ..PatMem::default()
-            },
-            cq,
-            pd,
-            timer_at: u64::MAX,
-            qps: Vec::new(),
-        });
-    }
-    Ok(hosts)
-}
-
-/// Connects one QP pair per ordered (source, destination) pair with transfers; returns the pairs and each
-/// transfer's pair.
-fn connect_pairs(
-    hosts: &mut [Host],
-    xfers: &[Transfer],
-    qcfg: &QpConfig,
-    paths: u32,
-    seed: u64,
-) -> Result<(Vec<Conn>, Vec<u32>), crate::scenario::ScenarioError> {
-    // One QP pair per ordered (src, dst) pair that has transfers.
-    let mut pairs: Vec<(u32, u32, u32)> = xfers
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.src, t.dst, i as u32))
-        .collect();
-    pairs.sort_unstable();
-    let mut conns: Vec<Conn> = Vec::new();
-    let mut xconn = vec![0u32; xfers.len()];
-    let mut last: Option<(u32, u32)> = None;
-    let mut ev_rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x4556_5321);
-    for &(s, d, i) in &pairs {
-        if last != Some((s, d)) {
-            last = Some((s, d));
-            // Each QP starts its EVs at its own random path index, so QPs spread over all T1s/T2s.
-            let mut cfg = qcfg.clone();
-            cfg.ev.first_index = (ev_rng.next_u64() % u64::from(paths.max(1))) as u32;
-            let (sq, rq) = connect(hosts, s, d, &cfg).map_err(|e| {
-                crate::scenario::ScenarioError::new("transport", format!("QP setup failed: {e}"))
-            })?;
-            let c = conns.len() as u32;
-            hosts[s as usize].qps.push((sq, c));
-            hosts[d as usize].qps.push((rq, c));
-            conns.push(Conn {
-                src: s,
-                dst: d,
-                sq,
-                rq,
-                expect: PSN0,
-                backlog: Vec::new(),
-                posted: 0,
-            });
-        }
-        xconn[i as usize] = conns.len() as u32 - 1;
-    }
-    for h in hosts.iter_mut() {
-        h.qps.sort_unstable();
-    }
-    Ok((conns, xconn))
 }
