@@ -435,8 +435,9 @@ fn setup_error(e: impl std::fmt::Display) -> ScenarioError {
 }
 
 /// Builds the hosts and their QP pairs. Each host's endpoint, QPs and their tables are made together, host by
-/// host, so that what one host's packets read lies together in memory (pair by pair, a host's two QPs of a
-/// permutation were made far apart, beside other hosts' QPs: 3% more CPU per event at 1,024 and 8,192 hosts).
+/// host, so that what one host's packets read lies together in memory (made pair by pair, a host's two QPs of
+/// a permutation lay far apart, each beside another host's: a few per cent more CPU per event at 8,192 hosts,
+/// sim/README.md).
 pub(super) fn build_hosts(
     topo: &Topology,
     tr: &TransportCfg,
