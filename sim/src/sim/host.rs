@@ -487,6 +487,8 @@ pub(super) fn build_hosts(
         h.qps.sort_unstable();
         hosts.push(h);
     }
+    // Connected host by host too, not pair by pair (`mrc::testing::connect_pair`): connecting makes the QP's
+    // receive tracker, which every data packet reads.
     for (n, own) in sides.iter().enumerate() {
         for &(c, send) in own {
             let conn = &conns[c as usize];
