@@ -32,6 +32,7 @@ mod arena;
 mod host;
 mod outcome;
 mod par;
+mod phases;
 mod window;
 pub use par::{lookahead_ps, partitions};
 mod port;
@@ -226,6 +227,8 @@ pub struct Sim {
     /// This partition's number (0 in a sequential run).
     me: u16,
     win: window::Window,
+    /// A run by phases' second queue (phases.rs).
+    ph: phases::Phases,
 }
 
 /// Settings every partition shares.
@@ -383,6 +386,7 @@ impl Sim {
             arena: Arena::default(),
             blocked: vec![false; hosts.len()],
             q: EventQueue::new(KEY_MASK),
+            ph: phases::Phases::default(),
             now: 0,
             hosts,
             host_base: 0,
@@ -492,13 +496,20 @@ impl Sim {
 
     #[inline]
     fn push(&mut self, t: u64, e: u64) {
-        self.q.push(t, e);
+        let cause = self.q.cause();
+        let q = if self.ph.crosses(e) {
+            &mut self.ph.other
+        } else {
+            &mut self.q
+        };
+        q.push_caused(t, e, cause);
     }
 
     /// Runs until every transfer finished or `limit_ps`; `progress` is called now and then with where the run
     /// stands and may stop the run there by returning false. The run goes in windows of one lookahead (the
-    /// shortest switch-to-switch link latency), on `RunSettings::threads` threads (par.rs); it stops at the
-    /// end of the window in which the last transfer finished, whatever the thread count.
+    /// shortest switch-to-switch link latency), on `RunSettings::threads` threads (par.rs), or on one thread in
+    /// phases of two (phases.rs); it stops at the first point of a grid of two lookaheads after the last
+    /// transfer finished, whatever the thread count.
     pub fn run(self, limit_ps: u64, mut progress: impl FnMut(&Progress) -> bool) -> Outcome {
         par::run(self, limit_ps, &mut progress)
     }

@@ -1,6 +1,7 @@
 //! One scenario on several threads gives the outputs of one (src/sim/par.rs), and a run that takes each window
-//! leaf by leaf those of one in time order (src/sim/window.rs): report.json and flows.csv are byte-identical
-//! for 1, 2 and 4 threads and for 1 thread in time order on every shipped scenario. Large fabrics are shrunk
+//! leaf by leaf those of one in time order (src/sim/window.rs), and so does one in phases of two lookaheads
+//! (src/sim/phases.rs: every run on one thread without failure actions, baselines included): report.json and
+//! flows.csv are byte-identical for 1, 2 and 4 threads and for 1 thread in time order on every shipped scenario. Large fabrics are shrunk
 //! (at most 16 T0 of 16 hosts and 32 T1 per plane, every plane kept, explicit sources outside dropped, runs cut
 //! at 400 µs) to keep CI short; a sweep scenario runs with its first failure set.
 
@@ -96,6 +97,37 @@ fn every_shipped_scenario_is_the_same_on_1_2_and_4_threads_and_in_time_order() {
             "{}: same on 1, 2, 4 threads and in time order ({:.1?})",
             s.name,
             t.elapsed()
+        );
+    }
+}
+
+/// With T2s the spines' side of a run by phases goes in time order (a T1 reaches a T2 inside a phase); no
+/// shipped scenario has three tiers without failures, so the bench's workload runs here on three tiers (2
+/// pods, 2 T2 per T1), with the same outputs on 1 and 2 threads and in time order.
+#[test]
+fn a_three_tier_fabric_by_phases_is_the_same_as_on_2_threads_and_in_time_order() {
+    let scratch = common::scratch("parallel-3tier");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut s =
+        Scenario::load(&dir.join("bench-leafspine-1024-perm.toml")).expect("bench scenario");
+    let t = &mut s.topology;
+    t.kind = mrc_sim::scenario::TopoKind::ThreeTier;
+    t.pods = 2;
+    t.t0 = 4;
+    t.hosts_per_t0 = 8;
+    t.t1 = 4;
+    t.t2_per_t1 = 2;
+    s.run.limit_us = s.run.limit_us.min(200.0);
+    assert!(
+        s.failures.is_empty(),
+        "a run by phases has no failure action"
+    );
+    let one = outputs(&s, 1, false, scratch.path());
+    for (n, time_order) in [(2, false), (1, true)] {
+        let other = outputs(&s, n, time_order, scratch.path());
+        assert!(
+            one == other,
+            "three tiers: outputs differ on {n} threads (time order: {time_order})"
         );
     }
 }

@@ -198,10 +198,17 @@ fn sorts_nearly_sorted_input() {
 
 /// A window drained, grouped and run group by group (each group merged with what it schedules inside the
 /// window, `pop_late`), then its rest in time order, gives every group the order one queue pops it in, as
-/// long as no group schedules into another inside the window (sim/window.rs relies on it). Groups run in
-/// reverse, so that nothing passes by accident of order.
+/// long as no group schedules into another inside the window (sim/window.rs relies on it), with one lane of
+/// late events or two (`set_late_lane`, here by the bit above the group's). Groups run in reverse, so that nothing
+/// passes by accident of order.
 #[test]
 fn a_window_run_group_by_group_pops_each_group_in_queue_order() {
+    for lanes in [false, true] {
+        window_by_group(lanes);
+    }
+}
+
+fn window_by_group(lanes: bool) {
     const G: u64 = 4;
     const CHILD: u64 = 1 << 40;
     let end = 30_000;
@@ -229,6 +236,9 @@ fn a_window_run_group_by_group_pops_each_group_in_queue_order() {
     }
     let mut got = vec![Vec::new(); G as usize];
     let mut q = queue();
+    if lanes {
+        q.set_late_lane(G, G);
+    }
     let cut = q.slot_start(end);
     let mut due = vec![Vec::new(); G as usize];
     q.drain_before(cut, group, &mut due);

@@ -10,14 +10,16 @@
 //! where `m` is the earliest pending event over all partitions; packets that reach the end of a wire into
 //! another partition are handed over at the end of the window (one list per pair of partitions, holding at
 //! most the packets a wire carries in one lookahead: no more than its latency over the serialization time of
-//! the smallest frame, plus one, per crossing port), and the partitions agree on the next window. A run on
-//! one thread goes through the same windows, so every thread count stops at the same point: the end of the
-//! window in which the last transfer finished. Equal-time events pop by kind and component (queue/mod.rs
+//! the smallest frame, plus one, per crossing port), and the partitions agree on the next window. No window
+//! crosses a point of a grid of two lookaheads (`grid_after`), and every way of running (threads, time order,
+//! phases.rs) stops at the same point: the grid's first after the last transfer finished (or the limit).
+//! Equal-time events pop by kind and component (queue/mod.rs
 //! `tie_key`) and random draws are per port (sim.rs `draw`), so nothing depends on which thread ran what:
 //! report.json and flows.csv are byte-identical for every thread count (tests/parallel.rs).
 //!
 //! Inside a window, each partition runs its T0 positions one after another (window.rs), for the same reason
-//! they may run on different threads.
+//! they may run on different threads. One thread without failure actions goes further: the leaves' side and
+//! the spines' side of the fabric take turns in phases of two lookaheads (phases.rs).
 //!
 //! One thread only: with a packet capture (one file, written in event order), with triggers (a completion
 //! there starts transfers anywhere, with no delay to look ahead by) and when some switch-to-switch link has no
@@ -72,8 +74,25 @@ pub(super) fn node_parts(topo: &Topology, n: usize) -> Vec<u16> {
     hosts.chain(switches).collect()
 }
 
+/// Windows start on a grid of two lookaheads (phases.rs runs the fabric's two sides in turns of that length):
+/// its first point after `t`.
+fn grid_after(t: u64, lookahead: u64) -> u64 {
+    let span = lookahead.max(1).saturating_mul(2);
+    (t / span + 1).saturating_mul(span)
+}
+
+/// The grid's first point at or after `t`.
+pub(super) fn grid_from(t: u64, lookahead: u64) -> u64 {
+    if t == 0 {
+        0
+    } else {
+        grid_after(t - 1, lookahead)
+    }
+}
+
 fn window_end(t: u64, lookahead: u64, limit: u64) -> u64 {
     t.saturating_add(lookahead.max(1))
+        .min(grid_after(t, lookahead))
         .min(limit.saturating_add(1))
 }
 
@@ -90,16 +109,31 @@ pub(super) fn run(
     } else {
         partitions(&sim.topo, sim.cfg.threads)
     };
-    if std::env::var_os("MRC_SIM_DEBUG").is_some() {
-        eprintln!("partitions {n}, lookahead {la} ps");
-    }
     if !one && !sim.cfg.time_order {
         sim.win = window::Window::by_position(&sim.topo);
         sim.q = EventQueue::with_slot_shift(KEY_MASK, window::SLOT_SHIFT);
     }
+    // By phases: one thread by position, no failure action (it changes both sides at one instant), and a
+    // lookahead short enough for the grid.
+    let by_phases =
+        n == 1 && !one && !sim.cfg.time_order && sim.actions.is_empty() && la < u64::MAX / 4;
+    if by_phases {
+        sim.ph = phases::Phases::new(&sim.topo);
+        sim.q.set_late_lane(7 << 61, EV_ARRIVE << 61);
+    }
+    if std::env::var_os("MRC_SIM_DEBUG").is_some() {
+        eprintln!(
+            "partitions {n}, lookahead {la} ps, by phases {by_phases} (spines by position {})",
+            sim.ph.spines_apart()
+        );
+    }
     let (parts, end, events) = if n == 1 {
         sim.seed_events();
-        let (end, events) = sequential(&mut sim, la, limit, progress);
+        let (end, events) = if by_phases {
+            phases::sequential(&mut sim, la, limit, progress)
+        } else {
+            sequential(&mut sim, la, limit, progress)
+        };
         (vec![sim], end, events)
     } else {
         let mut parts = sim.split(n);
@@ -111,6 +145,17 @@ pub(super) fn run(
     sim.finish(end, inflight)
 }
 
+impl Sim {
+    /// Where a run on one thread stands after `events`.
+    pub(super) fn progress(&self, events: u64) -> Progress {
+        Progress {
+            now_ps: self.now,
+            events,
+            done: self.placed as f64 / self.cfg.total_bytes.max(1) as f64,
+        }
+    }
+}
+
 fn sequential(
     sim: &mut Sim,
     la: u64,
@@ -118,18 +163,17 @@ fn sequential(
     progress: &mut dyn FnMut(&Progress) -> bool,
 ) -> (u64, u64) {
     let mut events = 0;
+    // The run stops at the grid's first point after the last transfer finished: `at` is the grid's next
+    // point after what has run.
+    let mut at = 0;
     while let Some(t) = sim.q.next_time() {
-        if t > limit || sim.remaining == 0 {
+        if t > limit || (sim.remaining == 0 && t >= at) {
             break;
         }
         let w = window_end(t, la, limit);
         events += sim.run_window(w);
-        let p = Progress {
-            now_ps: sim.now,
-            events,
-            done: sim.placed as f64 / sim.cfg.total_bytes.max(1) as f64,
-        };
-        if !progress(&p) {
+        at = grid_from(w, la);
+        if !progress(&sim.progress(events)) {
             return ((w - 1).min(limit), events);
         }
     }
@@ -253,6 +297,7 @@ fn worker(
     let n = sh.n;
     let mut events = 0;
     let mut inbox = Vec::new();
+    let mut at = 0;
     let _guard = BreakOnPanic(&sh.gate);
     loop {
         for from in (0..n).filter(|&f| f != k) {
@@ -273,11 +318,12 @@ fn worker(
             .min()
             .unwrap_or(u64::MAX);
         let left: u64 = sh.remaining.iter().map(|x| x.load(Relaxed)).sum();
-        if t > limit || left == 0 {
+        if t > limit || (left == 0 && t >= at) {
             return limit;
         }
         let w = window_end(t, la, limit);
         events += sim.run_window(w);
+        at = grid_from(w, la);
         for (to, out) in sim.outbox.iter_mut().enumerate() {
             if !out.is_empty() {
                 // The receiver emptied its mail last round: hand the list over instead of copying it.
@@ -391,6 +437,7 @@ impl Sim {
             arena: Arena::default(),
             blocked: vec![false; hosts.len()],
             q: EventQueue::with_slot_shift(KEY_MASK, self.q.shift()),
+            ph: phases::Phases::default(),
             now: 0,
             hosts,
             host_base: base,
