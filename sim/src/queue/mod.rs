@@ -543,8 +543,13 @@ impl EventQueue {
         let node = Node::of(ev, tie_hash(ev.t), self.key_mask);
         let key = node.key();
         let late = &mut self.late[usize::from(ev.e & self.lane.0 == self.lane.1)];
-        // Pushed in about time order (from events that pop in time order): at or near the back. The search is
-        // written out so that the event stays in registers: `partition_point` takes it by reference.
+        // Pushed in about time order (from events that pop in time order): at or near the back, most often at
+        // it (a lane of arrivals always). Else the search is written out so that the event stays in registers:
+        // `partition_point` takes it by reference.
+        if late.back().is_none_or(|b| b.key() <= key) {
+            late.push_back(node);
+            return;
+        }
         let (mut lo, mut hi) = (0, late.len());
         while lo < hi {
             let mid = (lo + hi) / 2;

@@ -127,20 +127,22 @@ pub(super) fn sequential(
             break;
         }
         let mut g = t / span * span;
-        events += sim.run_spines((g + la).min(stop));
+        events += sim.run_spines(g.saturating_add(la).min(stop));
         loop {
-            let end = (g + span).min(stop);
+            let end = g.saturating_add(span).min(stop);
             events += sim.run_window(end);
             if !progress(&sim.progress(events)) {
                 return ((end - 1).min(limit), events);
             }
-            let idle = sim.next_either().is_none_or(|t| t >= end + span);
+            let idle = sim
+                .next_either()
+                .is_none_or(|t| t >= end.saturating_add(span));
             if end == stop || sim.remaining == 0 || idle {
                 events += sim.run_spines(end);
                 at = end;
                 break;
             }
-            events += sim.run_spines((end + la).min(stop));
+            events += sim.run_spines(end.saturating_add(la).min(stop));
             g = end;
         }
     }
