@@ -115,10 +115,13 @@ pub(super) fn run(
     }
     // By phases: one thread by position, no failure action (it changes both sides at one instant), and a
     // lookahead short enough for the grid.
-    let by_phases =
-        n == 1 && !one && !sim.cfg.time_order && sim.actions.is_empty() && la < u64::MAX / 4;
-    if by_phases {
-        sim.ph = phases::Phases::new(&sim.topo);
+    let phases =
+        (n == 1 && !one && !sim.cfg.time_order && sim.actions.is_empty() && la < u64::MAX / 4)
+            .then(|| phases::Phases::new(&sim.topo, la))
+            .flatten();
+    let by_phases = phases.is_some();
+    if let Some(p) = phases {
+        sim.ph = p;
         sim.q.set_late_lane(7 << 61, EV_ARRIVE << 61);
     }
     if std::env::var_os("MRC_SIM_DEBUG").is_some() {

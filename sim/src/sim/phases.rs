@@ -12,7 +12,7 @@
 //! What this buys: window.rs runs each leaf position's events of a window together, so that its hosts' state
 //! stays in cache between them; but at 8,192 hosts the hosts' state outgrows the cache, and each window reads
 //! it again from memory. A phase of two lookaheads reads it once for two. By a lackey trace of a 128-host
-//! `scale-8192-perm` (windows 15 to 31), two consecutive windows touch 1.21 times the cache lines one does.
+//! `scale-8192-perm` (windows 15 to 30), two consecutive windows touch 1.21 times the cache lines one does.
 //!
 //! The leaves' phases go by position (window.rs), and so do the spines' on a fabric of two tiers (no link joins
 //! two spines, so a spine reaches no other inside a phase); with T2s the spines' phases go in time order. Windows
@@ -41,8 +41,20 @@ fn is_spine(topo: &Topology, n: u32) -> bool {
 }
 
 impl Phases {
-    /// Phases on `topo`, the spines' queue empty.
-    pub(super) fn new(topo: &Topology) -> Self {
+    /// Phases on `topo` with lookahead `la`, the spines' queue empty; none if some link breaks the premise:
+    /// one that joins the sides in less than `la`, or one inside the leaves' side that is not a host's (it
+    /// could join two positions in less than a phase).
+    pub(super) fn new(topo: &Topology, la: u64) -> Option<Self> {
+        let fits =
+            topo.ports
+                .iter()
+                .all(|p| match (is_spine(topo, p.from), is_spine(topo, p.to)) {
+                    (false, false) => matches!(p.kind, PortKind::HostUp | PortKind::T0Down),
+                    (a, b) => a == b || p.latency_ps >= la,
+                });
+        if !fits {
+            return None;
+        }
         let side: Vec<u8> = topo
             .ports
             .iter()
@@ -54,12 +66,12 @@ impl Phases {
         } else {
             EventQueue::new(KEY_MASK)
         };
-        Self {
+        Some(Self {
             side,
             other,
             spine: false,
             spines_apart,
-        }
+        })
     }
 
     /// Whether the spines' phases run by position.
@@ -147,4 +159,74 @@ pub(super) fn sequential(
         }
     }
     (limit, events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{QueueCfg, TopoKind, TopologyCfg};
+    use crate::topo::{links_of, shape_of};
+
+    fn fabric(kind: TopoKind) -> Topology {
+        let c = TopologyCfg {
+            kind,
+            planes: 2,
+            hosts_per_t0: 4,
+            t0: 3,
+            t1: 2,
+            pods: 2,
+            t2_per_t1: 2,
+            host_link: None,
+            t0_t1_link: None,
+            t1_t2_link: None,
+            file: None,
+            queue: QueueCfg::default(),
+        };
+        Topology::build(shape_of(&c), &links_of(&c), &c.queue, 4200).expect("a small fabric")
+    }
+
+    /// Phases run only where the sides meet over links of at least a lookahead and the leaves' positions meet
+    /// only through the spines; with T2s the spines run in time order.
+    #[test]
+    fn phases_need_the_sides_a_lookahead_apart() {
+        for kind in [TopoKind::TwoTier, TopoKind::ThreeTier] {
+            let topo = fabric(kind);
+            let la = lookahead_ps(&topo);
+            let ph = Phases::new(&topo, la).expect("a fat tree splits");
+            assert_eq!(ph.spines_apart(), kind == TopoKind::TwoTier);
+            // A host link that reaches a spine, faster than the lookahead.
+            let mut t = topo.clone();
+            let up = t
+                .ports
+                .iter()
+                .position(|p| p.kind == PortKind::HostUp)
+                .expect("a host");
+            let spine = t
+                .ports
+                .iter()
+                .find(|p| p.kind == PortKind::T0Up)
+                .expect("an uplink")
+                .to;
+            t.ports[up].to = spine;
+            t.ports[up].latency_ps = la - 1;
+            assert!(
+                Phases::new(&t, la).is_none(),
+                "{kind:?}: a host one hop from a spine"
+            );
+            // A link between two leaves' switches.
+            let mut t = topo.clone();
+            let up = t
+                .ports
+                .iter()
+                .position(|p| p.kind == PortKind::T0Up)
+                .expect("an uplink");
+            let from = t.ports[up].from;
+            let other = t
+                .ports
+                .iter()
+                .find(|p| p.kind == PortKind::T0Up && p.from != from);
+            t.ports[up].to = other.expect("two leaves").from;
+            assert!(Phases::new(&t, la).is_none(), "{kind:?}: two leaves joined");
+        }
+    }
 }
