@@ -737,7 +737,8 @@ impl EventQueue {
         self.next_drained(end)
     }
 
-    /// The payload of the late event `d` places after the next one (see [`peek_ahead`](Self::peek_ahead)).
+    /// The payload of the late event `d` places after the next one in the next one's lane, what to fetch ahead
+    /// (see [`peek_ahead`](Self::peek_ahead)): events of the other lane may pop in between.
     #[inline]
     pub fn peek_late(&self, d: usize) -> Option<u64> {
         let lane = self.late_front().map_or(0, |(_, lane)| lane);
