@@ -164,25 +164,19 @@ pub(super) fn sequential(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{QueueCfg, TopoKind, TopologyCfg};
-    use crate::topo::{links_of, shape_of};
+    use crate::scenario::TopoKind;
+    use crate::topo::{links_of, shape_of, small_cfg};
 
     fn fabric(kind: TopoKind) -> Topology {
-        let c = TopologyCfg {
-            kind,
-            planes: 2,
-            hosts_per_t0: 4,
-            t0: 3,
-            t1: 2,
-            pods: 2,
-            t2_per_t1: 2,
-            host_link: None,
-            t0_t1_link: None,
-            t1_t2_link: None,
-            file: None,
-            queue: QueueCfg::default(),
-        };
+        let c = small_cfg(kind);
         Topology::build(shape_of(&c), &links_of(&c), &c.queue, 4200).expect("a small fabric")
+    }
+
+    fn first(t: &Topology, kind: PortKind) -> usize {
+        t.ports
+            .iter()
+            .position(|p| p.kind == kind)
+            .expect("a port of each kind")
     }
 
     /// Phases run only where the sides meet over links of at least a lookahead and the leaves' positions meet
@@ -196,11 +190,7 @@ mod tests {
             assert_eq!(ph.spines_apart(), kind == TopoKind::TwoTier);
             // A host link that reaches a spine, faster than the lookahead.
             let mut t = topo.clone();
-            let up = t
-                .ports
-                .iter()
-                .position(|p| p.kind == PortKind::HostUp)
-                .expect("a host");
+            let up = first(&t, PortKind::HostUp);
             let spine = t
                 .ports
                 .iter()
@@ -215,11 +205,7 @@ mod tests {
             );
             // A link between two leaves' switches.
             let mut t = topo.clone();
-            let up = t
-                .ports
-                .iter()
-                .position(|p| p.kind == PortKind::T0Up)
-                .expect("an uplink");
+            let up = first(&t, PortKind::T0Up);
             let from = t.ports[up].from;
             let other = t
                 .ports

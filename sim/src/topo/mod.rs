@@ -726,5 +726,25 @@ impl Topology {
 mod htsim;
 pub use htsim::{TOPO_TIER_KEYS, parse_htsim_topo};
 
+/// A small fabric of every kind of link, for tests: 2 planes, 2 pods (three tiers) of 3 leaves of 4 hosts, 2 T1s,
+/// 2 T2s per T1.
+#[cfg(test)]
+pub(crate) fn small_cfg(kind: TopoKind) -> TopologyCfg {
+    TopologyCfg {
+        kind,
+        planes: 2,
+        hosts_per_t0: 4,
+        t0: 3,
+        t1: 2,
+        pods: 2,
+        t2_per_t1: 2,
+        host_link: None,
+        t0_t1_link: None,
+        t1_t2_link: None,
+        file: None,
+        queue: QueueCfg::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests;

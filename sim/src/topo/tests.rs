@@ -1,22 +1,7 @@
 use super::*;
-use crate::scenario::{QueueCfg, TopologyCfg};
+use crate::scenario::TopologyCfg;
 
-fn cfg(kind: TopoKind) -> TopologyCfg {
-    TopologyCfg {
-        kind,
-        planes: 2,
-        hosts_per_t0: 4,
-        t0: 3,
-        t1: 2,
-        pods: 2,
-        t2_per_t1: 2,
-        host_link: None,
-        t0_t1_link: None,
-        t1_t2_link: None,
-        file: None,
-        queue: QueueCfg::default(),
-    }
-}
+use super::small_cfg as cfg;
 
 fn build(c: &TopologyCfg) -> Result<Topology, ScenarioError> {
     Topology::build(shape_of(c), &links_of(c), &c.queue, 4200)
