@@ -521,6 +521,11 @@ impl Sim {
         if self.win.is_on() {
             return self.run_window_by_position(end);
         }
+        self.run_in_time_order(end)
+    }
+
+    /// Runs the queue's events before `end` in time order.
+    fn run_in_time_order(&mut self, end: u64) -> u64 {
         let mut n = 0;
         while let Some((t, e)) = self.q.pop_before(end) {
             self.prefetch_ahead(self.q.peek_ahead(AHEAD), self.q.peek_ahead(AHEAD_NEAR));

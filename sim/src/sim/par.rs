@@ -122,7 +122,8 @@ pub(super) fn run(
     let by_phases = phases.is_some();
     if let Some(p) = phases {
         sim.ph = p;
-        sim.q.set_late_lane(7 << 61, EV_ARRIVE << 61);
+        // Arrivals: the kind bits of `ev` (sim.rs) that name EV_ARRIVE.
+        sim.q.set_late_lane(ev(0b111, 0), ev(EV_ARRIVE, 0));
     }
     if std::env::var_os("MRC_SIM_DEBUG").is_some() {
         eprintln!(

@@ -100,14 +100,11 @@ impl Sim {
     fn run_spines(&mut self, end: u64) -> u64 {
         std::mem::swap(&mut self.q, &mut self.ph.other);
         self.ph.spine = true;
-        let mut n = 0;
-        if self.ph.spines_apart {
-            n = self.run_window_by_position(end);
-        }
-        while let Some((t, e)) = self.q.pop_before(end) {
-            self.prefetch_ahead(self.q.peek_ahead(AHEAD), self.q.peek_ahead(AHEAD_NEAR));
-            n += self.dispatch(t, e);
-        }
+        let n = if self.ph.spines_apart {
+            self.run_window_by_position(end)
+        } else {
+            self.run_in_time_order(end)
+        };
         self.ph.spine = false;
         std::mem::swap(&mut self.q, &mut self.ph.other);
         n
