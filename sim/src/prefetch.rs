@@ -16,6 +16,19 @@ pub(crate) fn prefetch_line<T>(v: &[T], i: usize, k: usize) {
     }
 }
 
+/// Starts fetching the line at `p` for writing (x86 `prefetchw`): a store to a line not in cache waits for it,
+/// and enough such stores in a row fill the store buffer.
+#[inline(always)]
+pub(crate) fn line_for_write<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: as in `line`: a hint, never a fault; `prefetchw` runs as a no-op where the CPU lacks it.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 #[inline(always)]
 fn line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]

@@ -21,6 +21,8 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use crate::prefetch;
+
 /// Where an event comes from: the time at which it was scheduled, the gaps back to the times at which its
 /// scheduler, its scheduler's scheduler... were scheduled, the setup event at the root of that chain (its rank
 /// in setup order), and the rank of the push among its scheduler's pushes. A function of simulated history
@@ -81,6 +83,13 @@ struct Ev {
     rank: Rank,
     e: u64,
 }
+
+/// How far past an append an event list is fetched for writing: at 8,192 hosts the queue appends to lines last
+/// touched a phase before (sim/phases.rs), and a store to a line not in cache waits for it, its followers behind.
+const WRITE_AHEAD: usize = 4;
+
+/// Lines of the next chunk of a slot's list fetched while the queue drains one.
+const READ_AHEAD_LINES: usize = 4;
 
 /// Events per chunk of a slot's list. A run by position (sim/window.rs) fills 4-ns slots with about a thousand
 /// events each at 8,192 hosts and appends to them position by position: 32 rather than 8 to a chunk cut CPU per
@@ -501,10 +510,20 @@ impl EventQueue {
         {
             c.evs[list.tail_len as usize] = ev;
             list.tail_len += 1;
+            prefetch::line_for_write(
+                c.evs
+                    .as_ptr()
+                    .wrapping_add(list.tail_len as usize + WRITE_AHEAD),
+            );
             return;
         }
         let c = match self.free.pop() {
             Some(c) => {
+                if let Some(&n) = self.free.last()
+                    && let Some(next) = self.chunks.get(n as usize)
+                {
+                    prefetch::line_for_write(next.evs.as_ptr());
+                }
                 let to = &mut self.chunks[c as usize];
                 to.evs[0] = ev;
                 to.next = NIL;
@@ -687,7 +706,9 @@ impl EventQueue {
             let mut taken = 0;
             self.take_slot(s, |n| {
                 taken += 1;
-                groups[group(n.e)].push(Due(n));
+                let g = &mut groups[group(n.e)];
+                g.push(Due(n));
+                prefetch::line_for_write(g.as_ptr().wrapping_add(g.len() + WRITE_AHEAD));
             });
             self.len -= taken;
         }
@@ -807,6 +828,9 @@ impl EventQueue {
         let mut hashed = (u64::MAX, 0);
         while c != NIL {
             let chunk = &self.chunks[c as usize];
+            for k in 0..READ_AHEAD_LINES {
+                prefetch::prefetch_line(&self.chunks, chunk.next as usize, k);
+            }
             for ev in &chunk.evs[..list.len_of(c)] {
                 if ev.t != hashed.0 {
                     hashed = (ev.t, tie_hash(ev.t));
