@@ -824,7 +824,7 @@ impl Endpoint {
             }
             self.ready.pop_front();
             self.slots[slot].queued = false;
-            if std::mem::take(&mut qp.req.port_blocked) {
+            if qp.req_used && std::mem::take(&mut qp.req.port_blocked) {
                 self.port_blocked.push(slot);
             }
             // Nothing after all: it is looked at again after its next event, timer or port. The packets it sent

@@ -258,6 +258,11 @@ pub(crate) struct Qp {
     pub(crate) access: Access,
     pub(crate) local_caps: Caps,
     pub(crate) caps: Caps,
+    /// Work was ever posted to the send queue, or a READ served from it. Until then the requester has nothing
+    /// queued, in flight or due, and the checks that ask it are skipped: a QP that only receives (half of a
+    /// permutation's) then leaves the requester's 7 cache lines alone, which at 8,192 simulated hosts are
+    /// misses in every window.
+    pub(crate) req_used: bool,
     /// The connection's keys: every packet sent carries an AUTH tag, every packet taken must prove one.
     pub(crate) auth: Option<QpKeys>,
     pub(crate) feedback: Feedback,
@@ -374,6 +379,7 @@ impl Qp {
             remote_qpn: 0,
             local_caps,
             caps: Caps::MRC_1_0,
+            req_used: false,
             auth: None,
             paths,
             req: Requester {
@@ -493,6 +499,7 @@ impl Qp {
         if self.state != QpState::Rts {
             return Err(PostError::BadState(self.state));
         }
+        self.req_used = true;
         if self.req.sq_used >= self.init.max_send_wr {
             return Err(PostError::QueueFull);
         }
@@ -661,7 +668,7 @@ impl Qp {
             && self.out.ev_changes.is_empty()
             && !self.out.went_to_error
             && !self.timers.moved_earlier()
-            && (self.state != QpState::Rts || !self.req.sent.front_moved())
+            && (self.state != QpState::Rts || !self.req_used || !self.req.sent.front_moved())
     }
 
     /// Whether the requester has work that is not yet acknowledged.
@@ -675,9 +682,15 @@ impl Qp {
         if matches!(self.state, QpState::Reset | QpState::Init | QpState::Error) {
             return Instant::MAX;
         }
+        let requester = self.state == QpState::Rts;
+        if requester && !self.req_used {
+            // Only the paths' probes can be due: the other requester timers have never run.
+            self.timers
+                .derive(Timer::PathProbe, self.paths.probe_deadline());
+            return self.timers.next(requester);
+        }
         let rnr = self.req.delayed.front().map_or(Instant::MAX, |&(t, _)| t);
         self.timers.derive(Timer::RnrResend, rnr);
-        let requester = self.state == QpState::Rts;
         if requester {
             self.timers
                 .derive(Timer::PathProbe, self.paths.probe_deadline());
@@ -704,6 +717,12 @@ impl Qp {
         }
         if self.timers.take_expired(Timer::Sack, now) {
             self.feedback.sack_now = true;
+        }
+        if !self.req_used {
+            if self.state == QpState::Rts {
+                self.collect_ev_changes();
+            }
+            return;
         }
         while let Some(&(t, psn)) = self.req.delayed.front() {
             if t > now {

@@ -237,6 +237,7 @@ impl Qp {
             OpKind::ReadRequest => {
                 // spec: QP-READ-1
                 self.req.serving_reads += 1;
+                self.req_used = true;
                 let source = crate::mem::Sge {
                     addr: d.reth.va,
                     len: d.reth.dma_len,

@@ -60,10 +60,9 @@ impl Qp {
         if self.state != QpState::Rts {
             return false;
         }
-        self.req.ack_probe_wanted
-            || self.req.tail.wanted
-            || self.paths.probe_deadline() <= now
-            || self.data_ready()
+        self.paths.probe_deadline() <= now
+            || self.req_used
+                && (self.req.ack_probe_wanted || self.req.tail.wanted || self.data_ready())
     }
 
     /// Writes the next packet of this QP into `buf`, if one is due: control first, then probes, then
@@ -88,6 +87,9 @@ impl Qp {
         if let Some(idx) = self.paths.poll_probe(now) {
             return self.emit_probe(idx, now, buf, false);
         }
+        if !self.req_used {
+            return None;
+        }
         if self.req.tail.wanted
             && let Some(t) = self.emit_tail_probe(now, buf)
         {
@@ -106,7 +108,7 @@ impl Qp {
     /// Whether the next packet should follow the last on its EV: the endpoint then serves this QP again at
     /// once, so the packets of a burst leave back to back (a train the host sends in one piece).
     pub(crate) fn bursting(&self) -> bool {
-        self.req.burst.is_some_and(|(_, left)| left > 0)
+        self.req_used && self.req.burst.is_some_and(|(_, left)| left > 0)
     }
 
     #[inline(always)]
