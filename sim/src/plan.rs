@@ -28,7 +28,9 @@ mod cost {
     /// The process before the run (binary, allocator, CLI).
     pub(super) const BASE: u64 = 6 << 20;
     /// The heap is on 2 MiB pages (src/pages.rs): the resident set grows a whole page at a time, up to one more
-    /// than the bytes in use (t1-failure's peak read 13.5-13.9 MB on 4 KiB pages, 13.9-15.9 on 2 MiB pages).
+    /// than the bytes in use (t1-failure's peak read 13.5-13.9 MB on 4 KiB pages, 13.9-15.9 on 2 MiB pages;
+    /// since windows are two lookaheads long, 15.5-16.3 in 12 runs and 18.2 once in CI, against 14.3 estimated
+    /// before the event queues were counted).
     pub(super) const HUGE_PAGE: u64 = 2 << 20;
 }
 
@@ -257,6 +259,9 @@ impl Plan {
         if copies > 0 {
             parts.push(("partition copies", mul(copies, per_copy)));
         }
+        // A queue per partition, and on one thread a second for the spines' side (src/sim/phases.rs).
+        let queues = if copies == 0 { 2 } else { copies + 1 };
+        parts.push(("event queues", mul(queues, crate::queue::WHEEL_BYTES)));
         parts.sort_by_key(|p| std::cmp::Reverse(p.1));
         let bytes = parts.iter().fold(0u64, |a, p| a.saturating_add(p.1));
         MemoryEstimate { bytes, parts }

@@ -194,6 +194,10 @@ const SHIFT: u32 = 8;
 const SLOTS: u64 = 1 << 16;
 const NIL: u32 = u32::MAX;
 
+/// Bytes a queue holds however few events it has: its slots' lists and the bitmap of those in use (the memory
+/// estimate counts them, src/plan.rs).
+pub const WHEEL_BYTES: u64 = SLOTS * size_of::<List>() as u64 + SLOTS / 8 + SLOTS / 4096 * 8;
+
 /// The event queue: a calendar of 256-ps slots (4 ns in a run by position, sim/window.rs).
 ///
 /// An event goes once into the list of its time's slot (no moves, no comparisons at push); a slot is drained
