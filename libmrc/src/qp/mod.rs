@@ -683,17 +683,17 @@ impl Qp {
             return Instant::MAX;
         }
         let requester = self.state == QpState::Rts;
-        if requester && !self.req_used {
-            // Only the paths' probes can be due: the other requester timers have never run.
+        if requester {
             self.timers
                 .derive(Timer::PathProbe, self.paths.probe_deadline());
-            return self.timers.next(requester);
+            if !self.req_used {
+                // The other requester timers have never run.
+                return self.timers.next(requester);
+            }
         }
         let rnr = self.req.delayed.front().map_or(Instant::MAX, |&(t, _)| t);
         self.timers.derive(Timer::RnrResend, rnr);
         if requester {
-            self.timers
-                .derive(Timer::PathProbe, self.paths.probe_deadline());
             let min = self.min_rtt_ns();
             let d = self
                 .req

@@ -196,7 +196,7 @@ const NIL: u32 = u32::MAX;
 
 /// Bytes a queue holds however few events it has: its slots' lists and the bitmap of those in use (the memory
 /// estimate counts them, src/plan.rs).
-pub const WHEEL_BYTES: u64 = SLOTS * size_of::<List>() as u64 + SLOTS / 8 + SLOTS / 4096 * 8;
+pub const WHEEL_BYTES: u64 = SLOTS * size_of::<List>() as u64 + Bitmap::bytes(SLOTS);
 
 /// The event queue: a calendar of 256-ps slots (4 ns in a run by position, sim/window.rs).
 ///
@@ -363,6 +363,11 @@ impl Bitmap {
             words: vec![0; (bits / 64) as usize],
             summary: vec![0; (bits / 4096) as usize],
         }
+    }
+
+    /// What [`new`](Self::new)`(bits)` allocates.
+    const fn bytes(bits: u64) -> u64 {
+        (bits / 64 + bits / 4096) * 8
     }
 
     #[inline]
