@@ -87,3 +87,25 @@ fn loss_go_back_n() {
 fn plane_failure() {
     validate("plane-failure");
 }
+
+/// The fidelity scenarios (sim/README.md "Fidelity"): their bounds are set from htsim's figures on the same
+/// workloads, and every healthy run also checks that no path was retired.
+#[test]
+fn fid_slow_spine_1024() {
+    validate("fid-slow-spine-1024");
+}
+
+#[test]
+fn fid_silent_t1_512() {
+    validate("fid-silent-t1-512");
+}
+
+#[test]
+fn fid_incast_128() {
+    validate("fid-incast-128");
+}
+
+#[test]
+fn fid_incast_128_spread() {
+    validate("fid-incast-128-spread");
+}
