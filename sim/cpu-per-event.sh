@@ -7,7 +7,8 @@
 #   sim/cpu-per-event.sh [ROUNDS] [MRC_SIM_BINARY...]
 #
 # Defaults: 3 rounds; the release binary `cargo build --release -p mrc-sim` makes. LIMIT_US=80 stops both runs
-# after their first 80 simulated µs (the scenarios' `[run] limit_us`), for quicker comparisons. Prints, per binary
+# after their first 80 simulated µs (the scenarios' `[run] limit_us`), for quicker comparisons. Prints the CPU model
+# and its L2 and L3 sizes (lscpu), then, per binary
 # and scale, ns of user+sys CPU per event (fastest and median round), the fastest round's user and system parts and
 # the median wall time of a round (at 1K, of its REPEAT_1K runs together), peak RSS and the report's md5; then
 # the 8K/1K ratio of the fastest rounds and of the medians, of user+sys CPU and of user time alone.
@@ -60,6 +61,12 @@ for round in $(seq "$ROUNDS"); do
         done
     done
 done
+# The ratio depends on the machine's caches as much as on the simulator (sim/README.md, "Speed and scale": 1.0 on
+# a VM whose caches the 1K run already outgrows, 1.4 on one whose L3 holds it): name the machine with the figures.
+if command -v lscpu >/dev/null; then
+    lscpu | awk -F: '/^Model name|^L2 cache|^L3 cache/ {gsub(/^ +/, "", $2); sub(/ cache$/, "", $1)
+        printf "%s%s", sep, ($1 == "Model name" ? $2 : $1 " " $2); sep = "; "} END {print ""}' | sed 's/^/machine: /'
+fi
 python3 - "$raw" <<'PY'
 import collections, statistics as st, sys
 ns, rss, md5 = collections.defaultdict(list), collections.defaultdict(int), collections.defaultdict(set)
